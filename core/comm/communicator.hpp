@@ -1,0 +1,42 @@
+// Collectives among the ranks (devices) of a run, over any group of them.
+//
+// Contract: every member of a group calls the same collectives on that group, in the same order, with
+// the same counts. A group is the ranks along some mesh dims (Mesh::group); members are indexed by
+// their position in Group::ranks. Buffers are float32. Sending and receiving buffers never overlap
+// unless a method says in-place.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+enum class ReduceOp { Sum, Max };
+
+struct Group {
+  std::vector<int> ranks;  // world ranks of the members, in member order
+  int index = 0;           // this rank's position in `ranks`
+  int size() const { return int(ranks.size()); }
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;        // this device's world rank
+  virtual int world_size() const = 0;  // all devices of the run
+  virtual std::string backend() const = 0;
+
+  // In place: data[i] = op over members of data[i].
+  virtual void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) = 0;
+  // recv = concatenation of every member's `count` elements, in member order.
+  virtual void all_gather(const Group& group, const float* send, float* recv, size_t count) = 0;
+  // send holds group.size() chunks of `count`; recv gets the sum over members of chunk `index`.
+  virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;
+  // send holds group.size() chunks of `count`; chunk j goes to member j; recv chunk i came from member i.
+  virtual void all_to_all(const Group& group, const float* send, float* recv, size_t count) = 0;
+  // In place: every member's data becomes member `root`'s.
+  virtual void broadcast(const Group& group, float* data, size_t count, int root) = 0;
+  virtual void barrier(const Group& group) = 0;
+};
+
+}  // namespace dtrain

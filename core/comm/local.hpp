@@ -1,0 +1,27 @@
+// The in-process backend: N virtual devices, one thread each, exchanging through shared memory.
+// Waiting ranks block on a condition variable (no spinning), so 8 ranks run well on 2 cores.
+// If one rank fails, abort() wakes every rank waiting in (or later entering) a collective with an
+// Error, so a run never hangs on a dead peer.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/comm/communicator.hpp"
+
+namespace dtrain {
+
+class LocalWorld {
+ public:
+  explicit LocalWorld(int size);
+  ~LocalWorld();
+  int size() const;
+  std::unique_ptr<Communicator> communicator(int rank);
+  void abort(const std::string& why);
+
+  struct State;  // shared rendezvous state (local.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,39 @@
+// What one SPMD program instance (a rank) knows about itself: the mesh, its rank and its communicator.
+// run_spmd starts one thread per rank of the mesh and makes its context current in that thread, so ops
+// find it with current_device().
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+#include "core/mesh.hpp"
+
+namespace dtrain {
+
+struct DeviceContext {
+  MeshPtr mesh;
+  int rank = 0;
+  Communicator* comm = nullptr;
+
+  // The group of ranks along `dims` that contains this rank.
+  Group group(const std::vector<std::string>& dims) const;
+};
+
+DeviceContext& current_device();  // throws outside run_spmd
+
+// Makes `context` current in this thread for the lifetime of the object.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(DeviceContext& context);
+  ~ScopedDevice();
+
+ private:
+  DeviceContext* previous_;
+};
+
+// Runs fn on every rank of the mesh, one thread each, over a fresh in-process world. Returns when all
+// are done; if any threw, the others are aborted and the first error is rethrown here.
+void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn);
+
+}  // namespace dtrain

@@ -1,0 +1,19 @@
+// CPU kernels on raw row-major float buffers: a fast Eigen GEMM and a plain scalar reference of it.
+#pragma once
+#include <cstdint>
+
+namespace dtrain::kernels {
+
+// C[m,n] = alpha * op(A) * op(B) + beta * C, all row-major and packed: op(A) is m x k (A is k x m when
+// trans_a), op(B) is k x n (B is n x k when trans_b). beta == 0 ignores C's old contents (NaNs too).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+          float beta, float* c);
+// The same contract, three plain loops: the reference the fast kernel is tested against.
+void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    const float* b, float beta, float* c);
+
+// Threads one gemm call may use (default 1). Process-wide: set it to cores / devices before a run.
+void set_gemm_threads(int threads);
+int gemm_threads();
+
+}  // namespace dtrain::kernels

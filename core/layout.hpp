@@ -1,0 +1,58 @@
+// A layout says, for each axis of a tensor, which mesh dim shards it or that it is "unsharded".
+// Invariants: every named dim exists in the mesh and is used at most once. A rank's shard along an
+// axis sharded by dim d is block number coord(rank, d) of equal blocks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/mesh.hpp"
+#include "core/shape.hpp"
+
+namespace dtrain {
+
+inline const std::string kUnsharded = "unsharded";
+
+class Layout {
+ public:
+  Layout(std::vector<std::string> specs, MeshPtr mesh);
+
+  static Layout replicated(MeshPtr mesh, int rank);
+  static Layout batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis = 0);
+
+  int rank() const { return int(specs_.size()); }
+  const std::vector<std::string>& specs() const { return specs_; }
+  const std::string& spec(int axis) const { return specs_.at(axis); }
+  bool is_sharded(int axis) const { return specs_.at(axis) != kUnsharded; }
+  const Mesh& mesh() const { return *mesh_; }
+  const MeshPtr& mesh_ptr() const { return mesh_; }
+
+  // The axis that `dim` shards, or -1.
+  int axis_of(const std::string& dim) const;
+  // How many blocks an axis is cut into (1 when unsharded).
+  int num_shards(int axis) const;
+  bool fully_replicated() const;
+
+  // DTensor's Layout.delete: the layout without the given axes.
+  Layout erase(std::vector<int> axes) const;
+  // The same layout with one axis' spec replaced.
+  Layout with_spec(int axis, const std::string& spec) const;
+
+  // Throws unless the global shape has this layout's rank and each sharded extent divides evenly.
+  void check_shape(const Shape& global_shape) const;
+  Shape local_shape(const Shape& global_shape) const;
+  Shape local_offset(const Shape& global_shape, int device_rank) const;
+
+  // "sharding_specs:batch,unsharded, mesh:|batch=2|0,1|0,1|CPU:0,CPU:1"
+  std::string to_string() const;
+  static Layout from_string(const std::string& text);
+  std::string specs_string() const;  // "[batch, unsharded]"
+
+  bool operator==(const Layout& other) const;
+  bool operator!=(const Layout& other) const { return !(*this == other); }
+
+ private:
+  std::vector<std::string> specs_;
+  MeshPtr mesh_;
+};
+
+}  // namespace dtrain

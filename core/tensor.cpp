@@ -1,0 +1,61 @@
+#include "core/tensor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+
+std::shared_ptr<float[]> allocate(int64_t n) {
+  constexpr std::align_val_t kAlign{64};
+  float* p = static_cast<float*>(::operator new[](std::max<int64_t>(n, 1) * sizeof(float), kAlign));
+  return std::shared_ptr<float[]>(p, [](float* q) { ::operator delete[](q, std::align_val_t{64}); });
+}
+
+}  // namespace
+
+Tensor::Tensor(Shape shape) : Tensor(std::move(shape), 0.0f) {}
+
+Tensor::Tensor(Shape shape, float fill_value) : shape_(std::move(shape)) {
+  for (int64_t extent : shape_) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape_));
+  size_ = num_elements(shape_);
+  data_ = allocate(size_);
+  fill(fill_value);
+}
+
+Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
+  DTRAIN_CHECK(num_elements(shape) == int64_t(values.size()), "[tensor] {} values for shape {}", values.size(),
+               shape_string(shape));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = int64_t(values.size());
+  t.data_ = allocate(t.size_);
+  std::copy(values.begin(), values.end(), t.data_.get());
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t;
+  t.shape_ = shape_;
+  t.size_ = size_;
+  t.data_ = allocate(size_);
+  if (size_ > 0) std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  DTRAIN_CHECK(num_elements(shape) == size_, "[reshape] cannot view {} as {}", shape_string(shape_),
+               shape_string(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+std::vector<float> Tensor::to_vector() const { return std::vector<float>(data_.get(), data_.get() + size_); }
+
+void Tensor::fill(float value) { std::fill(data_.get(), data_.get() + size_, value); }
+
+}  // namespace dtrain

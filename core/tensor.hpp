@@ -1,0 +1,39 @@
+// A local dense float32 buffer in host memory with a row-major shape. Copies share the buffer
+// (cheap, like a handle); clone() makes a deep copy. Storage is 64-byte aligned for SIMD kernels.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/shape.hpp"
+
+namespace dtrain {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(Shape shape);               // zero-filled
+  Tensor(Shape shape, float fill);
+  static Tensor from_vector(Shape shape, const std::vector<float>& values);
+
+  const Shape& shape() const { return shape_; }
+  int rank() const { return int(shape_.size()); }
+  int64_t dim(int axis) const { return shape_.at(axis); }
+  int64_t size() const { return size_; }
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  float& operator[](int64_t i) { return data_.get()[i]; }
+  float operator[](int64_t i) const { return data_.get()[i]; }
+
+  Tensor clone() const;
+  // Same buffer, another shape of equal size.
+  Tensor reshaped(Shape shape) const;
+  std::vector<float> to_vector() const;
+  void fill(float value);
+
+ private:
+  Shape shape_;
+  int64_t size_ = 0;
+  std::shared_ptr<float[]> data_;
+};
+
+}  // namespace dtrain
