@@ -1,0 +1,74 @@
+// Reverse-mode autodiff over DTensor ops, one graph per rank (every rank records the same graph, SPMD).
+// A Var is a handle to a value and, if it was computed from Vars that need gradients, the node that made
+// it. backward() walks the graph from a scalar loss. A gradient is kept in the layout of the value it
+// belongs to, minus partial dims (a partial value's summands all receive the full gradient).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtensor.hpp"
+
+namespace dtrain {
+
+struct Node;
+
+struct VarState {
+  DTensor value;
+  bool requires_grad = false;
+  std::optional<DTensor> grad;    // accumulated by backward() on leaves
+  std::shared_ptr<Node> producer;  // null for leaves
+};
+
+class Var {
+ public:
+  Var() = default;
+  explicit Var(DTensor value, bool requires_grad = false);
+
+  const DTensor& value() const { return state_->value; }
+  DTensor& value() { return state_->value; }
+  bool requires_grad() const { return state_->requires_grad; }
+  bool is_leaf() const { return state_->producer == nullptr; }
+  bool defined() const { return state_ != nullptr; }
+  // The gradient accumulated by backward(); throws if there is none.
+  const DTensor& grad() const;
+  bool has_grad() const { return state_->grad.has_value(); }
+  void zero_grad() { state_->grad.reset(); }
+  // Replaces the value in place (optimizers); the layout must stay.
+  void assign(DTensor value);
+
+  const std::shared_ptr<VarState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<VarState> state_;
+};
+
+// Given the gradient of the output, the gradients of each input (nullopt where none flows).
+using VjpFn = std::function<std::vector<std::optional<DTensor>>(const DTensor& grad_output)>;
+
+struct Node {
+  std::string op;
+  std::vector<std::shared_ptr<VarState>> inputs;
+  VjpFn vjp;
+};
+
+// Wraps an op's output; records a node when any input requires a gradient.
+Var record(const std::string& op, DTensor output, const std::vector<Var>& inputs, VjpFn vjp);
+
+// Accumulates d(loss)/d(leaf) into every leaf that requires a gradient. `loss` must be a scalar.
+void backward(const Var& loss);
+
+// While alive, ops record no graph (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+
+ private:
+  bool previous_;
+};
+bool grad_enabled();
+
+}  // namespace dtrain

@@ -1,0 +1,208 @@
+#include "core/dtensor.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+
+// Copies (or adds) the block `extent` from src at src_offset to dst at dst_offset, row by row.
+void copy_block(const float* src, const Shape& src_shape, const Shape& src_offset, float* dst, const Shape& dst_shape,
+                const Shape& dst_offset, const Shape& extent, bool accumulate) {
+  const int rank = int(extent.size());
+  if (rank == 0) {
+    *dst = accumulate ? *dst + *src : *src;
+    return;
+  }
+  if (num_elements(extent) == 0) return;
+  const auto src_strides = strides_of(src_shape), dst_strides = strides_of(dst_shape);
+  const int64_t row = extent[rank - 1];
+  std::vector<int64_t> index(rank - 1, 0);
+  while (true) {
+    int64_t s = src_offset[rank - 1], d = dst_offset[rank - 1];
+    for (int i = 0; i < rank - 1; ++i) {
+      s += (src_offset[i] + index[i]) * src_strides[i];
+      d += (dst_offset[i] + index[i]) * dst_strides[i];
+    }
+    if (accumulate) {
+      for (int64_t j = 0; j < row; ++j) dst[d + j] += src[s + j];
+    } else {
+      std::memcpy(dst + d, src + s, row * sizeof(float));
+    }
+    int i = rank - 2;
+    for (; i >= 0; --i) {
+      if (++index[i] < extent[i]) break;
+      index[i] = 0;
+    }
+    if (i < 0) break;
+  }
+}
+
+// [n, chunk...]: chunk j is block j along `axis`.
+Tensor split_chunks(const Tensor& t, int axis, int n) {
+  Shape chunk = t.shape();
+  chunk[axis] /= n;
+  Shape buffer_shape = chunk;
+  buffer_shape.insert(buffer_shape.begin(), n);
+  Tensor out(buffer_shape);
+  const int64_t chunk_size = num_elements(chunk);
+  for (int j = 0; j < n; ++j) {
+    Shape offset(t.rank(), 0);
+    offset[axis] = j * chunk[axis];
+    copy_block(t.data(), t.shape(), offset, out.data() + j * chunk_size, chunk, Shape(t.rank(), 0), chunk, false);
+  }
+  return out;
+}
+
+// The inverse of split_chunks: n chunks of shape `chunk`, concatenated along `axis`.
+Tensor concat_chunks(const float* chunks, int n, const Shape& chunk, int axis) {
+  Shape full = chunk;
+  full[axis] *= n;
+  Tensor out(full);
+  const int64_t chunk_size = num_elements(chunk);
+  for (int j = 0; j < n; ++j) {
+    Shape offset(chunk.size(), 0);
+    offset[axis] = j * chunk[axis];
+    copy_block(chunks + j * chunk_size, chunk, Shape(chunk.size(), 0), out.data(), full, offset, chunk, false);
+  }
+  return out;
+}
+
+std::vector<std::string> without(std::vector<std::string> dims, const std::string& dim) {
+  dims.erase(std::remove(dims.begin(), dims.end(), dim), dims.end());
+  return dims;
+}
+
+}  // namespace
+
+DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, std::vector<std::string> partial)
+    : global_shape_(std::move(global_shape)), layout_(std::move(layout)), local_(std::move(local)) {
+  Shape expected = layout_.local_shape(global_shape_);
+  DTRAIN_CHECK(local_.shape() == expected, "[dtensor] local shard {} does not match {} of global {} under {}",
+               shape_string(local_.shape()), shape_string(expected), shape_string(global_shape_),
+               layout_.specs_string());
+  for (const auto& dim : layout_.mesh().dim_names()) {
+    if (std::find(partial.begin(), partial.end(), dim) == partial.end()) continue;
+    DTRAIN_CHECK(layout_.axis_of(dim) < 0, "[dtensor] mesh dim '{}' cannot both shard and be partial", dim);
+    partial_.push_back(dim);
+  }
+  DTRAIN_CHECK(partial_.size() == partial.size(), "[dtensor] partial dims {} are not all mesh dims",
+               fmt::join(partial, ","));
+}
+
+std::string DTensor::describe() const {
+  std::string text = fmt::format("{} {}", shape_string(global_shape_), layout_.specs_string());
+  if (is_partial()) text += fmt::format(" partial{{{}}}", fmt::join(partial_, ","));
+  return text;
+}
+
+Tensor slice_block(const Tensor& t, const Shape& offset, const Shape& extent) {
+  Tensor out(extent);
+  copy_block(t.data(), t.shape(), offset, out.data(), extent, Shape(extent.size(), 0), extent, false);
+  return out;
+}
+
+void insert_block(Tensor& dst, const Shape& offset, const Tensor& block, bool accumulate) {
+  copy_block(block.data(), block.shape(), Shape(block.rank(), 0), dst.data(), dst.shape(), offset, block.shape(),
+             accumulate);
+}
+
+Tensor pack(const Tensor& global, const Layout& layout, int device_rank) {
+  return slice_block(global, layout.local_offset(global.shape(), device_rank), layout.local_shape(global.shape()));
+}
+
+Tensor unpack(const Shape& global_shape, const Layout& layout, const std::vector<Tensor>& locals,
+              const std::vector<std::string>& partial) {
+  const Mesh& mesh = layout.mesh();
+  DTRAIN_CHECK(int(locals.size()) == mesh.size(), "[unpack] {} shards for a mesh of {} devices", locals.size(),
+               mesh.size());
+  Tensor global(global_shape);
+  for (int r = 0; r < mesh.size(); ++r) {
+    // Take each distinct block once: coordinate 0 on dims that neither shard nor hold partial sums.
+    bool first_replica = true;
+    for (const auto& dim : mesh.dim_names()) {
+      bool summed = std::find(partial.begin(), partial.end(), dim) != partial.end();
+      if (layout.axis_of(dim) < 0 && !summed && mesh.coord(r, dim) != 0) first_replica = false;
+    }
+    if (!first_replica) continue;
+    DTRAIN_CHECK(locals[r].shape() == layout.local_shape(global_shape), "[unpack] rank {} holds {} not {}", r,
+                 shape_string(locals[r].shape()), shape_string(layout.local_shape(global_shape)));
+    insert_block(global, layout.local_offset(global_shape, r), locals[r], true);
+  }
+  return global;
+}
+
+DTensor redistribute(const DTensor& x, const Layout& target) {
+  DTRAIN_CHECK(target.mesh() == x.mesh(), "[redistribute] target mesh {} differs from {}", target.mesh().to_string(),
+               x.mesh().to_string());
+  DTRAIN_CHECK(target.rank() == x.rank(), "[redistribute] target {} has rank {} but the tensor {}",
+               target.specs_string(), target.rank(), x.describe());
+  target.check_shape(x.global_shape());
+  if (!x.is_partial() && x.layout() == target) return x;
+
+  DeviceContext& device = current_device();
+  Communicator& comm = *device.comm;
+  std::vector<std::string> specs = x.layout().specs();
+  std::vector<std::string> partial = x.partial();
+  Tensor local = x.local();
+
+  // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
+  for (const auto& dim : x.partial()) {
+    Group group = device.group({dim});
+    int axis = target.axis_of(dim);
+    if (axis >= 0 && specs[axis] == kUnsharded && group.size() > 1) {
+      Tensor chunks = split_chunks(local, axis, group.size());
+      Shape chunk = local.shape();
+      chunk[axis] /= group.size();
+      Tensor received(chunk);
+      comm.reduce_scatter(group, chunks.data(), received.data(), received.size());
+      local = received;
+      specs[axis] = dim;
+    } else if (group.size() > 1) {
+      local = local.clone();
+      comm.all_reduce(group, local.data(), local.size(), ReduceOp::Sum);
+    }
+    partial = without(partial, dim);
+  }
+  // 2. Shardings the target does not keep: move them with all_to_all when the target axis is free, else gather.
+  for (int axis = 0; axis < x.rank(); ++axis) {
+    const std::string dim = specs[axis];
+    if (dim == kUnsharded || target.spec(axis) == dim) continue;
+    Group group = device.group({dim});
+    const int n = group.size();
+    int to_axis = target.axis_of(dim);
+    if (to_axis >= 0 && specs[to_axis] == kUnsharded) {
+      Tensor send = split_chunks(local, to_axis, n);
+      Tensor received(send.shape());
+      Shape chunk = local.shape();
+      chunk[to_axis] /= n;
+      comm.all_to_all(group, send.data(), received.data(), num_elements(chunk));
+      local = concat_chunks(received.data(), n, chunk, axis);
+      specs[to_axis] = dim;
+    } else {
+      Tensor received(Shape{int64_t(n) * local.size()});
+      comm.all_gather(group, local.data(), received.data(), local.size());
+      local = concat_chunks(received.data(), n, local.shape(), axis);
+    }
+    specs[axis] = kUnsharded;
+  }
+  // 3. Shardings the target adds: every rank already has the data, so take its block.
+  for (int axis = 0; axis < x.rank(); ++axis) {
+    const std::string& dim = target.spec(axis);
+    if (dim == kUnsharded || specs[axis] == dim) continue;
+    const int n = device.mesh->dim_size(dim);
+    Shape offset(x.rank(), 0), extent = local.shape();
+    extent[axis] /= n;
+    offset[axis] = int64_t(device.mesh->coord(device.rank, dim)) * extent[axis];
+    local = slice_block(local, offset, extent);
+    specs[axis] = dim;
+  }
+  return DTensor(x.global_shape(), target, local);
+}
+
+DTensor resolve_partial(const DTensor& x) { return x.is_partial() ? redistribute(x, x.layout()) : x; }
+
+}  // namespace dtrain

@@ -1,0 +1,147 @@
+// Elementwise ops. Binary ops broadcast b over a's leading axes (b's shape is a suffix of a's); b is moved
+// to a's sharding of those axes, the result has a's layout. Non-linear ops sum pending partials first.
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::ops {
+namespace {
+
+template <class F>
+DTensor map_unary(const DTensor& a, F f) {
+  Tensor out(a.local().shape());
+  const float* x = a.local().data();
+  float* y = out.data();
+  const int64_t size = out.size();
+  for (int64_t i = 0; i < size; ++i) y[i] = f(x[i]);
+  return DTensor(a.global_shape(), a.layout(), out, a.partial());
+}
+
+// Applies f(a[i], b[i mod inner]) with b moved to a's trailing sharding; both made non-partial.
+template <class F>
+DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, F f) {
+  const int ra = a_in.rank(), rb = b_in.rank();
+  bool suffix = rb <= ra;
+  for (int i = 0; suffix && i < rb; ++i) suffix = a_in.global_shape()[ra - rb + i] == b_in.global_shape()[i];
+  DTRAIN_CHECK(suffix, "[{}] cannot broadcast {} to {}: its shape must be a suffix of the other's", op,
+               b_in.describe(), a_in.describe());
+  DTensor a = resolve_partial(a_in);
+  const auto& specs = a.layout().specs();
+  Layout b_layout(std::vector<std::string>(specs.end() - rb, specs.end()), a.layout().mesh_ptr());
+  DTensor b = redistribute(b_in, b_layout);
+  Tensor out(a.local().shape());
+  const float* x = a.local().data();
+  const float* z = b.local().data();
+  float* y = out.data();
+  const int64_t inner = b.local().size(), outer = inner == 0 ? 0 : out.size() / inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) y[o * inner + i] = f(x[o * inner + i], z[i]);
+  }
+  return DTensor(a.global_shape(), a.layout(), out);
+}
+
+}  // namespace
+
+DTensor add(const DTensor& a, const DTensor& b) {
+  // Sums of partial values of one layout stay partial (addition is linear): gradients accumulate this way.
+  if (a.is_partial() && a.partial() == b.partial() && a.layout() == b.layout() && a.global_shape() == b.global_shape()) {
+    DTensor sum = map_binary("add", DTensor(a.global_shape(), a.layout(), a.local()),
+                             DTensor(b.global_shape(), b.layout(), b.local()), [](float x, float y) { return x + y; });
+    return DTensor(sum.global_shape(), sum.layout(), sum.local(), a.partial());
+  }
+  return map_binary("add", a, b, [](float x, float y) { return x + y; });
+}
+
+DTensor subtract(const DTensor& a, const DTensor& b) {
+  return map_binary("subtract", a, b, [](float x, float y) { return x - y; });
+}
+
+DTensor multiply(const DTensor& a, const DTensor& b) {
+  return map_binary("multiply", a, b, [](float x, float y) { return x * y; });
+}
+
+DTensor scale(const DTensor& a, float factor) {
+  return map_unary(a, [factor](float x) { return x * factor; });
+}
+
+DTensor relu(const DTensor& a) {
+  return map_unary(resolve_partial(a), [](float x) { return x > 0.0f ? x : 0.0f; });
+}
+
+DTensor relu_grad(const DTensor& grad, const DTensor& output) {
+  return map_binary("relu_grad", grad, output, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
+}
+
+DTensor rsqrt(const DTensor& a, float epsilon) {
+  return map_unary(resolve_partial(a), [epsilon](float x) { return 1.0f / std::sqrt(x + epsilon); });
+}
+
+}  // namespace dtrain::ops
+
+namespace dtrain {
+namespace {
+
+// The axes of a that b (a suffix of a's shape) was broadcast over.
+std::vector<int> leading_axes(const DTensor& a, const DTensor& b) {
+  std::vector<int> axes;
+  for (int i = 0; i < a.rank() - b.rank(); ++i) axes.push_back(i);
+  return axes;
+}
+
+// d(sum)/d(b) for a b broadcast over a's leading axes: the gradient summed over those axes.
+DTensor unbroadcast(const DTensor& grad, const DTensor& a, const DTensor& b) {
+  std::vector<int> axes = leading_axes(a, b);
+  return axes.empty() ? grad : ops::reduce_sum(grad, axes);
+}
+
+}  // namespace
+
+Var add(const Var& a, const Var& b) {
+  DTensor av = a.value(), bv = b.value();
+  return record("add", ops::add(av, bv), {a, b}, [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+    return {g, unbroadcast(g, av, bv)};
+  });
+}
+
+Var subtract(const Var& a, const Var& b) {
+  DTensor av = a.value(), bv = b.value();
+  return record("subtract", ops::subtract(av, bv), {a, b},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                  return {g, ops::scale(unbroadcast(g, av, bv), -1.0f)};
+                });
+}
+
+Var multiply(const Var& a, const Var& b) {
+  DTensor av = a.value(), bv = b.value();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return record("multiply", ops::multiply(av, bv), {a, b},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                  std::optional<DTensor> da, db;
+                  if (need_a) da = ops::multiply(g, bv);
+                  if (need_b) db = unbroadcast(ops::multiply(g, av), av, bv);
+                  return {da, db};
+                });
+}
+
+Var scale(const Var& a, float factor) {
+  return record("scale", ops::scale(a.value(), factor), {a},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::scale(g, factor)}; });
+}
+
+Var relu(const Var& a) {
+  DTensor out = ops::relu(a.value());
+  return record("relu", out, {a},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::relu_grad(g, out)}; });
+}
+
+Var rsqrt(const Var& a, float epsilon) {
+  DTensor out = ops::rsqrt(a.value(), epsilon);
+  return record("rsqrt", out, {a}, [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+    // d/dx (x+e)^-1/2 = -1/2 y^3
+    DTensor cube = ops::multiply(ops::multiply(out, out), out);
+    return {ops::scale(ops::multiply(g, cube), -0.5f)};
+  });
+}
+
+}  // namespace dtrain

@@ -1,0 +1,69 @@
+// matmul: local GEMM on shards; SPMD rule picks shardings for M, K, N; vjp is two more matmuls.
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/kernels/cpu.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::ops {
+namespace {
+
+// Physical specs of a 2-D operand for logical (rows, cols) under an optional transpose.
+std::vector<std::string> physical(const std::string& rows, const std::string& cols, bool transposed) {
+  return transposed ? std::vector<std::string>{cols, rows} : std::vector<std::string>{rows, cols};
+}
+
+}  // namespace
+
+DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool transpose_b) {
+  DTRAIN_CHECK(a_in.rank() == 2 && b_in.rank() == 2, "[matmul] needs 2-D operands, got {} and {}", a_in.describe(),
+               b_in.describe());
+  const int a_rows = transpose_a ? 1 : 0, a_cols = 1 - a_rows;
+  const int b_rows = transpose_b ? 1 : 0, b_cols = 1 - b_rows;
+  const int64_t m = a_in.global_shape()[a_rows], k = a_in.global_shape()[a_cols];
+  const int64_t n = b_in.global_shape()[b_cols];
+  DTRAIN_CHECK(b_in.global_shape()[b_rows] == k, "[matmul] inner dimensions differ: {} (transposed: {}) times {} (transposed: {})",
+               a_in.describe(), transpose_a, b_in.describe(), transpose_b);
+  DTensor a = resolve_partial(a_in), b = resolve_partial(b_in);
+
+  // The rule: M keeps a's sharding, N keeps b's unless it clashes with M, K takes the first sharding of
+  // a or b that is still free; both operands move to it (a slice when they were replicated).
+  const std::string m_dim = a.layout().spec(a_rows);
+  std::string n_dim = b.layout().spec(b_cols);
+  if (n_dim == m_dim) n_dim = kUnsharded;
+  std::string k_dim = kUnsharded;
+  for (const std::string& candidate : {a.layout().spec(a_cols), b.layout().spec(b_rows)}) {
+    if (k_dim == kUnsharded && candidate != kUnsharded && candidate != m_dim && candidate != n_dim) k_dim = candidate;
+  }
+  const MeshPtr& mesh = a.layout().mesh_ptr();
+  a = redistribute(a, Layout(physical(m_dim, k_dim, transpose_a), mesh));
+  b = redistribute(b, Layout(physical(k_dim, n_dim, transpose_b), mesh));
+
+  const Tensor& la = a.local();
+  const Tensor& lb = b.local();
+  const int64_t lm = la.dim(a_rows), lk = la.dim(a_cols), ln = lb.dim(b_cols);
+  Tensor out({lm, ln});
+  kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
+  std::vector<std::string> partial;
+  if (k_dim != kUnsharded) partial.push_back(k_dim);
+  return DTensor({m, n}, Layout({m_dim, n_dim}, mesh), out, partial);
+}
+
+}  // namespace dtrain::ops
+
+namespace dtrain {
+
+Var matmul(const Var& a, const Var& b, bool transpose_a, bool transpose_b) {
+  DTensor av = a.value(), bv = b.value();
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return record("matmul", ops::matmul(av, bv, transpose_a, transpose_b), {a, b},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                  // C = A'B' with A' = op(a), B' = op(b): dA' = g B'^T, dB' = A'^T g. Skip what nobody needs
+                  // (the input batch's gradient is a whole GEMM).
+                  std::optional<DTensor> da, db;
+                  if (need_a) da = transpose_a ? ops::matmul(bv, g, transpose_b, true) : ops::matmul(g, bv, false, !transpose_b);
+                  if (need_b) db = transpose_b ? ops::matmul(g, av, true, transpose_a) : ops::matmul(av, g, !transpose_a, false);
+                  return {da, db};
+                });
+}
+
+}  // namespace dtrain

@@ -1,0 +1,49 @@
+// reshape: a local view when only the leading axis is sharded and keeps its extent (flattening images
+// of a batch); otherwise the value is gathered, reshaped and replicated.
+#include "core/error.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::ops {
+
+DTensor reshape(const DTensor& a, const Shape& shape) {
+  DTRAIN_CHECK(num_elements(shape) == num_elements(a.global_shape()), "[reshape] cannot reshape {} to {}",
+               a.describe(), shape_string(shape));
+  const Layout& layout = a.layout();
+  bool only_leading = true;
+  for (int axis = 1; axis < a.rank(); ++axis) only_leading = only_leading && !layout.is_sharded(axis);
+  const MeshPtr& mesh = layout.mesh_ptr();
+  if (a.rank() > 0 && !shape.empty() && only_leading && shape[0] == a.global_shape()[0]) {
+    Layout out = Layout::replicated(mesh, int(shape.size())).with_spec(0, layout.spec(0));
+    return DTensor(shape, out, a.local().reshaped(out.local_shape(shape)), a.partial());
+  }
+  DTensor whole = redistribute(a, Layout::replicated(mesh, a.rank()));
+  return DTensor(shape, Layout::replicated(mesh, int(shape.size())), whole.local().reshaped(shape));
+}
+
+}  // namespace dtrain::ops
+
+namespace dtrain {
+
+Var reshape(const Var& a, const Shape& shape) {
+  const Shape original = a.value().global_shape();
+  return record("reshape", ops::reshape(a.value(), shape), {a},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::reshape(g, original)}; });
+}
+
+Var flatten(const Var& a) {
+  const Shape& shape = a.value().global_shape();
+  DTRAIN_CHECK(!shape.empty(), "[flatten] needs a batch axis");
+  int64_t features = 1;
+  for (size_t i = 1; i < shape.size(); ++i) features *= shape[i];
+  return reshape(a, {shape[0], features});
+}
+
+Var redistribute(const Var& a, const Layout& target) {
+  const Layout source = a.value().layout();
+  return record("redistribute", dtrain::redistribute(a.value(), target), {a},
+                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                  return {dtrain::redistribute(g, source)};
+                });
+}
+
+}  // namespace dtrain

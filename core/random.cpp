@@ -1,0 +1,89 @@
+#include "core/random.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+std::array<uint32_t, 4> philox(uint64_t key, std::array<uint32_t, 4> c) {
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+
+namespace {
+std::array<uint32_t, 4> words_at(uint64_t key, uint64_t stream, uint64_t index) {
+  return philox(key, {uint32_t(index), uint32_t(index >> 32), uint32_t(stream), uint32_t(stream >> 32)});
+}
+}  // namespace
+
+float uniform_at(uint64_t key, uint64_t stream, uint64_t index) {
+  return float(words_at(key, stream, index)[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+float normal_at(uint64_t key, uint64_t stream, uint64_t index) {
+  auto w = words_at(key, stream, index);
+  const double u1 = (double(w[0]) + 1.0) / 4294967296.0;  // (0, 1]: the log is finite
+  const double u2 = double(w[1]) / 4294967296.0;
+  return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+}
+
+std::string Initializer::describe() const {
+  switch (kind) {
+    case Kind::Zeros: return "zeros";
+    case Kind::Ones: return "ones";
+    case Kind::Constant: return fmt::format("constant({})", value);
+    case Kind::Normal: return fmt::format("normal(mean={}, stddev={}, seed=[{}, {}])", mean, stddev, seed0, seed1);
+    case Kind::Uniform: return fmt::format("uniform({}, {}, seed=[{}, {}])", low, high, seed0, seed1);
+    case Kind::GlorotUniform: return fmt::format("glorot_uniform(seed=[{}, {}])", seed0, seed1);
+  }
+  return "?";
+}
+
+DTensor initialize(const Initializer& init, const Shape& global_shape, const Layout& layout, int device_rank) {
+  const Shape local_shape = layout.local_shape(global_shape);
+  const Shape offset = layout.local_offset(global_shape, device_rank);
+  Tensor local(local_shape);
+  const uint64_t key = seed_key(init.seed0, init.seed1);
+  float low = init.low, high = init.high;
+  if (init.kind == Initializer::Kind::GlorotUniform) {
+    DTRAIN_CHECK(global_shape.size() >= 1, "[initialize] glorot_uniform needs a kernel, not a scalar");
+    const double fan_in = double(global_shape[0]);
+    const double fan_out = global_shape.size() > 1 ? double(num_elements(global_shape) / global_shape[0]) : fan_in;
+    high = float(std::sqrt(6.0 / (fan_in + fan_out)));
+    low = -high;
+  }
+  auto value_at = [&](uint64_t index) -> float {
+    switch (init.kind) {
+      case Initializer::Kind::Zeros: return 0.0f;
+      case Initializer::Kind::Ones: return 1.0f;
+      case Initializer::Kind::Constant: return init.value;
+      case Initializer::Kind::Normal: return init.mean + init.stddev * normal_at(key, 0, index);
+      case Initializer::Kind::Uniform:
+      case Initializer::Kind::GlorotUniform: return low + (high - low) * uniform_at(key, 0, index);
+    }
+    return 0.0f;
+  };
+  // Walk the local shard; each element's number comes from its global row-major index.
+  const int rank = int(local_shape.size());
+  const auto global_strides = strides_of(global_shape);
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < local.size(); ++i) {
+    uint64_t global_index = 0;
+    for (int a = 0; a < rank; ++a) global_index += uint64_t(offset[a] + index[a]) * global_strides[a];
+    local[i] = value_at(global_index);
+    for (int a = rank - 1; a >= 0; --a) {
+      if (++index[a] < local_shape[a]) break;
+      index[a] = 0;
+    }
+  }
+  return DTensor(global_shape, layout, local);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,86 @@
+// Gradients of every op against central finite differences on one device: loss = sum(op(x) * w).
+#include <doctest/doctest.h>
+
+#include "tests/spmd_harness.hpp"
+
+using namespace dtrain;
+using namespace dtrain::testing;
+
+namespace {
+
+// Sum of op(inputs) * cotangent on one device, in double for the difference quotient.
+double loss_of(const std::vector<Tensor>& inputs, const VarOp& op, const Tensor& cotangent) {
+  MeshPtr single = make_mesh({"x"}, {1});
+  std::vector<Layout> layouts;
+  for (const auto& t : inputs) layouts.push_back(Layout::replicated(single, t.rank()));
+  Tensor out = run_op(single, inputs, layouts, op, Tensor(), false).output;
+  double sum = 0;
+  for (int64_t i = 0; i < out.size(); ++i) sum += double(out[i]) * cotangent[i];
+  return sum;
+}
+
+void check_gradients(const std::string& name, std::vector<Tensor> inputs, const VarOp& op, float step = 1e-2f) {
+  MeshPtr single = make_mesh({"x"}, {1});
+  std::vector<Layout> layouts;
+  for (const auto& t : inputs) layouts.push_back(Layout::replicated(single, t.rank()));
+  Tensor probe = run_op(single, inputs, layouts, op, Tensor(), false).output;
+  Tensor cotangent = test_tensor(probe.shape(), 42);
+  SpmdResult analytic = run_op(single, inputs, layouts, op, cotangent);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    REQUIRE_MESSAGE(analytic.grads[i].size() == inputs[i].size(), name << ": no gradient for input " << i);
+    for (int64_t j = 0; j < inputs[i].size(); ++j) {
+      std::vector<Tensor> plus = inputs, minus = inputs;
+      plus[i] = inputs[i].clone();
+      minus[i] = inputs[i].clone();
+      plus[i][j] += step;
+      minus[i][j] -= step;
+      const double numeric = (loss_of(plus, op, cotangent) - loss_of(minus, op, cotangent)) / (2.0 * step);
+      const double exact = analytic.grads[i][j];
+      if (std::fabs(numeric - exact) > 2e-2 * std::max(1.0, std::fabs(numeric))) {
+        FAIL_CHECK(name << ": d/d input " << i << "[" << j << "] analytic " << exact << " numeric " << numeric);
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gradients match finite differences") {
+  Tensor a = test_tensor({4, 6}, 1), b = test_tensor({6, 5}, 2), bias = test_tensor({5}, 3);
+  Tensor square = test_tensor({4, 4}, 4);
+  check_gradients("matmul", {a, b}, [](const std::vector<Var>& v) { return matmul(v[0], v[1]); });
+  check_gradients("matmul a^T b^T", {test_tensor({6, 4}, 5), test_tensor({5, 6}, 6)},
+                  [](const std::vector<Var>& v) { return matmul(v[0], v[1], true, true); });
+  check_gradients("add bias", {test_tensor({4, 5}, 7), bias}, [](const std::vector<Var>& v) { return add(v[0], v[1]); });
+  check_gradients("subtract bias", {test_tensor({4, 5}, 8), bias},
+                  [](const std::vector<Var>& v) { return subtract(v[0], v[1]); });
+  check_gradients("multiply bias", {test_tensor({4, 5}, 9), bias},
+                  [](const std::vector<Var>& v) { return multiply(v[0], v[1]); });
+  check_gradients("scale", {square}, [](const std::vector<Var>& v) { return scale(v[0], 3.0f); });
+  // relu away from its kink: inputs kept at |x| >= 0.2
+  Tensor kinked = test_tensor({4, 4}, 10);
+  for (int64_t i = 0; i < kinked.size(); ++i) kinked[i] = kinked[i] >= 0 ? kinked[i] + 0.2f : kinked[i] - 0.2f;
+  check_gradients("relu", {kinked}, [](const std::vector<Var>& v) { return relu(v[0]); });
+  check_gradients("rsqrt", {test_tensor({4, 4}, 11, 0.5f, 2.0f)},
+                  [](const std::vector<Var>& v) { return rsqrt(v[0], 1e-3f); });
+  check_gradients("softmax", {test_tensor({4, 6}, 12, -2.0f, 2.0f)},
+                  [](const std::vector<Var>& v) { return softmax(v[0]); });
+  Tensor labels = Tensor::from_vector({4}, {2, 0, 5, 1});
+  check_gradients("sparse_softmax_cross_entropy", {test_tensor({4, 6}, 13, -2.0f, 2.0f)},
+                  [labels](const std::vector<Var>& v) {
+                    MeshPtr mesh = v[0].value().layout().mesh_ptr();
+                    return sparse_softmax_cross_entropy(v[0], DTensor({4}, Layout::replicated(mesh, 1), labels.clone()));
+                  });
+  check_gradients("reduce_sum", {square}, [](const std::vector<Var>& v) { return reduce_sum(v[0], {0}); });
+  check_gradients("reduce_mean", {square}, [](const std::vector<Var>& v) { return reduce_mean(v[0], {0, 1}); });
+  check_gradients("batch_normalize", {test_tensor({8, 3}, 14, -2.0f, 2.0f)},
+                  [](const std::vector<Var>& v) { return batch_normalize(v[0], 1e-5f); }, 1e-2f);
+  check_gradients("flatten", {test_tensor({2, 2, 3}, 15)}, [](const std::vector<Var>& v) { return flatten(v[0]); });
+  check_gradients("dropout", {square}, [](const std::vector<Var>& v) { return dropout(v[0], 0.3f, 1, 2); });
+}
+
+TEST_CASE("a gradient used twice accumulates") {
+  Tensor a = test_tensor({3, 3}, 16);
+  check_gradients("x*x + x", {a}, [](const std::vector<Var>& v) { return add(multiply(v[0], v[0]), v[0]); });
+}

@@ -1,0 +1,73 @@
+// Mesh and layout arithmetic, DTensor-compatible string forms, and every rejection.
+#include <doctest/doctest.h>
+
+#include "core/error.hpp"
+#include "core/layout.hpp"
+
+using namespace dtrain;
+
+TEST_CASE("mesh coordinates are row-major, last dim fastest") {
+  Mesh mesh({"batch", "model"}, {4, 2});
+  CHECK(mesh.size() == 8);
+  CHECK(mesh.coords(5) == std::vector<int>{2, 1});
+  CHECK(mesh.rank_of({3, 0}) == 6);
+  for (int r = 0; r < 8; ++r) CHECK(mesh.rank_of(mesh.coords(r)) == r);
+  CHECK(mesh.group(5, {"batch"}) == std::vector<int>{1, 3, 5, 7});
+  CHECK(mesh.group(5, {"model"}) == std::vector<int>{4, 5});
+  CHECK(mesh.group(5, {"batch", "model"}).size() == 8);
+  CHECK(mesh.group(5, {}) == std::vector<int>{5});
+}
+
+TEST_CASE("mesh string round trip") {
+  Mesh mesh({"batch", "model"}, {2, 2});
+  CHECK(mesh.to_string() == "|batch=2,model=2|0,1,2,3|0,1,2,3|CPU:0,CPU:1,CPU:2,CPU:3");
+  CHECK(Mesh::from_string(mesh.to_string()) == mesh);
+  CHECK(Mesh::from_string("|x=2|0,1|0,1|GPU:0,GPU:1").devices()[1] == "GPU:1");
+}
+
+TEST_CASE("mesh errors") {
+  CHECK_THROWS_AS(Mesh({"a", "a"}, {2, 2}), UsageError);
+  CHECK_THROWS_AS(Mesh({"unsharded"}, {2}), UsageError);
+  CHECK_THROWS_AS(Mesh({"a"}, {0}), UsageError);
+  CHECK_THROWS_AS(Mesh({"a"}, {2}, {"CPU:0"}), UsageError);
+  CHECK_THROWS_AS(Mesh::from_string("batch=2"), UsageError);
+  CHECK_THROWS_AS(Mesh::from_string("|batch=x|0|0|CPU:0"), UsageError);
+  CHECK_THROWS_WITH_AS(Mesh({"a"}, {2}).dim_index("b"), "[mesh] unknown mesh dim 'b' (the mesh has: a)", UsageError);
+}
+
+TEST_CASE("layout shapes, offsets and helpers") {
+  auto mesh = make_mesh({"batch", "model"}, {4, 2});
+  Layout layout({"batch", "model"}, mesh);
+  CHECK(layout.local_shape({8, 6}) == Shape{2, 3});
+  CHECK(layout.local_offset({8, 6}, 5) == Shape{4, 3});  // coords (2, 1)
+  CHECK(Layout::replicated(mesh, 2).fully_replicated());
+  CHECK(Layout::batch_sharded(mesh, "batch", 3, 1).specs() == std::vector<std::string>{kUnsharded, "batch", kUnsharded});
+  CHECK(layout.erase({0}).specs() == std::vector<std::string>{"model"});
+  CHECK(layout.axis_of("model") == 1);
+  CHECK(layout.axis_of("other") == -1);
+}
+
+TEST_CASE("layout string round trip matches DTensor's form") {
+  auto mesh = make_mesh({"batch"}, {2});
+  Layout layout({"batch", kUnsharded}, mesh);
+  CHECK(layout.to_string() == "sharding_specs:batch,unsharded, mesh:|batch=2|0,1|0,1|CPU:0,CPU:1");
+  CHECK(Layout::from_string(layout.to_string()) == layout);
+  CHECK(Layout::from_string("sharding_specs:, mesh:|batch=2|0,1|0,1|CPU:0,CPU:1").rank() == 0);
+}
+
+TEST_CASE("layout errors name what is wrong") {
+  auto mesh = make_mesh({"batch", "model"}, {4, 2});
+  CHECK_THROWS_WITH_AS(Layout({"batch", "feature"}, mesh),
+                       "[layout] [batch, feature] names unknown mesh dim 'feature' (the mesh has: batch, model)",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(Layout({"batch", "batch"}, mesh), "[layout] [batch, batch] uses mesh dim 'batch' twice",
+                       UsageError);
+  Layout layout({"batch", "model"}, mesh);
+  CHECK_THROWS_WITH_AS(layout.local_shape({8, 6, 1}),
+                       "[layout] [batch, model] has rank 2 but the tensor (8,6,1) has rank 3", UsageError);
+  CHECK_THROWS_WITH_AS(layout.local_shape({6, 6}),
+                       "[layout] axis 0 of (6,6) has extent 6, not divisible by mesh dim 'batch' of size 4",
+                       UsageError);
+  CHECK_THROWS_AS(Layout::from_string("sharding_specs:batch"), UsageError);
+  CHECK_THROWS_AS(Layout::from_string("sharding_specs:batch,, mesh:|batch=2|0,1|0,1|CPU:0,CPU:1"), UsageError);
+}
