@@ -1,0 +1,58 @@
+#include "core/error.hpp"
+#include "core/nn/layers.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::nn {
+namespace {
+Initializer constant(float value) {
+  Initializer init;
+  init.kind = Initializer::Kind::Constant;
+  init.value = value;
+  return init;
+}
+}  // namespace
+
+BatchNorm::BatchNorm(std::string name, Options options) : Layer(std::move(name)), options_(options) {
+  DTRAIN_CHECK_USAGE(options_.epsilon > 0, "[batch_norm] layer '{}' needs epsilon > 0", this->name());
+  DTRAIN_CHECK_USAGE(options_.momentum >= 0 && options_.momentum <= 1, "[batch_norm] layer '{}' needs momentum in [0, 1]",
+                     this->name());
+}
+
+std::vector<VariableSpec> BatchNorm::variables(const Shape& input) const {
+  DTRAIN_CHECK_USAGE(input.size() == 2, "[batch_norm] layer '{}' needs a [batch, features] input, got {}", name(),
+                     shape_string(input));
+  const Shape features{input[1]};
+  std::vector<VariableSpec> specs;
+  if (options_.scale) specs.push_back({"gamma", features, constant(1.0f), true, ""});
+  if (options_.center) specs.push_back({"beta", features, constant(0.0f), true, ""});
+  if (options_.moving_statistics) {
+    specs.push_back({"moving_mean", features, constant(0.0f), false, ""});
+    specs.push_back({"moving_variance", features, constant(1.0f), false, ""});
+  }
+  return specs;
+}
+
+Var BatchNorm::forward(const Var& x, ForwardContext& context) const {
+  Var normalized;
+  if (context.training || !options_.moving_statistics) {
+    Moments batch = moments(x, {0});
+    normalized = multiply(subtract(x, batch.mean), rsqrt(batch.variance, options_.epsilon));
+    if (context.training && options_.moving_statistics) {
+      NoGradGuard no_grad;
+      const float m = options_.momentum;
+      for (auto [name, statistic] : {std::pair{"moving_mean", batch.mean}, std::pair{"moving_variance", batch.variance}}) {
+        Var& moving = variable(context, name);
+        DTensor current = redistribute(statistic.value(), moving.value().layout());
+        moving.assign(ops::add(ops::scale(moving.value(), m), ops::scale(current, 1.0f - m)));
+      }
+    }
+  } else {
+    Var mean(variable(context, "moving_mean").value()), variance(variable(context, "moving_variance").value());
+    normalized = multiply(subtract(x, mean), rsqrt(variance, options_.epsilon));
+  }
+  if (options_.scale) normalized = multiply(normalized, variable(context, "gamma"));
+  if (options_.center) normalized = add(normalized, variable(context, "beta"));
+  return normalized;
+}
+
+}  // namespace dtrain::nn

@@ -1,0 +1,57 @@
+#include "core/error.hpp"
+#include "core/nn/layers.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::nn {
+
+Activation activation_from_name(const std::string& name) {
+  if (name == "relu") return Activation::Relu;
+  if (name == "softmax") return Activation::Softmax;
+  if (name == "none" || name == "linear" || name.empty()) return Activation::None;
+  throw UsageError(fmt::format("[activation] unknown activation '{}' (expected relu, softmax or none)", name));
+}
+
+std::string activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::Relu: return "relu";
+    case Activation::Softmax: return "softmax";
+    case Activation::None: return "none";
+  }
+  return "?";
+}
+
+Var activate(const Var& x, Activation activation) {
+  switch (activation) {
+    case Activation::Relu: return relu(x);
+    case Activation::Softmax: return softmax(x);
+    case Activation::None: return x;
+  }
+  return x;
+}
+
+Dense::Dense(std::string name, int64_t units, Activation activation, bool use_bias, Initializer kernel_init,
+             Initializer bias_init)
+    : Layer(std::move(name)), units_(units), activation_(activation), use_bias_(use_bias),
+      kernel_init_(kernel_init), bias_init_(bias_init) {
+  DTRAIN_CHECK_USAGE(units_ >= 1, "[dense] layer '{}' needs units >= 1, got {}", this->name(), units_);
+}
+
+Shape Dense::output_shape(const Shape& input) const {
+  DTRAIN_CHECK_USAGE(input.size() == 2, "[dense] layer '{}' needs a [batch, features] input, got {} (add a flatten layer)",
+                     name(), shape_string(input));
+  return {input[0], units_};
+}
+
+std::vector<VariableSpec> Dense::variables(const Shape& input) const {
+  std::vector<VariableSpec> specs{{"kernel", {input.back(), units_}, kernel_init_, true, ""}};
+  if (use_bias_) specs.push_back({"bias", {units_}, bias_init_, true, "kernel"});
+  return specs;
+}
+
+Var Dense::forward(const Var& x, ForwardContext& context) const {
+  Var y = matmul(x, variable(context, "kernel"));
+  if (use_bias_) y = add(y, variable(context, "bias"));
+  return activate(y, activation_);
+}
+
+}  // namespace dtrain::nn

@@ -1,0 +1,62 @@
+// A layer of a Sequential model: its output shape, the variables it needs (shape, initializer), and its
+// forward pass on DTensor Vars. Layers hold only configuration; each rank's variables live in Parameters.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/autograd.hpp"
+#include "core/random.hpp"
+
+namespace dtrain::nn {
+
+struct VariableSpec {
+  std::string name;  // within the layer: "kernel", "bias", "gamma", "moving_mean", ...
+  Shape shape;
+  Initializer init;
+  bool trainable = true;
+  std::string follows;  // a bias names its kernel: it takes the kernel's last-axis sharding by default
+};
+
+// One rank's variables by path ("dense1/kernel"), in creation order.
+class Parameters {
+ public:
+  void add(const std::string& path, Var var);
+  Var& at(const std::string& path);
+  const Var& at(const std::string& path) const;
+  bool contains(const std::string& path) const { return vars_.count(path) > 0; }
+  const std::vector<std::string>& paths() const { return paths_; }
+
+ private:
+  std::vector<std::string> paths_;
+  std::unordered_map<std::string, Var> vars_;
+};
+
+struct ForwardContext {
+  Parameters& params;
+  bool training = true;
+  uint64_t step = 0;  // feeds dropout masks
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  const std::string& name() const { return name_; }
+  virtual std::string kind() const = 0;
+  // Shapes include the (global) batch axis.
+  virtual Shape output_shape(const Shape& input) const = 0;
+  virtual std::vector<VariableSpec> variables(const Shape& input) const { return {}; }
+  virtual Var forward(const Var& x, ForwardContext& context) const = 0;
+
+ protected:
+  Var& variable(ForwardContext& context, const std::string& local_name) const {
+    return context.params.at(name_ + "/" + local_name);
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace dtrain::nn
