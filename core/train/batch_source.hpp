@@ -1,0 +1,28 @@
+// What the training loop needs from a data set, without knowing where it came from: its size, one
+// example's shape, and filling one rank's block of a global batch (rows x feature columns) and labels.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/shape.hpp"
+
+namespace dtrain::train {
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual int64_t num_examples() const = 0;
+  virtual Shape example_shape() const = 0;  // e.g. {784}, {28, 28} or {1200}
+  // The order of example ids for an epoch (a seeded shuffle for training, identity for evaluation). It
+  // must depend only on the epoch, never on the mesh.
+  virtual std::vector<int64_t> order(int64_t epoch) const = 0;
+  // out: (row_end-row_begin) x (column_end-column_begin) floats of examples ids[row_begin..row_end), with
+  // features flattened row-major and cut to columns [column_begin, column_end).
+  virtual void fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                             int64_t column_end, float* out) const = 0;
+  // Class ids as floats.
+  virtual void fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const = 0;
+};
+
+}  // namespace dtrain::train

@@ -1,0 +1,235 @@
+#include "core/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/kernels/cpu.hpp"
+#include "core/ops/ops.hpp"
+
+namespace dtrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Batch {
+  DTensor x, labels;
+  int64_t size;
+};
+
+// This rank's block of the global batch `ids` for the input layout.
+Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank) {
+  Shape global{int64_t(ids.size())};
+  for (int64_t extent : source.example_shape()) global.push_back(extent);
+  const Shape local = layout.local_shape(global), offset = layout.local_offset(global, rank);
+  const int64_t row_begin = offset[0], row_end = row_begin + local[0];
+  int64_t column_begin = 0, column_end = num_elements(source.example_shape());
+  if (global.size() == 2) {
+    column_begin = offset[1];
+    column_end = column_begin + local[1];
+  }
+  Tensor x(local);
+  source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
+  Tensor y({row_end - row_begin});
+  source.fill_labels(ids, row_begin, row_end, y.data());
+  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
+  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
+}
+
+// Summed loss and number of correct predictions of one batch, over the whole mesh.
+std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
+  const double loss = resolve_partial(loss_sum).local()[0];
+  DTensor predicted = ops::argmax(logits);
+  DTensor truth = redistribute(labels, predicted.layout());
+  float correct = 0;
+  for (int64_t i = 0; i < predicted.local().size(); ++i) correct += predicted.local()[i] == truth.local()[i];
+  std::vector<std::string> partial;
+  if (predicted.layout().is_sharded(0)) partial.push_back(predicted.layout().spec(0));
+  MeshPtr mesh = predicted.layout().mesh_ptr();
+  DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
+  return {loss, resolve_partial(count).local()[0]};
+}
+
+// How many batches of an epoch run: a last partial batch only when the batch shards divide it.
+int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial) {
+  const int64_t remainder = examples % batch_size;
+  const bool run_partial = remainder > 0 && remainder % shards == 0;
+  *dropped_partial = remainder > 0 && !run_partial;
+  return examples / batch_size + (run_partial ? 1 : 0);
+}
+
+// One rank's evaluation pass in inference mode; the metrics are whole-mesh totals.
+SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& params, const BatchSource& data,
+                              const Layout& layout, int64_t batch_size, Reporter& reporter, bool reports, int64_t step) {
+  const DeviceContext& device = current_device();
+  NoGradGuard no_grad;
+  const std::vector<int64_t> order = data.order(0);
+  bool dropped = false;
+  const int64_t batches = runnable_batches(int64_t(order.size()), batch_size, layout.num_shards(0), &dropped);
+  if (reports && dropped) {
+    reporter.on_notice(fmt::format("evaluation skips the last {} examples: mesh dim '{}' ({}) does not divide them",
+                                   order.size() % batch_size, layout.spec(0), layout.num_shards(0)));
+  }
+  const auto start = Clock::now();
+  double loss_total = 0, correct_total = 0;
+  int64_t examples = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t begin = b * batch_size, size = std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
+    Batch batch = make_batch(data, std::span(order).subspan(begin, size), layout, device.rank);
+    nn::ForwardContext context{params, false, 0};
+    Var logits = model.forward(Var(batch.x), context);
+    Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
+    auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels);
+    loss_total += loss_sum;
+    correct_total += correct;
+    examples += size;
+  }
+  const double seconds = seconds_since(start);
+  SplitMetrics metrics{"test", 0, step, examples, examples ? loss_total / double(examples) : 0.0,
+                       examples ? correct_total / double(examples) : 0.0, seconds > 0 ? double(examples) / seconds : 0.0,
+                       seconds};
+  return metrics;
+}
+
+}  // namespace
+
+Trainer::Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options)
+    : model_(model), mesh_(std::move(mesh)), input_specs_(std::move(input_specs)), options_(std::move(options)) {
+  DTRAIN_CHECK_USAGE(options_.batch_size >= 1, "[train] batch_size must be >= 1, got {}", options_.batch_size);
+  DTRAIN_CHECK(options_.make_optimizer != nullptr, "[train] no optimizer");
+}
+
+Layout Trainer::input_layout(int rank) const {
+  DTRAIN_CHECK_USAGE(int(input_specs_.size()) <= rank, "[train] the input layout {} has more axes than the input ({})",
+                     fmt::join(input_specs_, ","), rank);
+  std::vector<std::string> specs = input_specs_;
+  specs.resize(rank, kUnsharded);
+  if (specs.empty()) specs.push_back(kUnsharded);
+  for (int axis = 1; rank > 2 && axis < rank; ++axis) {
+    DTRAIN_CHECK_USAGE(specs[axis] == kUnsharded,
+                       "[train] only the batch axis of an image input can be sharded (flatten the images to shard features)");
+  }
+  Layout layout(specs, mesh_);
+  DTRAIN_CHECK_USAGE(options_.batch_size % layout.num_shards(0) == 0,
+                     "[train] global batch {} is not divisible by mesh dim '{}' of size {}", options_.batch_size,
+                     layout.spec(0), layout.num_shards(0));
+  return layout;
+}
+
+TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
+                           const Hooks& hooks) {
+  Shape input_shape{options_.batch_size};
+  for (int64_t extent : train_data.example_shape()) input_shape.push_back(extent);
+  const Layout layout = input_layout(int(input_shape.size()));
+  layout.check_shape(input_shape);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  kernels::set_gemm_threads(std::max(1, int(cores) / mesh_->size()));
+
+  TrainResult result;
+  run_spmd(mesh_, [&](DeviceContext& device) {
+    const bool reports = device.rank == 0;
+    nn::Parameters params = model_.initialize(device.rank);
+    std::unique_ptr<optim::Optimizer> optimizer = options_.make_optimizer();
+    optimizer->build(params);
+    Position position;
+    RankState state{device.rank, params, *optimizer, position};
+    if (hooks.on_start) hooks.on_start(state);
+
+    bool stopped = false, told_partial = false;
+    for (; position.epoch < options_.epochs && !stopped; ++position.epoch, position.batch_in_epoch = 0) {
+      const std::vector<int64_t> order = train_data.order(position.epoch);
+      bool dropped = false;
+      const int64_t batches = runnable_batches(int64_t(order.size()), options_.batch_size, layout.num_shards(0), &dropped);
+      if (reports && dropped && !told_partial) {
+        reporter.on_notice(fmt::format("the last partial batch of {} examples is dropped each epoch: mesh dim '{}' ({}) does not divide it",
+                                       order.size() % options_.batch_size, layout.spec(0), layout.num_shards(0)));
+        told_partial = true;
+      }
+      if (reports) reporter.on_epoch_begin(position.epoch, options_.epochs, batches);
+      const auto epoch_start = Clock::now();
+      double loss_total = 0, correct_total = 0;
+      int64_t examples = 0;
+      while (position.batch_in_epoch < batches) {
+        if (options_.max_steps >= 0 && position.step >= options_.max_steps) {
+          stopped = true;
+          break;
+        }
+        const auto step_start = Clock::now();
+        const int64_t begin = position.batch_in_epoch * options_.batch_size;
+        const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
+        Batch batch = make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank);
+        nn::ForwardContext context{params, true, uint64_t(position.step)};
+        Var logits = model_.forward(Var(batch.x), context);
+        Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
+        Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(batch.size)) : total;
+        backward(loss);
+        optimizer->apply(params);
+        auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels);
+        loss_total += loss_sum;
+        correct_total += correct;
+        examples += batch.size;
+        ++position.step;
+        ++position.batch_in_epoch;
+        if (reports) {
+          result.step_losses.push_back(loss_sum / double(batch.size));
+          reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, batch.size,
+                            loss_sum / double(batch.size), correct / double(batch.size), seconds_since(step_start)});
+        }
+        const bool end_of_epoch = position.batch_in_epoch == batches;
+        if (hooks.want_save && hooks.want_save(position, end_of_epoch)) hooks.save(state);
+      }
+      if (reports && examples > 0) {
+        const double seconds = seconds_since(epoch_start);
+        SplitMetrics metrics{"train", position.epoch, position.step, examples, loss_total / double(examples),
+                             correct_total / double(examples), double(examples) / seconds, seconds};
+        result.epochs.push_back(metrics);
+        reporter.on_split_end(metrics);
+      }
+      if (options_.eval_every_epoch && test_data != nullptr && examples > 0) {
+        // Same threads, same parameters: evaluate in place.
+        SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, reporter, reports,
+                                   position.step);
+        metrics.epoch = position.epoch;
+        if (reports) {
+          result.epochs.push_back(metrics);
+          reporter.on_split_end(metrics);
+        }
+      }
+    }
+    if (reports) result.position = position;
+  });
+  return result;
+}
+
+SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks) {
+  Shape input_shape{options_.batch_size};
+  for (int64_t extent : data.example_shape()) input_shape.push_back(extent);
+  const Layout layout = input_layout(int(input_shape.size()));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  kernels::set_gemm_threads(std::max(1, int(cores) / mesh_->size()));
+  SplitMetrics result;
+  run_spmd(mesh_, [&](DeviceContext& device) {
+    nn::Parameters params = model_.initialize(device.rank);
+    std::unique_ptr<optim::Optimizer> optimizer = options_.make_optimizer();
+    optimizer->build(params);
+    Position position;
+    RankState state{device.rank, params, *optimizer, position};
+    if (hooks.on_start) hooks.on_start(state);
+    SplitMetrics metrics = evaluate_on_rank(model_, params, data, layout, options_.batch_size, reporter,
+                                            device.rank == 0, position.step);
+    metrics.epoch = position.epoch;
+    if (device.rank == 0) {
+      result = metrics;
+      reporter.on_split_end(metrics);
+    }
+  });
+  return result;
+}
+
+}  // namespace dtrain::train

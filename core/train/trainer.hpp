@@ -1,0 +1,100 @@
+// The training and evaluation loops, SPMD: every rank runs the same loop over its shards; rank 0 reports.
+// Batches are GLOBAL; each rank fills only its block of the input for the input layout. A last partial
+// batch runs when the batch-sharding dims divide it, else it is dropped (reported once).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/nn/sequential.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/train/batch_source.hpp"
+
+namespace dtrain::train {
+
+enum class Reduction { Sum, Mean };
+
+struct TrainOptions {
+  int64_t epochs = 1;
+  int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
+  int64_t batch_size = 32;
+  Reduction reduction = Reduction::Mean;
+  bool eval_every_epoch = false;
+  std::function<std::unique_ptr<optim::Optimizer>()> make_optimizer;
+};
+
+// Where a run stands: enough to continue it exactly.
+struct Position {
+  int64_t step = 0;           // optimizer steps done
+  int64_t epoch = 0;          // current epoch
+  int64_t batch_in_epoch = 0; // batches of `epoch` done
+};
+
+struct StepMetrics {
+  int64_t epoch, step, batch_in_epoch, batches_in_epoch, examples;
+  double loss;      // per example
+  double accuracy;
+  double seconds;   // wall time of this step
+};
+
+struct SplitMetrics {
+  std::string split;  // "train" or "test"
+  int64_t epoch = 0, step = 0, examples = 0;
+  double loss = 0, accuracy = 0, examples_per_s = 0, seconds = 0;
+};
+
+// Rank 0's view of a run; all callbacks run on rank 0's thread.
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  virtual void on_notice(const std::string& text) {}
+  virtual void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) {}
+  virtual void on_step(const StepMetrics& metrics) {}
+  virtual void on_split_end(const SplitMetrics& metrics) {}
+};
+
+// One rank's trainable state, given to hooks (checkpoint save/restore).
+struct RankState {
+  int rank;
+  nn::Parameters& params;
+  optim::Optimizer& optimizer;
+  Position& position;
+};
+
+struct Hooks {
+  // After initialization, before the first step (restore from a checkpoint here). Every rank calls it.
+  std::function<void(RankState&)> on_start;
+  // After each step; return true to ask for a save at this position (same answer on every rank).
+  std::function<bool(const Position&, bool end_of_epoch)> want_save;
+  // Every rank calls it when want_save said so.
+  std::function<void(RankState&)> save;
+};
+
+struct TrainResult {
+  Position position;
+  std::vector<SplitMetrics> epochs;  // train (and test, when evaluated) per epoch
+  std::vector<double> step_losses;   // per-example loss of every step, in order
+};
+
+class Trainer {
+ public:
+  Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options);
+
+  TrainResult train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
+                    const Hooks& hooks = {});
+  // Evaluates with the parameters that `on_start` restores (or fresh ones), in inference mode.
+  SplitMetrics evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks = {});
+
+  const nn::Sequential& model() const { return model_; }
+  Layout input_layout(int rank) const;  // for an input of `rank` axes (batch first)
+
+ private:
+  const nn::Sequential& model_;
+  MeshPtr mesh_;
+  std::vector<std::string> input_specs_;
+  TrainOptions options_;
+};
+
+}  // namespace dtrain::train
