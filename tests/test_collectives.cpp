@@ -1,0 +1,353 @@
+// The in-process collectives, run_spmd and the current device: every collective with rank-dependent data on
+// groups along each mesh dim and several dims, for meshes of 1 to 8 devices; mismatches, abort, odd counts.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm/local.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/mesh.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+struct MeshCase {
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+};
+
+std::vector<MeshCase> meshes() {
+  return {{{"x"}, {1}},           {{"x"}, {2}},          {{"x"}, {4}}, {{"x"}, {8}},
+          {{"x", "y"}, {2, 2}}, {{"x", "y"}, {4, 2}}, {{"x", "y", "z"}, {2, 2, 2}}};
+}
+
+// Every non-empty subset of the mesh's dims, in mesh order: along each dim and along several.
+std::vector<std::vector<std::string>> dim_subsets(const Mesh& mesh) {
+  std::vector<std::vector<std::string>> subsets;
+  int n = mesh.num_dims();
+  for (int mask = 1; mask < (1 << n); ++mask) {
+    std::vector<std::string> dims;
+    for (int d = 0; d < n; ++d)
+      if (mask & (1 << d)) dims.push_back(mesh.dim_names()[d]);
+    subsets.push_back(dims);
+  }
+  return subsets;
+}
+
+// The value member `member` contributes at element i (exact in float32: small integers).
+float value(int member, size_t i) { return float(member * 1000 + int(i % 997)); }
+
+// Runs fn on every rank of every test mesh, for every group of dims and every count; collects failures as
+// strings (doctest's CHECK is not thread-safe) and reports them on the calling thread.
+template <typename Fn>
+void for_every_group(Fn fn) {
+  const std::vector<size_t> counts = {0, 1, 7, 33, 1000, 4099};
+  for (const auto& mesh_case : meshes()) {
+    auto mesh = make_mesh(mesh_case.names, mesh_case.sizes);
+    for (const auto& dims : dim_subsets(*mesh)) {
+      std::mutex mutex;
+      std::vector<std::string> failures;
+      run_spmd(mesh, [&](DeviceContext& device) {
+        Group group = device.group(dims);
+        for (size_t count : counts) {
+          std::string failure = fn(device, group, count);
+          if (!failure.empty()) {
+            std::lock_guard lock(mutex);
+            failures.push_back(fmt::format("mesh {} dims [{}] rank {} count {}: {}", mesh->to_string(),
+                                           fmt::join(dims, ","), device.rank, count, failure));
+          }
+        }
+      });
+      INFO(mesh->to_string(), " dims ", fmt::format("{}", fmt::join(dims, ",")));
+      CHECK(failures.empty());
+      for (size_t i = 0; i < std::min<size_t>(failures.size(), 5); ++i) MESSAGE(failures[i]);
+    }
+  }
+}
+
+std::string first_difference(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return fmt::format("size {} != {}", got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) return fmt::format("element {} is {}, expected {}", i, got[i], want[i]);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Mesh::group orders members by coordinate along the dims") {
+  Mesh mesh({"a", "b", "c"}, {2, 3, 2});
+  // rank = a*6 + b*2 + c
+  CHECK(mesh.group(0, {"b"}) == std::vector<int>{0, 2, 4});
+  CHECK(mesh.group(7, {"b"}) == std::vector<int>{7, 9, 11});
+  CHECK(mesh.group(9, {"a"}) == std::vector<int>{3, 9});
+  CHECK(mesh.group(9, {"c"}) == std::vector<int>{8, 9});
+  CHECK(mesh.group(5, {"a", "c"}) == std::vector<int>{4, 5, 10, 11});
+  CHECK(mesh.group(2, {"a", "b", "c"}).size() == 12);
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    for (const auto& dim : mesh.dim_names()) {
+      auto members = mesh.group(rank, {dim});
+      for (size_t i = 0; i < members.size(); ++i) CHECK(mesh.coord(members[i], dim) == int(i));
+    }
+  }
+  auto shared = make_mesh({"a", "b", "c"}, {2, 3, 2});
+  DeviceContext device{shared, 9, nullptr};
+  Group group = device.group({"b"});
+  CHECK(group.ranks == std::vector<int>{7, 9, 11});
+  CHECK(group.index == 1);
+}
+
+TEST_CASE("all_reduce sums and maxes over every group") {
+  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
+    device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+    int n = group.size();
+    std::vector<float> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = float(1000 * n * (n - 1) / 2 + n * int(i % 997));
+    std::string failure = first_difference(data, want);
+    if (!failure.empty()) return "sum: " + failure;
+
+    // Max: the largest contribution comes from a different member at different elements.
+    for (size_t i = 0; i < count; ++i) data[i] = float((int(i) + group.index) % n) - 0.5f * group.index;
+    device.comm->all_reduce(group, data.data(), count, ReduceOp::Max);
+    for (size_t i = 0; i < count; ++i) {
+      float best = -1e9f;
+      for (int m = 0; m < n; ++m) best = std::max(best, float((int(i) + m) % n) - 0.5f * m);
+      want[i] = best;
+    }
+    failure = first_difference(data, want);
+    return failure.empty() ? "" : "max: " + failure;
+  });
+}
+
+TEST_CASE("all_gather concatenates in member order") {
+  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
+    std::vector<float> send(count);
+    for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
+    std::vector<float> recv(count * group.size(), -1.0f);
+    device.comm->all_gather(group, send.data(), recv.data(), count);
+    std::vector<float> want;
+    for (int m = 0; m < group.size(); ++m)
+      for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
+    return first_difference(recv, want);
+  });
+}
+
+TEST_CASE("reduce_scatter gives each member the sum of its chunk") {
+  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
+    int n = group.size();
+    // Member m's chunk c, element i: m + 1 + 100 * c + i % 13.
+    std::vector<float> send(count * n);
+    for (int c = 0; c < n; ++c)
+      for (size_t i = 0; i < count; ++i) send[c * count + i] = float(group.index + 1 + 100 * c + int(i % 13));
+    std::vector<float> recv(count, -1.0f);
+    device.comm->reduce_scatter(group, send.data(), recv.data(), count);
+    std::vector<float> want(count);
+    int c = group.index;
+    for (size_t i = 0; i < count; ++i) want[i] = float(n * (n + 1) / 2 + n * (100 * c + int(i % 13)));
+    return first_difference(recv, want);
+  });
+}
+
+TEST_CASE("all_to_all sends chunk j to member j") {
+  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
+    int n = group.size();
+    // Member m's chunk j, element i encodes (from m, to j, i).
+    auto code = [](int from, int to, size_t i) { return float(from * 100000 + to * 1000 + int(i % 997)); };
+    std::vector<float> send(count * n);
+    for (int j = 0; j < n; ++j)
+      for (size_t i = 0; i < count; ++i) send[j * count + i] = code(group.index, j, i);
+    std::vector<float> recv(count * n, -1.0f);
+    device.comm->all_to_all(group, send.data(), recv.data(), count);
+    std::vector<float> want(count * n);
+    for (int from = 0; from < n; ++from)
+      for (size_t i = 0; i < count; ++i) want[from * count + i] = code(from, group.index, i);
+    return first_difference(recv, want);
+  });
+}
+
+TEST_CASE("broadcast copies the root's buffer to every member") {
+  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
+    for (int root = 0; root < group.size(); ++root) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
+      device.comm->broadcast(group, data.data(), count, root);
+      std::vector<float> want(count);
+      for (size_t i = 0; i < count; ++i) want[i] = value(root, i);
+      std::string failure = first_difference(data, want);
+      if (!failure.empty()) return fmt::format("root {}: {}", root, failure);
+    }
+    return "";
+  });
+}
+
+TEST_CASE("barrier holds every member until all arrive") {
+  auto mesh = make_mesh({"x"}, {8});
+  std::atomic<int> arrived{0};
+  std::atomic<int> early{0};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    Group group = device.group({"x"});
+    for (int round = 1; round <= 20; ++round) {
+      if (device.rank == round % 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      arrived.fetch_add(1);
+      device.comm->barrier(group);
+      if (arrived.load() < 8 * round) early.fetch_add(1);
+      device.comm->barrier(group);  // nobody starts the next round before all have checked
+    }
+  });
+  CHECK(early.load() == 0);
+}
+
+TEST_CASE("large all_reduce crosses slice and block boundaries") {
+  // 8 members, a count that is neither a multiple of 8 nor of the block size.
+  auto mesh = make_mesh({"x"}, {8});
+  const size_t count = 3 * 2048 * 8 + 12345;
+  std::atomic<int> wrong{0};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    Group group = device.group({"x"});
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = float(device.rank + 1) * float(i % 1024);
+    device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+    for (size_t i = 0; i < count; ++i)
+      if (data[i] != 36.0f * float(i % 1024)) wrong.fetch_add(1);
+  });
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("members that disagree on a collective get an error naming both") {
+  auto mesh = make_mesh({"x"}, {2});
+  SUBCASE("kind") {
+    std::string message;
+    try {
+      run_spmd(mesh, [](DeviceContext& device) {
+        Group group = device.group({"x"});
+        std::vector<float> buffer(8, 1.0f), out(16);
+        if (device.rank == 0) device.comm->all_reduce(group, buffer.data(), 8, ReduceOp::Sum);
+        else device.comm->all_gather(group, buffer.data(), out.data(), 8);
+      });
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    CHECK(message.find("all_reduce") != std::string::npos);
+    CHECK(message.find("all_gather") != std::string::npos);
+    CHECK(message.find("mismatch") != std::string::npos);
+  }
+  SUBCASE("count") {
+    std::string message;
+    try {
+      run_spmd(mesh, [](DeviceContext& device) {
+        Group group = device.group({"x"});
+        std::vector<float> buffer(16, 1.0f);
+        device.comm->all_reduce(group, buffer.data(), device.rank == 0 ? 8 : 12, ReduceOp::Sum);
+      });
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    CHECK(message.find("count=8") != std::string::npos);
+    CHECK(message.find("count=12") != std::string::npos);
+  }
+  SUBCASE("reduce op and broadcast root") {
+    CHECK_THROWS_WITH_AS(run_spmd(mesh,
+                                  [](DeviceContext& device) {
+                                    Group group = device.group({"x"});
+                                    float x = 1;
+                                    device.comm->all_reduce(group, &x, 1, device.rank ? ReduceOp::Max : ReduceOp::Sum);
+                                  }),
+                         doctest::Contains("op=max"), Error);
+    CHECK_THROWS_WITH_AS(run_spmd(mesh,
+                                  [](DeviceContext& device) {
+                                    Group group = device.group({"x"});
+                                    float x = 1;
+                                    device.comm->broadcast(group, &x, 1, device.rank);
+                                  }),
+                         doctest::Contains("root=1"), Error);
+  }
+}
+
+TEST_CASE("a failing rank aborts its peers and run_spmd rethrows the original error") {
+  auto mesh = make_mesh({"x", "y"}, {4, 2});
+  std::atomic<int> aborted{0};
+  std::string message;
+  try {
+    run_spmd(mesh, [&](DeviceContext& device) {
+      Group group = device.group({"x", "y"});
+      std::vector<float> data(100, 1.0f);
+      device.comm->all_reduce(group, data.data(), data.size(), ReduceOp::Sum);  // everybody gets through one
+      if (device.rank == 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the peers block first
+        throw Error("[test] rank 5 broke");
+      }
+      try {
+        device.comm->all_reduce(group, data.data(), data.size(), ReduceOp::Sum);  // waits for rank 5 forever
+      } catch (const Error& error) {
+        if (std::string(error.what()).rfind("[comm] aborted: ", 0) == 0) aborted.fetch_add(1);
+        throw;
+      }
+    });
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  CHECK(message == "[test] rank 5 broke");
+  CHECK(aborted.load() == 7);
+}
+
+TEST_CASE("abort reaches ranks that enter a collective later, and non-Error exceptions survive") {
+  auto mesh = make_mesh({"x"}, {4});
+  std::atomic<int> aborted{0};
+  CHECK_THROWS_AS(run_spmd(mesh,
+                           [&](DeviceContext& device) {
+                             if (device.rank == 0) throw std::out_of_range("index 9");
+                             std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                             float x = 1;
+                             Group group = device.group({"x"});
+                             try {
+                               device.comm->barrier(group);
+                               device.comm->all_reduce(group, &x, 1, ReduceOp::Sum);
+                             } catch (const Error& error) {
+                               if (std::string(error.what()).find("rank 0 failed: index 9") != std::string::npos)
+                                 aborted.fetch_add(1);
+                               throw;
+                             }
+                           }),
+                  std::out_of_range);
+  CHECK(aborted.load() == 3);
+
+  LocalWorld world(2);
+  auto comm = world.communicator(1);
+  world.abort("shutting down");
+  Group group{{0, 1}, 1};
+  CHECK_THROWS_WITH_AS(comm->barrier(group), "[comm] aborted: shutting down", Error);
+}
+
+TEST_CASE("groups that do not contain the caller are rejected") {
+  LocalWorld world(4);
+  auto comm = world.communicator(2);
+  float x = 0;
+  CHECK_THROWS_AS(comm->all_reduce(Group{{0, 1}, 0}, &x, 1, ReduceOp::Sum), Error);
+  CHECK_THROWS_AS(comm->all_reduce(Group{{2, 7}, 0}, &x, 1, ReduceOp::Sum), Error);
+  CHECK(comm->rank() == 2);
+  CHECK(comm->world_size() == 4);
+  CHECK(comm->backend() == "local");
+}
+
+TEST_CASE("current_device exists only inside run_spmd") {
+  CHECK_THROWS_WITH_AS(current_device(), doctest::Contains("no current device"), Error);
+  auto mesh = make_mesh({"x"}, {4});
+  std::atomic<int> right{0};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    if (&current_device() == &device && current_device().rank == device.rank) right.fetch_add(1);
+  });
+  CHECK(right.load() == 4);
+  auto single = make_mesh({"x"}, {1});
+  run_spmd(single, [&](DeviceContext& device) { CHECK(&current_device() == &device); });
+  CHECK_THROWS_AS(current_device(), Error);
+}
