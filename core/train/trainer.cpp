@@ -191,7 +191,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         result.epochs.push_back(metrics);
         reporter.on_split_end(metrics);
       }
-      if (options_.eval_every_epoch && test_data != nullptr && examples > 0) {
+      const bool last_epoch = stopped || position.epoch + 1 == options_.epochs;
+      if ((options_.eval_every_epoch || last_epoch) && test_data != nullptr && examples > 0) {
         // Same threads, same parameters: evaluate in place.
         SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, reporter, reports,
                                    position.step);

@@ -21,7 +21,7 @@ struct TrainOptions {
   int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
   int64_t batch_size = 32;
   Reduction reduction = Reduction::Mean;
-  bool eval_every_epoch = false;
+  bool eval_every_epoch = false;  // the test split is evaluated after the last epoch in any case
   std::function<std::unique_ptr<optim::Optimizer>()> make_optimizer;
 };
 
