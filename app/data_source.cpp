@@ -1,0 +1,111 @@
+#include "app/data_source.hpp"
+
+#include <numeric>
+#include <vector>
+
+#include "core/error.hpp"
+#include "data/idx.hpp"
+#include "data/imdb.hpp"
+#include "data/split.hpp"
+
+namespace dtrain {
+
+DatasetSource::DatasetSource(data::Dataset dataset, bool shuffle, uint64_t seed)
+    : dataset_(std::move(dataset)), shuffle_(shuffle), seed_(seed) {}
+
+std::vector<int64_t> DatasetSource::order(int64_t epoch) const {
+  if (shuffle_) return data::shuffled_order(dataset_.size(), seed_, epoch);
+  std::vector<int64_t> ids(dataset_.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+void DatasetSource::fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end,
+                                  int64_t column_begin, int64_t column_end, float* out) const {
+  dataset_.densify(ids, row_begin, row_end, column_begin, column_end, out);
+}
+
+void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const {
+  std::vector<int32_t> labels(row_end - row_begin);
+  dataset_.gather_labels(ids, row_begin, row_end, labels.data());
+  for (size_t i = 0; i < labels.size(); ++i) out[i] = float(labels[i]);
+}
+
+namespace {
+
+// The examples of a TFDS-style split string ("train[:5000]") of a loaded split.
+data::SplitSlice resolve_split(const std::string& text, int64_t size, const Where& where) {
+  try {
+    return data::parse_split(text, size);
+  } catch (const UsageError& e) {
+    throw_config_error(where, e.what());
+  }
+}
+
+data::Dataset load_mnist_split(const Config& config, const std::string& split_text, const Where& where) {
+  const std::string name = data::split_name(split_text);
+  if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
+  data::IdxSplit split = data::load_idx_split(config.data.path, name);
+  Shape example{split.images.rows * split.images.cols};
+  if (!config.data.image_shape.empty()) example = Shape(config.data.image_shape.begin(), config.data.image_shape.end());
+  if (num_elements(example) != split.images.rows * split.images.cols) {
+    throw_config_error(config.data.image_shape_where,
+                       fmt::format("image_shape {} does not hold the {}x{} images of {}", shape_string(example),
+                                   split.images.rows, split.images.cols, config.data.path));
+  }
+  data::Dataset all = data::Dataset::dense(std::move(split.images.pixels), example, std::move(split.labels));
+  data::SplitSlice slice = resolve_split(split_text, all.size(), where);
+  return slice.begin == 0 && slice.end == all.size() ? std::move(all) : all.slice(slice.begin, slice.end);
+}
+
+data::TextExamples load_imdb_split(const Config& config, const std::string& split_text, const Where& where) {
+  const std::string name = data::split_name(split_text);
+  if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
+  data::TextExamples examples = data::read_imdb(config.data.path, name);
+  data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
+  if (slice.begin != 0 || slice.end != int64_t(examples.texts.size())) {
+    examples.texts = std::vector<std::string>(examples.texts.begin() + slice.begin, examples.texts.begin() + slice.end);
+    examples.labels = std::vector<int32_t>(examples.labels.begin() + slice.begin, examples.labels.begin() + slice.end);
+  }
+  return examples;
+}
+
+}  // namespace
+
+LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TfidfVectorizer>& vectorizer) {
+  LoadedData loaded;
+  const bool shuffle = config.data.shuffle.enabled;
+  const uint64_t seed = config.data.shuffle.seed;
+  if (config.data.dataset == Dataset::mnist) {
+    loaded.num_classes = 10;
+    if (with_train) {
+      loaded.train = std::make_unique<DatasetSource>(
+          load_mnist_split(config, config.data.train_split, config.data.train_split_where), shuffle, seed);
+    }
+    loaded.test = std::make_unique<DatasetSource>(
+        load_mnist_split(config, config.data.test_split, config.data.test_split_where), false, 0);
+    return loaded;
+  }
+  loaded.num_classes = 2;
+  if (with_train) {
+    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
+    auto fitted = data::TfidfVectorizer::fit_transform(train.texts, config.data.vectorizer.max_tokens);
+    if (fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
+      throw_config_error(config.data.vectorizer.where,
+                         fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
+                                     fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
+    }
+    loaded.train = std::make_unique<DatasetSource>(
+        data::Dataset::sparse(std::move(fitted.rows), std::move(train.labels)), shuffle, seed);
+    loaded.vectorizer = std::move(fitted.vectorizer);
+  } else {
+    DTRAIN_CHECK(vectorizer.has_value(), "[data] evaluating IMDB needs the fitted vectorizer");
+    loaded.vectorizer = vectorizer;
+  }
+  data::TextExamples test = load_imdb_split(config, config.data.test_split, config.data.test_split_where);
+  loaded.test = std::make_unique<DatasetSource>(
+      data::Dataset::sparse(loaded.vectorizer->transform(test.texts), std::move(test.labels)), false, 0);
+  return loaded;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,43 @@
+// Loads the config's data set (MNIST-format IDX files or the aclImdb folder, vectorized with TF-IDF) and
+// presents each split to the training loop as a BatchSource. The split slices (train[:5000]) apply here.
+#pragma once
+#include <memory>
+#include <optional>
+
+#include "app/config.hpp"
+#include "core/train/batch_source.hpp"
+#include "data/dataset.hpp"
+#include "data/tfidf.hpp"
+
+namespace dtrain {
+
+// A Dataset as the loop sees it: a seeded shuffle per epoch when `shuffle`, else the stored order.
+class DatasetSource : public train::BatchSource {
+ public:
+  DatasetSource(data::Dataset dataset, bool shuffle, uint64_t seed);
+  int64_t num_examples() const override { return dataset_.size(); }
+  Shape example_shape() const override { return dataset_.example_shape(); }
+  std::vector<int64_t> order(int64_t epoch) const override;
+  void fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                     int64_t column_end, float* out) const override;
+  void fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const override;
+  const data::Dataset& dataset() const { return dataset_; }
+
+ private:
+  data::Dataset dataset_;
+  bool shuffle_;
+  uint64_t seed_;
+};
+
+struct LoadedData {
+  std::unique_ptr<DatasetSource> train, test;
+  std::optional<data::TfidfVectorizer> vectorizer;  // imdb: fitted on the training split
+  int num_classes = 0;
+};
+
+// Loads what `config.data` names; with_train false loads only the test split (eval needs no training
+// data, but an IMDB vectorizer must then be given).
+LoadedData load_data(const Config& config, bool with_train = true,
+                     const std::optional<data::TfidfVectorizer>& vectorizer = std::nullopt);
+
+}  // namespace dtrain

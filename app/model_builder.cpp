@@ -1,0 +1,131 @@
+#include "app/model_builder.hpp"
+
+#include "core/error.hpp"
+#include "core/nn/layers.hpp"
+
+namespace dtrain {
+namespace {
+
+Initializer to_initializer(const InitializerConfig& config) {
+  Initializer init;
+  init.seed0 = config.seed[0];
+  init.seed1 = config.seed[1];
+  switch (config.kind) {
+    case InitKind::zeros: init.kind = Initializer::Kind::Zeros; break;
+    case InitKind::ones: init.kind = Initializer::Kind::Ones; break;
+    case InitKind::normal:
+      init.kind = Initializer::Kind::Normal;
+      init.mean = float(config.mean);
+      init.stddev = float(config.stddev);
+      break;
+    case InitKind::uniform:
+      init.kind = Initializer::Kind::Uniform;
+      init.low = float(config.minval);
+      init.high = float(config.maxval);
+      break;
+    case InitKind::glorot_uniform: init.kind = Initializer::Kind::GlorotUniform; break;
+  }
+  return init;
+}
+
+nn::Activation to_activation(Activation activation) {
+  switch (activation) {
+    case Activation::relu: return nn::Activation::Relu;
+    case Activation::softmax: return nn::Activation::Softmax;
+    case Activation::none: return nn::Activation::None;
+  }
+  return nn::Activation::None;
+}
+
+std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
+  switch (layer.kind) {
+    case LayerKind::dense:
+      return std::make_unique<nn::Dense>(layer.name, layer.dense.units, to_activation(layer.dense.activation),
+                                         layer.dense.use_bias, to_initializer(layer.dense.kernel_init),
+                                         to_initializer(layer.dense.bias_init));
+    case LayerKind::batch_norm: {
+      nn::BatchNorm::Options options;
+      const BatchNormConfig& bn = layer.batch_norm;
+      options.center = !bn.parameter_free && bn.center;
+      options.scale = !bn.parameter_free && bn.scale;
+      options.moving_statistics = !bn.parameter_free;
+      options.momentum = float(bn.momentum);
+      options.epsilon = float(bn.epsilon);
+      return std::make_unique<nn::BatchNorm>(layer.name, options);
+    }
+    case LayerKind::dropout:
+      return std::make_unique<nn::Dropout>(layer.name, float(layer.dropout.rate),
+                                           seed_key(layer.dropout.seed[0], layer.dropout.seed[1]));
+    case LayerKind::flatten: return std::make_unique<nn::Flatten>(layer.name);
+    case LayerKind::relu: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Relu);
+    case LayerKind::softmax: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Softmax);
+  }
+  throw Error("[model] unknown layer kind");
+}
+
+}  // namespace
+
+MeshPtr build_mesh(const Config& config) {
+  if (config.mesh.devices == DeviceKind::gpu) {
+    throw_config_error(config.mesh.devices_where,
+                       "devices: gpu is not supported by this build's training engine yet; use devices: cpu");
+  }
+  try {
+    return make_mesh(config.mesh.dim_names(), config.mesh.dim_sizes());
+  } catch (const UsageError& e) {
+    throw_config_error(config.mesh.where, e.what());
+  }
+}
+
+BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape) {
+  BuiltModel built{std::make_unique<nn::Sequential>(), {}};
+  for (const LayerConfig& layer : config.model) {
+    try {
+      built.model->add(make_layer(layer));
+    } catch (const UsageError& e) {
+      throw_config_error(layer.where, e.what());
+    }
+  }
+  std::vector<nn::LayoutRule> rules;
+  for (const LayoutRule& rule : config.layouts) rules.push_back({rule.pattern, rule.specs, rule.where.str()});
+  nn::LayoutMap layouts(rules);
+  Shape input_shape{config.data.batch_size};
+  input_shape.insert(input_shape.end(), example_shape.begin(), example_shape.end());
+  try {
+    built.model->build(input_shape, layouts, mesh);
+  } catch (const UsageError& e) {
+    // Layout rule errors carry their own location; others point at the model section.
+    const std::string text = e.what();
+    if (text.rfind(config.file, 0) == 0) throw;
+    throw_config_error(config.where("model"), text);
+  }
+  for (const auto& rule : layouts.unused_rules()) {
+    built.warnings.push_back(fmt::format("{}: layout rule '{}' matches no variable", rule.where, rule.pattern));
+  }
+  return built;
+}
+
+std::vector<std::string> input_specs(const Config& config) {
+  if (config.data.layout_given) return config.data.layout;
+  return {config.mesh.dims.empty() ? kUnsharded : config.mesh.dims.front().name};
+}
+
+train::TrainOptions train_options(const Config& config) {
+  train::TrainOptions options;
+  options.epochs = config.train.epochs;
+  options.max_steps = config.train.max_steps.value_or(-1);
+  options.batch_size = config.data.batch_size;
+  options.reduction = config.train.loss.reduction == Reduction::sum ? train::Reduction::Sum : train::Reduction::Mean;
+  options.eval_every_epoch = config.train.eval_every_epoch;
+  const OptimizerConfig optimizer = config.train.optimizer;
+  if (optimizer.kind == OptimizerKind::sgd) {
+    options.make_optimizer = [optimizer] { return optim::make_sgd(float(optimizer.learning_rate)); };
+  } else {
+    optim::AdamOptions adam{float(optimizer.learning_rate), float(optimizer.beta_1), float(optimizer.beta_2),
+                            float(optimizer.epsilon)};
+    options.make_optimizer = [adam] { return optim::make_adam(adam); };
+  }
+  return options;
+}
+
+}  // namespace dtrain

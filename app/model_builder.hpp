@@ -1,0 +1,28 @@
+// From a validated Config to the engine's objects: the mesh, the Sequential model with every variable's
+// layout chosen by the config's layout rules, and the input layout's specs. Problems that need the
+// model's shapes (rank mismatch, indivisible dims) are UsageErrors at the rule's file:line:col.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/config.hpp"
+#include "core/nn/sequential.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/train/trainer.hpp"
+
+namespace dtrain {
+
+MeshPtr build_mesh(const Config& config);
+
+struct BuiltModel {
+  std::unique_ptr<nn::Sequential> model;
+  std::vector<std::string> warnings;  // e.g. a layout rule that matches no variable
+};
+// example_shape: one example without the batch axis ({784}, {28, 28}, {vocabulary}).
+BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape);
+
+std::vector<std::string> input_specs(const Config& config);
+train::TrainOptions train_options(const Config& config);
+
+}  // namespace dtrain

@@ -1,0 +1,49 @@
+// `dtrain train`: load the config and data, build the model on the mesh, train, report test accuracy.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "app/commands.hpp"
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "core/error.hpp"
+#include "core/train/progress.hpp"
+
+namespace dtrain {
+
+int run_train(const CommandOptions& options) {
+  Config config = options.load_config();
+  MeshPtr mesh = build_mesh(config);
+  // The model is checked against the config before any data is read.
+  Shape example = config.data.example_shape();
+  BuiltModel built = build_model(config, mesh, example);
+  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
+  trainer.input_layout(int(example.size()) + 1);  // checks the input layout and batch divisibility now
+
+  LoadedData data = load_data(config);
+  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
+  if (output.back() != data.num_classes) {
+    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
+                                                          output.back(), to_string(config.data.dataset), data.num_classes));
+  }
+  std::filesystem::create_directories(config.run_dir);
+  if (data.vectorizer) data.vectorizer->save(config.run_dir);
+
+  fmt::print("dtrain: {} parameters on mesh {} ({} virtual CPU devices); {} training and {} test examples\n",
+             built.model->num_parameters(), mesh->to_string(), mesh->size(), data.train->num_examples(),
+             data.test->num_examples());
+  train::MetricsLog metrics(config.run_dir);
+  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every, &metrics);
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), reporter);
+  for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
+    if (it->split != "test") continue;
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
+    break;
+  }
+  fmt::print("metrics: {}\n", metrics.path());
+  return 0;
+}
+
+}  // namespace dtrain
