@@ -1,0 +1,39 @@
+// The commands `dtrain` runs, one function each, called by main.cpp after parsing the command line.
+// Each returns the process exit code on success and throws dtrain::UsageError (exit 2) or another
+// dtrain::Error (exit 1) on failure; main() alone catches and prints.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "app/config.hpp"
+
+namespace dtrain {
+
+// What the command line said. Empty strings mean "not given".
+struct CommandOptions {
+  std::string command;                 // train | resume | eval | predict | inspect | plan
+  std::string config_path;             // --config FILE (required for train, resume, eval, plan)
+  std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
+  std::vector<std::string> overrides;  // --set key.path=value, in command-line order
+  bool overwrite = false;              // train --overwrite: allow a non-empty checkpoint dir
+  std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
+  std::string checkpoint;              // eval/predict --checkpoint DIR
+  std::string split;                   // eval --split NAME (default: the config's test split)
+  std::vector<std::string> texts;      // predict: raw texts to classify
+  std::string idx_file;                // predict --idx FILE: images to classify
+  std::string inspect_dir;             // inspect DIR
+
+  // The config named by --config with --set and --run-dir applied (UsageError on any problem).
+  Config load_config() const {
+    return dtrain::load_config(config_path, LoadOptions{overrides, run_dir, true});
+  }
+};
+
+int run_train(const CommandOptions& options);
+int run_resume(const CommandOptions& options);
+int run_eval(const CommandOptions& options);
+int run_predict(const CommandOptions& options);
+int run_inspect(const CommandOptions& options);
+int run_plan(const CommandOptions& options);
+
+}  // namespace dtrain

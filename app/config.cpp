@@ -1,0 +1,1060 @@
+// Reading the YAML config into typed structs. A Reader walks the YAML tree top-down; every value it
+// takes is a Field (node, dotted path, Where), so every error can say where and what was expected.
+#include "app/config.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace dtrain {
+
+std::string Where::str() const {
+  if (line <= 0) return file;
+  return fmt::format("{}:{}:{}", file, line, col);
+}
+
+void throw_config_error(const Where& where, const std::string& message) {
+  throw UsageError(fmt::format("{}: {}", where.str(), message));
+}
+
+int MeshConfig::num_devices() const {
+  int n = 1;
+  for (const MeshDimConfig& dim : dims) n *= dim.size;
+  return n;
+}
+
+std::vector<std::string> MeshConfig::dim_names() const {
+  std::vector<std::string> names;
+  for (const MeshDimConfig& dim : dims) names.push_back(dim.name);
+  return names;
+}
+
+std::vector<int> MeshConfig::dim_sizes() const {
+  std::vector<int> sizes;
+  for (const MeshDimConfig& dim : dims) sizes.push_back(dim.size);
+  return sizes;
+}
+
+bool MeshConfig::has_dim(const std::string& name) const {
+  return std::any_of(dims.begin(), dims.end(), [&](const MeshDimConfig& dim) { return dim.name == name; });
+}
+
+int MeshConfig::size_of(const std::string& spec) const {
+  for (const MeshDimConfig& dim : dims)
+    if (dim.name == spec) return dim.size;
+  return 1;
+}
+
+std::vector<std::int64_t> DataConfig::example_shape() const {
+  if (dataset == Dataset::imdb) return {vectorizer.max_tokens};
+  if (image_shape.empty()) return {784};
+  return {image_shape.begin(), image_shape.end()};
+}
+
+Where Config::where(const std::string& path) const {
+  auto found = locations.find(path);
+  if (found != locations.end()) return found->second;
+  return Where{file, 0, 0};
+}
+
+std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "gpu"; }
+std::string to_string(Dataset dataset) { return dataset == Dataset::mnist ? "mnist" : "imdb"; }
+std::string to_string(InitKind kind) {
+  switch (kind) {
+    case InitKind::zeros: return "zeros";
+    case InitKind::ones: return "ones";
+    case InitKind::normal: return "normal";
+    case InitKind::uniform: return "uniform";
+    case InitKind::glorot_uniform: return "glorot_uniform";
+  }
+  return "?";
+}
+std::string to_string(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::dense: return "dense";
+    case LayerKind::batch_norm: return "batch_norm";
+    case LayerKind::dropout: return "dropout";
+    case LayerKind::flatten: return "flatten";
+    case LayerKind::relu: return "relu";
+    case LayerKind::softmax: return "softmax";
+  }
+  return "?";
+}
+std::string to_string(Activation activation) {
+  switch (activation) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::softmax: return "softmax";
+  }
+  return "?";
+}
+std::string to_string(Reduction reduction) { return reduction == Reduction::sum ? "sum" : "mean"; }
+std::string to_string(OptimizerKind kind) { return kind == OptimizerKind::sgd ? "sgd" : "adam"; }
+
+namespace {
+
+// ---- suggestions ----
+
+// Edit distance counting a swap of two neighbours as one edit (optimal string alignment).
+int edit_distance(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = int(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = int(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+// "; did you mean 'x'?" for the closest candidate when it is close enough, else "".
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = std::numeric_limits<int>::max();
+  for (const std::string& candidate : candidates) {
+    const int distance = edit_distance(word, candidate);
+    if (distance < best_distance) best_distance = distance, best = candidate;
+  }
+  const int allowed = std::max<int>(2, int(word.size()) / 3);
+  if (best.empty() || best_distance > allowed) return "";
+  return fmt::format("; did you mean '{}'?", best);
+}
+
+std::string one_of(const std::vector<std::string>& options) { return fmt::format("{}", fmt::join(options, ", ")); }
+
+// How a node reads in a message: 'text', a list, a map, an empty value.
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    default: return "an empty value";
+  }
+}
+
+// ---- the reader ----
+
+// A value in the tree: the node, its dotted path for messages, and where it is.
+struct Field {
+  YAML::Node node;
+  std::string path;
+  Where where;
+};
+
+struct KeyedField {
+  std::string key;
+  Where key_where;
+  Field value;
+};
+
+// Nodes that came from a --set (and their descendants), so errors about them name the override.
+struct OverrideOrigin {
+  YAML::Node node;
+  std::string assignment;
+};
+
+class Reader {
+ public:
+  Reader(std::string file, std::vector<OverrideOrigin> origins) : file_(std::move(file)), origins_(std::move(origins)) {}
+
+  const std::string& file() const { return file_; }
+
+  Where where(const YAML::Node& node, const Where& fallback) const {
+    for (auto origin = origins_.rbegin(); origin != origins_.rend(); ++origin)
+      if (node.is(origin->node)) return Where{"--set " + origin->assignment, 0, 0};
+    const YAML::Mark mark = node.Mark();
+    if (mark.is_null()) return fallback;
+    return Where{file_, mark.line + 1, mark.column + 1};
+  }
+
+  [[noreturn]] void fail(const Field& field, const std::string& what) const {
+    throw_config_error(field.where, fmt::format("{}: {}", field.path, what));
+  }
+  [[noreturn]] void fail(const Where& where, const std::string& path, const std::string& what) const {
+    throw_config_error(where, fmt::format("{}: {}", path, what));
+  }
+
+  Field child(const Field& parent, const YAML::Node& node, const std::string& path) {
+    Field field{node, path, where(node, parent.where)};
+    locations[path] = field.where;
+    return field;
+  }
+
+  // The entries of a map in YAML order (an empty value reads as an empty map). Duplicate keys are errors.
+  std::vector<KeyedField> entries(const Field& map, const std::string& expected = "a map") {
+    std::vector<KeyedField> result;
+    if (map.node.IsNull()) return result;
+    if (!map.node.IsMap()) fail(map, fmt::format("expected {}, got {}", expected, describe(map.node)));
+    for (auto it = map.node.begin(); it != map.node.end(); ++it) {
+      const YAML::Node key = it->first;
+      const YAML::Node value = it->second;
+      const Where value_where = where(value, map.where);
+      const Where key_where = where(key, value_where);
+      if (!key.IsScalar()) fail(key_where, map.path, fmt::format("expected a key, got {}", describe(key)));
+      const std::string name = key.Scalar();
+      for (const KeyedField& earlier : result)
+        if (earlier.key == name)
+          fail(key_where, map.path, fmt::format("duplicate key '{}' (first at {})", name, earlier.key_where.str()));
+      const std::string path = map.path.empty() ? name : map.path + "." + name;
+      result.push_back(KeyedField{name, key_where, child(map, value, path)});
+    }
+    return result;
+  }
+
+  std::map<std::string, Where> locations;
+
+ private:
+  std::string file_;
+  std::vector<OverrideOrigin> origins_;
+};
+
+// A map with a fixed set of keys: unknown keys are errors (with a suggestion), at construction.
+class Section {
+ public:
+  // `label` names the map in messages when its path alone is unclear ("model[1] (dense)").
+  Section(Reader& reader, const Field& field, const std::vector<std::string>& known, std::string label = "")
+      : reader_(reader), field_(field), label_(label.empty() ? field.path : std::move(label)) {
+    for (KeyedField& entry : reader.entries(field)) {
+      if (std::find(known.begin(), known.end(), entry.key) == known.end()) {
+        const std::string hint = suggestion(entry.key, known);
+        reader.fail(entry.key_where, label_.empty() ? "config" : label_,
+                    fmt::format("unknown key '{}'{}", entry.key,
+                                hint.empty() ? fmt::format(" (expected one of: {})", one_of(known)) : hint));
+      }
+      entries_.push_back(std::move(entry));
+    }
+  }
+
+  const Field& field() const { return field_; }
+
+  std::optional<Field> get(const std::string& key) const {
+    for (const KeyedField& entry : entries_)
+      if (entry.key == key) return entry.value;
+    return std::nullopt;
+  }
+
+  Field require(const std::string& key) const {
+    if (auto value = get(key)) return *value;
+    reader_.fail(field_.where, label_, fmt::format("missing required key '{}'", key));
+  }
+
+ private:
+  Reader& reader_;
+  Field field_;
+  std::string label_;
+  std::vector<KeyedField> entries_;
+};
+
+// ---- scalar conversions ----
+
+std::string scalar(Reader& reader, const Field& field, const std::string& expected = "a string") {
+  if (!field.node.IsScalar()) reader.fail(field, fmt::format("expected {}, got {}", expected, describe(field.node)));
+  return field.node.Scalar();
+}
+
+std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
+                     std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  // Bounds that only guard against overflow are not worth printing.
+  const bool print_max = max < (std::int64_t(1) << 30);
+  const std::string expected = min == std::numeric_limits<std::int64_t>::min() ? std::string("an integer")
+                               : print_max ? fmt::format("an integer in [{}, {}]", min, max)
+                                           : fmt::format("an integer >= {}", min);
+  const std::string text = scalar(reader, field, expected);
+  std::int64_t value = 0;
+  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    reader.fail(field, fmt::format("expected {}, got '{}'", expected, text));
+  if (value < min || value > max) reader.fail(field, fmt::format("expected {}, got {}", expected, value));
+  return value;
+}
+
+double number(Reader& reader, const Field& field) {
+  const std::string text = scalar(reader, field, "a number");
+  double value = 0;
+  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+    reader.fail(field, fmt::format("expected a number, got '{}'", text));
+  return value;
+}
+
+double positive_number(Reader& reader, const Field& field) {
+  const double value = number(reader, field);
+  if (!(value > 0)) reader.fail(field, fmt::format("expected a number > 0, got {}", value));
+  return value;
+}
+
+// A number in [0, 1) (rates, betas).
+double fraction(Reader& reader, const Field& field) {
+  const double value = number(reader, field);
+  if (!(value >= 0 && value < 1)) reader.fail(field, fmt::format("expected a number in [0, 1), got {}", value));
+  return value;
+}
+
+bool boolean(Reader& reader, const Field& field) {
+  bool value = false;
+  if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value))
+    reader.fail(field, fmt::format("expected true or false, got {}", describe(field.node)));
+  return value;
+}
+
+std::string choice(Reader& reader, const Field& field, const std::vector<std::string>& options) {
+  const std::string text = scalar(reader, field, "one of " + one_of(options));
+  if (std::find(options.begin(), options.end(), text) == options.end())
+    reader.fail(field, fmt::format("expected one of {}, got '{}'{}", one_of(options), text, suggestion(text, options)));
+  return text;
+}
+
+// A seed: [s0, s1], or one integer s meaning [s, 0].
+std::array<std::int64_t, 2> seed_pair(Reader& reader, const Field& field) {
+  const auto min = std::numeric_limits<std::int64_t>::min();
+  if (field.node.IsScalar()) return {integer(reader, field, min), 0};
+  if (!field.node.IsSequence() || field.node.size() != 2)
+    reader.fail(field, fmt::format("expected a seed: two integers [s0, s1] (or one integer), got {}",
+                                   field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
+                                                           : describe(field.node)));
+  return {integer(reader, reader.child(field, field.node[0], field.path + "[0]"), min),
+          integer(reader, reader.child(field, field.node[1], field.path + "[1]"), min)};
+}
+
+// A value that names a kind, with optional parameters: `kind` or `{kind: PARAMS}` (PARAMS may be empty).
+// Returns the kind and the PARAMS field (an empty node for the scalar form).
+std::pair<std::string, Field> tagged(Reader& reader, const Field& field, const std::vector<std::string>& kinds,
+                                     const std::string& what) {
+  const std::string expected = fmt::format("{}: one of {} (or a one-key map {{kind: {{...}}}})", what, one_of(kinds));
+  if (field.node.IsScalar()) {
+    const std::string kind = choice(reader, field, kinds);
+    return {kind, Field{YAML::Node(), field.path + "." + kind, field.where}};
+  }
+  if (!field.node.IsMap() || field.node.size() != 1)
+    reader.fail(field, fmt::format("expected {}, got {}", expected,
+                                   field.node.IsMap() ? fmt::format("a map with {} keys", field.node.size())
+                                                      : describe(field.node)));
+  std::vector<KeyedField> entries = reader.entries(field);
+  const KeyedField& entry = entries.front();
+  if (std::find(kinds.begin(), kinds.end(), entry.key) == kinds.end())
+    reader.fail(entry.key_where, field.path,
+                fmt::format("unknown {} '{}'{}", what, entry.key,
+                            suggestion(entry.key, kinds).empty() ? " (expected one of: " + one_of(kinds) + ")"
+                                                                 : suggestion(entry.key, kinds)));
+  return {entry.key, entry.value};
+}
+
+// ---- sections ----
+
+MeshConfig read_mesh(Reader& reader, const Field& field) {
+  MeshConfig mesh;
+  mesh.where = field.where;
+  Section section(reader, field, {"dims", "devices"});
+  const Field dims = section.require("dims");
+  std::vector<KeyedField> entries = reader.entries(dims, "a map of dim name -> size, e.g. {batch: 8}");
+  if (entries.empty()) reader.fail(dims, "expected at least one dim, e.g. {batch: 8}");
+  for (const KeyedField& entry : entries) {
+    static const std::regex identifier("[A-Za-z_][A-Za-z0-9_]*");
+    if (!std::regex_match(entry.key, identifier))
+      reader.fail(entry.key_where, dims.path, fmt::format("'{}' is not a valid dim name (letters, digits, _)", entry.key));
+    if (entry.key == "unsharded")
+      reader.fail(entry.key_where, dims.path, "'unsharded' is reserved for layouts; name the dim otherwise");
+    const int size = int(integer(reader, entry.value, 1, 1 << 20));
+    mesh.dims.push_back(MeshDimConfig{entry.key, size, entry.value.where});
+  }
+  if (auto devices = section.get("devices")) {
+    mesh.devices = choice(reader, *devices, {"cpu", "gpu"}) == "cpu" ? DeviceKind::cpu : DeviceKind::gpu;
+    mesh.devices_where = devices->where;
+  } else {
+    mesh.devices_where = field.where;
+  }
+  return mesh;
+}
+
+// Specs of one tensor: a list of mesh dim names or "unsharded", no dim twice.
+std::vector<std::string> read_specs(Reader& reader, const Field& field, const MeshConfig& mesh) {
+  if (!field.node.IsSequence() || field.node.size() == 0)
+    reader.fail(field, fmt::format("expected a list of specs (mesh dims {} or unsharded), got {}",
+                                   one_of(mesh.dim_names()), field.node.IsSequence() ? "an empty list" : describe(field.node)));
+  std::vector<std::string> specs;
+  std::vector<std::string> known = mesh.dim_names();
+  known.push_back("unsharded");
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field spec_field = reader.child(field, field.node[i], fmt::format("{}[{}]", field.path, i));
+    const std::string spec = scalar(reader, spec_field, "a mesh dim name or unsharded");
+    if (std::find(known.begin(), known.end(), spec) == known.end())
+      reader.fail(spec_field, fmt::format("'{}' is not a mesh dim (expected one of {}){}", spec, one_of(known),
+                                          suggestion(spec, known)));
+    if (spec != "unsharded" && std::find(specs.begin(), specs.end(), spec) != specs.end())
+      reader.fail(spec_field, fmt::format("mesh dim '{}' shards two axes; a dim may shard one axis only", spec));
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+// Where a mesh dim's size was written, for messages that use it.
+std::string dim_where(const MeshConfig& mesh, const std::string& name) {
+  for (const MeshDimConfig& dim : mesh.dims)
+    if (dim.name == name) return dim.where.str();
+  return "";
+}
+
+// train, test[:5000], train[10%:], test[-100:] ...
+void check_split(Reader& reader, const Field& field, const std::string& split) {
+  static const std::regex pattern(R"((train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])?)");
+  if (!std::regex_match(split, pattern))
+    reader.fail(field, fmt::format("expected a split: train or test, optionally sliced like train[:5000] or "
+                                   "test[10%:], got '{}'",
+                                   split));
+}
+
+DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
+  DataConfig data;
+  data.where = field.where;
+  Section section(reader, field,
+                  {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
+                   "image_shape"});
+
+  const Field dataset = section.require("dataset");
+  data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
+  data.dataset_where = dataset.where;
+
+  const Field path = section.require("path");
+  data.path = scalar(reader, path, "a path");
+  data.path_where = path.where;
+  if (data.path.empty()) reader.fail(path, "expected a path, got an empty string");
+
+  for (auto [key, target, target_where] :
+       {std::tuple{"train_split", &data.train_split, &data.train_split_where},
+        std::tuple{"test_split", &data.test_split, &data.test_split_where}}) {
+    *target_where = field.where;
+    if (auto split = section.get(key)) {
+      *target = scalar(reader, *split, "a split name");
+      *target_where = split->where;
+      check_split(reader, *split, *target);
+    }
+  }
+
+  if (auto vectorizer = section.get("vectorizer")) {
+    if (data.dataset != Dataset::imdb)
+      reader.fail(*vectorizer, "only dataset imdb uses a vectorizer; remove this key");
+    Section vectorizer_section(reader, *vectorizer, {"mode", "max_tokens"});
+    if (auto mode = vectorizer_section.get("mode")) data.vectorizer.mode = choice(reader, *mode, {"tf_idf"});
+    const Field max_tokens = vectorizer_section.require("max_tokens");
+    data.vectorizer.max_tokens = int(integer(reader, max_tokens, 2, 1 << 24));
+    data.vectorizer.where = max_tokens.where;
+  } else if (data.dataset == Dataset::imdb) {
+    reader.fail(field, "missing required key 'vectorizer' (dataset imdb), e.g. {mode: tf_idf, max_tokens: 1200}");
+  }
+
+  if (auto image_shape = section.get("image_shape")) {
+    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only dataset mnist has an image_shape");
+    data.image_shape_where = image_shape->where;
+    const YAML::Node& node = image_shape->node;
+    const bool flat = node.IsScalar() && node.Scalar() == "flat";
+    const bool square = node.IsSequence() && node.size() == 2 && node[0].IsScalar() && node[1].IsScalar() &&
+                        node[0].Scalar() == "28" && node[1].Scalar() == "28";
+    if (!flat && !square) reader.fail(*image_shape, fmt::format("expected flat or [28, 28], got {}", describe(node)));
+    if (square) data.image_shape = {28, 28};
+  } else {
+    data.image_shape_where = field.where;
+  }
+
+  const Field batch_size = section.require("batch_size");
+  data.batch_size = integer(reader, batch_size, 1);
+  data.batch_size_where = batch_size.where;
+
+  if (auto shuffle = section.get("shuffle")) {
+    data.shuffle.where = shuffle->where;
+    if (shuffle->node.IsScalar()) {
+      data.shuffle.enabled = boolean(reader, *shuffle);
+    } else {
+      Section shuffle_section(reader, *shuffle, {"seed"});
+      data.shuffle.enabled = true;
+      if (auto seed = shuffle_section.get("seed")) data.shuffle.seed = std::uint64_t(integer(reader, *seed, 0));
+    }
+  }
+
+  const std::vector<std::int64_t> example = data.example_shape();
+  if (auto layout = section.get("layout")) {
+    data.layout = read_specs(reader, *layout, mesh);
+    data.layout_given = true;
+    data.layout_where = layout->where;
+    if (data.layout.size() != example.size() + 1)
+      reader.fail(*layout, fmt::format("the input x has rank {} (batch{}), but the layout has {} specs",
+                                       example.size() + 1,
+                                       fmt::format(", {}", fmt::join(example, ", ")), data.layout.size()));
+  } else {
+    data.layout.assign(example.size() + 1, "unsharded");
+    data.layout[0] = mesh.dims.front().name;
+    data.layout_where = field.where;
+  }
+
+  // The global batch is cut into equal shards along data.layout[0]; each feature axis likewise.
+  const int batch_shards = mesh.size_of(data.layout[0]);
+  if (data.batch_size % batch_shards != 0)
+    reader.fail(batch_size, fmt::format("the global batch {} must be divisible by {}, the size of mesh dim '{}' "
+                                        "({}) that shards the batch (data.layout[0])",
+                                        data.batch_size, batch_shards, data.layout[0], dim_where(mesh, data.layout[0])));
+  for (size_t axis = 1; axis < data.layout.size(); ++axis) {
+    const int shards = mesh.size_of(data.layout[axis]);
+    if (example[axis - 1] % shards != 0)
+      reader.fail(data.layout_where, "data.layout",
+                  fmt::format("axis {} of the input x has {} elements, not divisible by {}, the size of mesh "
+                              "dim '{}' ({})",
+                              axis, example[axis - 1], shards, data.layout[axis], dim_where(mesh, data.layout[axis])));
+  }
+
+  if (options.check_data_path && !std::filesystem::exists(data.path))
+    reader.fail(path, fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
+                                  to_string(data.dataset), data.path));
+  return data;
+}
+
+InitializerConfig read_initializer(Reader& reader, const Field& field, std::array<std::int64_t, 2> default_seed) {
+  InitializerConfig init;
+  init.where = field.where;
+  init.seed = default_seed;
+  const auto [kind, params] = tagged(reader, field, {"zeros", "ones", "normal", "uniform", "glorot_uniform"},
+                                     "initializer");
+  if (kind == "zeros" || kind == "ones") {
+    init.kind = kind == "zeros" ? InitKind::zeros : InitKind::ones;
+    Section section(reader, params, {});
+    return init;
+  }
+  init.kind = kind == "normal" ? InitKind::normal : kind == "uniform" ? InitKind::uniform : InitKind::glorot_uniform;
+  std::vector<std::string> known{"seed"};
+  if (init.kind == InitKind::normal) known.insert(known.end(), {"mean", "stddev"});
+  if (init.kind == InitKind::uniform) known.insert(known.end(), {"minval", "maxval"});
+  Section section(reader, params, known);
+  if (auto seed = section.get("seed")) init.seed = seed_pair(reader, *seed), init.seed_given = true;
+  if (auto mean = section.get("mean")) init.mean = number(reader, *mean);
+  if (auto stddev = section.get("stddev")) init.stddev = positive_number(reader, *stddev);
+  if (auto minval = section.get("minval")) init.minval = number(reader, *minval);
+  if (auto maxval = section.get("maxval")) init.maxval = number(reader, *maxval);
+  if (init.kind == InitKind::uniform && !(init.minval < init.maxval))
+    reader.fail(field, fmt::format("expected minval < maxval, got {} and {}", init.minval, init.maxval));
+  return init;
+}
+
+const std::vector<std::string> kLayerKinds{"dense", "batch_norm", "dropout", "flatten", "relu", "softmax"};
+
+std::string default_name_stem(LayerKind kind) { return kind == LayerKind::batch_norm ? "bn" : to_string(kind); }
+
+LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts) {
+  LayerConfig layer;
+  layer.where = field.where;
+  std::vector<KeyedField> entries =
+      reader.entries(field, fmt::format("a layer: a map with one of {}, e.g. {{dense: 128, activation: relu}}",
+                                        one_of(kLayerKinds)));
+  const KeyedField* type = nullptr;
+  for (const KeyedField& entry : entries) {
+    if (std::find(kLayerKinds.begin(), kLayerKinds.end(), entry.key) == kLayerKinds.end()) continue;
+    if (type) reader.fail(entry.key_where, field.path,
+                          fmt::format("a layer has one type, got both '{}' and '{}'", type->key, entry.key));
+    type = &entry;
+  }
+  if (!type) {
+    // The likeliest intent: a misspelt layer type.
+    for (const KeyedField& entry : entries) {
+      const std::string hint = suggestion(entry.key, kLayerKinds);
+      if (!hint.empty()) reader.fail(entry.key_where, field.path, fmt::format("unknown layer type '{}'{}", entry.key, hint));
+    }
+    reader.fail(field, fmt::format("expected a layer: a map with one of {}, got {}", one_of(kLayerKinds),
+                                   entries.empty() ? "an empty map" : "keys " + entries.front().key + "..."));
+  }
+  const std::string kind = type->key;
+  layer.kind = LayerKind(std::find(kLayerKinds.begin(), kLayerKinds.end(), kind) - kLayerKinds.begin());
+  const int number_of_kind = ++counts[layer.kind];
+
+  std::vector<std::string> known{kind, "name"};
+  if (layer.kind == LayerKind::dense) known.insert(known.end(), {"activation", "use_bias", "init", "bias_init"});
+  if (layer.kind == LayerKind::dropout) known.push_back("seed");
+  Section section(reader, field, known, fmt::format("{} ({})", field.path, kind));
+  const Field value = *section.get(kind);
+  const std::int64_t seed_base = 1000 + index;
+
+  switch (layer.kind) {
+    case LayerKind::dense: {
+      layer.dense.units = int(integer(reader, value, 1, std::numeric_limits<int>::max()));
+      layer.dense.units_where = value.where;
+      if (auto activation = section.get("activation")) {
+        const std::string name = choice(reader, *activation, {"relu", "softmax", "none"});
+        layer.dense.activation = name == "relu" ? Activation::relu : name == "softmax" ? Activation::softmax : Activation::none;
+      }
+      if (auto use_bias = section.get("use_bias")) layer.dense.use_bias = boolean(reader, *use_bias);
+      layer.dense.kernel_init.kind = InitKind::glorot_uniform;
+      layer.dense.kernel_init.seed = {seed_base, 0};
+      layer.dense.kernel_init.where = value.where;
+      if (auto init = section.get("init")) layer.dense.kernel_init = read_initializer(reader, *init, {seed_base, 0});
+      layer.dense.bias_init.seed = {seed_base, 1};
+      layer.dense.bias_init.where = value.where;
+      if (auto init = section.get("bias_init")) {
+        if (!layer.dense.use_bias) reader.fail(*init, "use_bias is false, so there is no bias to initialize");
+        layer.dense.bias_init = read_initializer(reader, *init, {seed_base, 1});
+      }
+      break;
+    }
+    case LayerKind::batch_norm: {
+      Section params(reader, value, {"center", "scale", "momentum", "epsilon"});
+      BatchNormConfig& bn = layer.batch_norm;
+      const bool keras_style = value.node.IsMap() && value.node.size() > 0;
+      if (keras_style) bn = BatchNormConfig{false, true, true, 0.99, 1e-3};
+      if (auto center = params.get("center")) bn.center = boolean(reader, *center);
+      if (auto scale = params.get("scale")) bn.scale = boolean(reader, *scale);
+      if (auto momentum = params.get("momentum")) bn.momentum = fraction(reader, *momentum);
+      if (auto epsilon = params.get("epsilon")) bn.epsilon = positive_number(reader, *epsilon);
+      break;
+    }
+    case LayerKind::dropout: {
+      layer.dropout.rate = fraction(reader, value);
+      layer.dropout.seed = {seed_base, 2};
+      if (auto seed = section.get("seed")) layer.dropout.seed = seed_pair(reader, *seed), layer.dropout.seed_given = true;
+      break;
+    }
+    case LayerKind::flatten:
+    case LayerKind::relu:
+    case LayerKind::softmax: {
+      Section params(reader, value, {});
+      break;
+    }
+  }
+
+  layer.name = default_name_stem(layer.kind) + std::to_string(number_of_kind);
+  if (auto name = section.get("name")) {
+    layer.name = scalar(reader, *name, "a layer name");
+    layer.name_given = true;
+    static const std::regex valid("[A-Za-z0-9_.-]+");
+    if (!std::regex_match(layer.name, valid))
+      reader.fail(*name, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
+                                     "variable paths like NAME/kernel)",
+                                     layer.name));
+  }
+  return layer;
+}
+
+std::vector<LayerConfig> read_model(Reader& reader, const Field& field) {
+  if (!field.node.IsSequence() || field.node.size() == 0)
+    reader.fail(field, fmt::format("expected a list of layers, e.g. [{{dense: 128, activation: relu}}, {{dense: 10}}], "
+                                   "got {}",
+                                   field.node.IsSequence() ? "an empty list" : describe(field.node)));
+  std::vector<LayerConfig> model;
+  std::map<LayerKind, int> counts;
+  std::map<std::string, Where> names;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field item = reader.child(field, field.node[i], fmt::format("model[{}]", i));
+    LayerConfig layer = read_layer(reader, item, int(i), counts);
+    auto [earlier, inserted] = names.emplace(layer.name, layer.where);
+    if (!inserted)
+      reader.fail(item, fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
+                                    layer.name_given ? "" : "; give this layer a name"));
+    model.push_back(std::move(layer));
+  }
+  return model;
+}
+
+std::vector<LayoutRule> read_layouts(Reader& reader, const Field& field, const MeshConfig& mesh) {
+  std::vector<LayoutRule> rules;
+  int index = 0;
+  for (const KeyedField& entry : reader.entries(field, "a map of variable regex -> specs, e.g. {dense1/kernel: [unsharded, model]}")) {
+    LayoutRule rule;
+    rule.pattern = entry.key;
+    rule.where = entry.key_where;
+    reader.locations[fmt::format("layouts[{}]", index++)] = entry.key_where;
+    try {
+      rule.regex = std::regex(entry.key, std::regex::ECMAScript);
+    } catch (const std::regex_error& error) {
+      reader.fail(entry.key_where, "layouts", fmt::format("'{}' is not a valid regular expression: {}", entry.key, error.what()));
+    }
+    const Field specs{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where};
+    rule.specs = read_specs(reader, specs, mesh);
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+TrainConfig read_train(Reader& reader, const Field& field) {
+  TrainConfig train;
+  train.where = field.where;
+  Section section(reader, field, {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every"});
+  const Field epochs = section.require("epochs");
+  train.epochs = int(integer(reader, epochs, 1, 1 << 30));
+  train.epochs_where = epochs.where;
+  train.max_steps_where = field.where;
+  if (auto max_steps = section.get("max_steps")) {
+    train.max_steps = integer(reader, *max_steps, 1);
+    train.max_steps_where = max_steps->where;
+  }
+
+  train.loss.where = field.where;
+  if (auto loss = section.get("loss")) {
+    train.loss.where = loss->where;
+    const auto [kind, params] = tagged(reader, *loss, {"sparse_softmax_cross_entropy"}, "loss");
+    Section params_section(reader, params, {"reduction"});
+    if (auto reduction = params_section.get("reduction"))
+      train.loss.reduction = choice(reader, *reduction, {"sum", "mean"}) == "sum" ? Reduction::sum : Reduction::mean;
+  }
+
+  const Field optimizer = section.require("optimizer");
+  train.optimizer.where = optimizer.where;
+  const auto [kind, params] = tagged(reader, optimizer, {"sgd", "adam"}, "optimizer");
+  OptimizerConfig& opt = train.optimizer;
+  opt.kind = kind == "sgd" ? OptimizerKind::sgd : OptimizerKind::adam;
+  opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
+  std::vector<std::string> known{"learning_rate"};
+  if (opt.kind == OptimizerKind::adam) known.insert(known.end(), {"beta_1", "beta_2", "epsilon"});
+  Section params_section(reader, params, known);
+  if (auto lr = params_section.get("learning_rate")) opt.learning_rate = positive_number(reader, *lr);
+  if (auto beta = params_section.get("beta_1")) opt.beta_1 = fraction(reader, *beta);
+  if (auto beta = params_section.get("beta_2")) opt.beta_2 = fraction(reader, *beta);
+  if (auto epsilon = params_section.get("epsilon")) opt.epsilon = positive_number(reader, *epsilon);
+
+  if (auto eval = section.get("eval_every_epoch")) train.eval_every_epoch = boolean(reader, *eval);
+  if (auto log_every = section.get("log_every")) train.log_every = integer(reader, *log_every, 1);
+  return train;
+}
+
+CheckpointConfig read_checkpoint(Reader& reader, const std::optional<Field>& field, const std::string& run_dir,
+                                 const Where& run_dir_where) {
+  CheckpointConfig checkpoint;
+  checkpoint.dir = run_dir + "/ckpt";
+  checkpoint.where = checkpoint.dir_where = run_dir_where;
+  if (!field) return checkpoint;
+  checkpoint.where = field->where;
+  Section section(reader, *field, {"dir", "every", "max_to_keep"});
+  if (auto dir = section.get("dir")) {
+    checkpoint.dir = scalar(reader, *dir, "a directory");
+    checkpoint.dir_where = dir->where;
+    if (checkpoint.dir.empty()) reader.fail(*dir, "expected a directory, got an empty string");
+  }
+  if (auto every = section.get("every")) {
+    const std::string text = scalar(reader, *every, "epoch, never or a number of steps");
+    if (text == "epoch") {
+      checkpoint.every = CheckpointEvery::epoch;
+    } else if (text == "never") {
+      checkpoint.every = CheckpointEvery::never;
+    } else {
+      if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+        reader.fail(*every, fmt::format("expected epoch, never or a number of steps >= 1, got '{}'{}", text,
+                                        suggestion(text, {"epoch", "never"})));
+      checkpoint.every = CheckpointEvery::steps;
+      checkpoint.every_steps = integer(reader, *every, 1);
+    }
+  }
+  if (auto keep = section.get("max_to_keep")) checkpoint.max_to_keep = int(integer(reader, *keep, 1, 1 << 20));
+  return checkpoint;
+}
+
+std::string file_stem(const std::string& file) {
+  const std::string stem = std::filesystem::path(file).stem().string();
+  return stem.empty() ? "config" : stem;
+}
+
+void collect_descendants(const YAML::Node& node, const std::string& assignment, std::vector<OverrideOrigin>& out) {
+  out.push_back(OverrideOrigin{node, assignment});
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      out.push_back(OverrideOrigin{it->first, assignment});
+      collect_descendants(it->second, assignment, out);
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) collect_descendants(node[i], assignment, out);
+  }
+}
+
+Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<OverrideOrigin> origins,
+                  const LoadOptions& options) {
+  Reader reader(file, std::move(origins));
+  const Field top{root, "", reader.where(root, Where{file, 0, 0})};
+  if (!root.IsMap())
+    reader.fail(top.where, "config",
+                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, run_dir), "
+                            "got {}",
+                            describe(root)));
+  Section section(reader, top, {"mesh", "data", "model", "layouts", "train", "checkpoint", "run_dir"});
+  auto require = [&](const std::string& key) {
+    if (auto value = section.get(key)) return *value;
+    reader.fail(top.where, "config", fmt::format("missing required section '{}'", key));
+  };
+
+  Config config;
+  config.file = file;
+  config.mesh = read_mesh(reader, require("mesh"));
+  config.data = read_data(reader, require("data"), config.mesh, options);
+  config.model = read_model(reader, require("model"));
+  if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
+  config.train = read_train(reader, require("train"));
+
+  config.run_dir = "runs/" + file_stem(file);
+  config.run_dir_where = top.where;
+  if (auto run_dir = section.get("run_dir")) {
+    config.run_dir = scalar(reader, *run_dir, "a directory");
+    config.run_dir_where = run_dir->where;
+    if (config.run_dir.empty()) reader.fail(*run_dir, "expected a directory, got an empty string");
+  }
+  if (!options.run_dir.empty()) {
+    config.run_dir = options.run_dir;
+    config.run_dir_where = Where{"--run-dir " + options.run_dir, 0, 0};
+  }
+  config.checkpoint = read_checkpoint(reader, section.get("checkpoint"), config.run_dir, config.run_dir_where);
+  config.locations = std::move(reader.locations);
+  return config;
+}
+
+std::string trim(const std::string& text) {
+  const auto begin = text.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return text.substr(begin, text.find_last_not_of(" \t") - begin + 1);
+}
+
+}  // namespace
+
+namespace {
+[[noreturn]] void override_error(const std::string& assignment, const std::string& what) {
+  throw UsageError(fmt::format("--set {}: {}", assignment, what));
+}
+}  // namespace
+
+std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment) {
+  auto fail = [&](const std::string& what) { override_error(assignment, what); };
+  const auto equals = assignment.find('=');
+  if (equals == std::string::npos) fail("expected KEY.PATH=VALUE, e.g. mesh.dims.batch=4");
+  const std::string key = trim(assignment.substr(0, equals));
+  const std::string text = assignment.substr(equals + 1);
+  std::vector<std::string> segments;
+  for (size_t begin = 0;;) {
+    const size_t dot = key.find('.', begin);
+    segments.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  for (const std::string& segment : segments)
+    if (segment.empty()) fail(fmt::format("'{}' is not a key path: an empty segment between dots", key));
+
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (const YAML::Exception& error) {
+    fail(fmt::format("the value is not valid YAML: {}", error.msg));
+  }
+
+  std::vector<YAML::Node> changed;
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  YAML::Node current;
+  current.reset(root);  // rebinding, not assignment: `=` on a Node would overwrite the tree
+  std::string prefix;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const std::string& segment = segments[i];
+    const bool last = i + 1 == segments.size();
+    const std::string here = prefix.empty() ? segment : prefix + "." + segment;
+    if (current.IsSequence()) {
+      size_t index = 0;
+      const auto [end, error] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
+      if (error != std::errc() || end != segment.data() + segment.size() || index >= current.size())
+        fail(fmt::format("'{}' is a list of {}; '{}' is not an index in it", prefix, current.size(), segment));
+      if (last) {
+        current[index] = value;
+      } else {
+        YAML::Node next = current[index];
+        current.reset(next);
+      }
+    } else if (current.IsMap()) {
+      if (last) {
+        current[segment] = value;
+      } else {
+        YAML::Node next = current[segment];
+        if (!next.IsDefined() || next.IsNull()) {
+          YAML::Node created(YAML::NodeType::Map);
+          current[segment] = created;
+          changed.push_back(created);
+          next.reset(created);
+        }
+        current.reset(next);
+      }
+    } else {
+      fail(fmt::format("'{}' is {}, not a map", prefix, describe(current)));
+    }
+    prefix = here;
+  }
+  changed.push_back(value);
+  return changed;
+}
+
+Config parse_config(const std::string& text, const std::string& file, const LoadOptions& options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& error) {
+    const Where where = error.mark.is_null() ? Where{file, 0, 0} : Where{file, error.mark.line + 1, error.mark.column + 1};
+    throw_config_error(where, fmt::format("invalid YAML: {}", error.msg));
+  }
+  std::vector<OverrideOrigin> origins;
+  for (const std::string& assignment : options.overrides)
+    for (const YAML::Node& node : apply_override(root, assignment)) collect_descendants(node, assignment, origins);
+  Config config = parse_tree(root, file, std::move(origins), options);
+  config.source_text = text;
+  config.overrides = options.overrides;
+  return config;
+}
+
+Config load_config(const std::string& path, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path))
+    throw UsageError(fmt::format("{}: cannot read the config file ({})", path,
+                                 std::filesystem::exists(path) ? "not a readable file" : "no such file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path, options);
+}
+
+namespace {
+
+std::string number_text(double value) { return fmt::format("{}", value); }
+
+void emit_seed(YAML::Emitter& out, const std::array<std::int64_t, 2>& seed) {
+  out << YAML::Key << "seed" << YAML::Value << YAML::Flow << YAML::BeginSeq << seed[0] << seed[1] << YAML::EndSeq;
+}
+
+void emit_initializer(YAML::Emitter& out, const InitializerConfig& init) {
+  if (init.kind == InitKind::zeros || init.kind == InitKind::ones) {
+    out << to_string(init.kind);
+    return;
+  }
+  out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(init.kind) << YAML::Value << YAML::BeginMap;
+  emit_seed(out, init.seed);
+  if (init.kind == InitKind::normal) {
+    out << YAML::Key << "mean" << YAML::Value << number_text(init.mean);
+    out << YAML::Key << "stddev" << YAML::Value << number_text(init.stddev);
+  }
+  if (init.kind == InitKind::uniform) {
+    out << YAML::Key << "minval" << YAML::Value << number_text(init.minval);
+    out << YAML::Key << "maxval" << YAML::Value << number_text(init.maxval);
+  }
+  out << YAML::EndMap << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string dump_config(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+
+  out << YAML::Key << "mesh" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "dims" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const MeshDimConfig& dim : config.mesh.dims) out << YAML::Key << dim.name << YAML::Value << dim.size;
+  out << YAML::EndMap;
+  out << YAML::Key << "devices" << YAML::Value << to_string(config.mesh.devices);
+  out << YAML::EndMap;
+
+  const DataConfig& data = config.data;
+  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "dataset" << YAML::Value << to_string(data.dataset);
+  out << YAML::Key << "path" << YAML::Value << data.path;
+  out << YAML::Key << "train_split" << YAML::Value << data.train_split;
+  out << YAML::Key << "test_split" << YAML::Value << data.test_split;
+  if (data.dataset == Dataset::imdb)
+    out << YAML::Key << "vectorizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode"
+        << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens
+        << YAML::EndMap;
+  out << YAML::Key << "batch_size" << YAML::Value << data.batch_size;
+  out << YAML::Key << "shuffle" << YAML::Value;
+  if (data.shuffle.enabled)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "seed" << YAML::Value << data.shuffle.seed << YAML::EndMap;
+  else
+    out << false;
+  out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
+  if (data.dataset == Dataset::mnist) {
+    out << YAML::Key << "image_shape" << YAML::Value;
+    if (data.image_shape.empty())
+      out << "flat";
+    else
+      out << YAML::Flow << data.image_shape;
+  }
+  out << YAML::EndMap;
+
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginSeq;
+  for (const LayerConfig& layer : config.model) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(layer.kind) << YAML::Value;
+    switch (layer.kind) {
+      case LayerKind::dense:
+        out << layer.dense.units << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "activation" << YAML::Value << to_string(layer.dense.activation);
+        out << YAML::Key << "use_bias" << YAML::Value << layer.dense.use_bias;
+        out << YAML::Key << "init" << YAML::Value;
+        emit_initializer(out, layer.dense.kernel_init);
+        if (layer.dense.use_bias) {
+          out << YAML::Key << "bias_init" << YAML::Value;
+          emit_initializer(out, layer.dense.bias_init);
+        }
+        break;
+      case LayerKind::batch_norm: {
+        const BatchNormConfig& bn = layer.batch_norm;
+        out << YAML::BeginMap;
+        if (!bn.parameter_free)
+          out << YAML::Key << "center" << YAML::Value << bn.center << YAML::Key << "scale" << YAML::Value << bn.scale
+              << YAML::Key << "momentum" << YAML::Value << number_text(bn.momentum) << YAML::Key << "epsilon"
+              << YAML::Value << number_text(bn.epsilon);
+        out << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
+        break;
+      }
+      case LayerKind::dropout:
+        out << number_text(layer.dropout.rate) << YAML::Key << "name" << YAML::Value << layer.name;
+        emit_seed(out, layer.dropout.seed);
+        break;
+      default:
+        out << YAML::BeginMap << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+
+  out << YAML::Key << "layouts" << YAML::Value << YAML::BeginMap;
+  for (const LayoutRule& rule : config.layouts)
+    out << YAML::Key << rule.pattern << YAML::Value << YAML::Flow << rule.specs;
+  out << YAML::EndMap;
+
+  const TrainConfig& train = config.train;
+  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "epochs" << YAML::Value << train.epochs;
+  if (train.max_steps) out << YAML::Key << "max_steps" << YAML::Value << *train.max_steps;
+  out << YAML::Key << "loss" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "sparse_softmax_cross_entropy"
+      << YAML::Value << YAML::BeginMap << YAML::Key << "reduction" << YAML::Value << to_string(train.loss.reduction)
+      << YAML::EndMap << YAML::EndMap;
+  const OptimizerConfig& opt = train.optimizer;
+  out << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(opt.kind)
+      << YAML::Value << YAML::BeginMap << YAML::Key << "learning_rate" << YAML::Value << number_text(opt.learning_rate);
+  if (opt.kind == OptimizerKind::adam)
+    out << YAML::Key << "beta_1" << YAML::Value << number_text(opt.beta_1) << YAML::Key << "beta_2" << YAML::Value
+        << number_text(opt.beta_2) << YAML::Key << "epsilon" << YAML::Value << number_text(opt.epsilon);
+  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::Key << "eval_every_epoch" << YAML::Value << train.eval_every_epoch;
+  out << YAML::Key << "log_every" << YAML::Value << train.log_every;
+  out << YAML::EndMap;
+
+  const CheckpointConfig& checkpoint = config.checkpoint;
+  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "dir" << YAML::Value << checkpoint.dir;
+  out << YAML::Key << "every" << YAML::Value;
+  if (checkpoint.every == CheckpointEvery::steps)
+    out << checkpoint.every_steps;
+  else
+    out << (checkpoint.every == CheckpointEvery::epoch ? "epoch" : "never");
+  out << YAML::Key << "max_to_keep" << YAML::Value << checkpoint.max_to_keep;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "run_dir" << YAML::Value << config.run_dir;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace dtrain

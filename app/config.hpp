@@ -1,0 +1,238 @@
+// The YAML config as plain typed structs: the mesh, the data, the model, the layouts, the training loop,
+// the checkpoints. load_config reads a file (plus --set overrides) and checks everything that needs only
+// the config; each error is a UsageError starting "FILE:LINE:COL: " (1-based) that says what was expected.
+// Checks that need the model's shapes come later, in the engine, which reports them at the Where kept
+// beside each field (Where::str(), throw_config_error).
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+// A place in the config. A file position (1-based line and column); or, with line == 0, a whole source
+// without a position: the file itself, or a `--set a.b=c` override (then `file` is "--set a.b=c").
+struct Where {
+  std::string file;
+  int line = 0;
+  int col = 0;
+  std::string str() const;  // "FILE:LINE:COL", or just "FILE" when line == 0
+};
+
+// Throws UsageError("WHERE: message"), the form of every config error.
+[[noreturn]] void throw_config_error(const Where& where, const std::string& message);
+
+// ---- mesh ----
+enum class DeviceKind { cpu, gpu };
+
+struct MeshDimConfig {
+  std::string name;  // unique, not "unsharded"
+  int size = 1;      // >= 1
+  Where where;       // the dim's size in mesh.dims (or the --set that gave it)
+};
+
+struct MeshConfig {
+  std::vector<MeshDimConfig> dims;  // YAML order: the last dim varies fastest over the device list
+  DeviceKind devices = DeviceKind::cpu;
+  Where where;  // the `mesh` section; the engine reports "mesh size vs device count" here
+  Where devices_where;
+
+  int num_devices() const;  // product of the sizes
+  std::vector<std::string> dim_names() const;
+  std::vector<int> dim_sizes() const;
+  bool has_dim(const std::string& name) const;
+  int size_of(const std::string& spec) const;  // a dim's size; 1 for "unsharded"
+};
+
+// ---- data ----
+enum class Dataset { mnist, imdb };
+
+struct VectorizerConfig {  // imdb only: Keras TextVectorization(output_mode='tf_idf', max_tokens)
+  std::string mode = "tf_idf";
+  int max_tokens = 0;  // >= 2; vocabulary size including [UNK]
+  Where where;         // the max_tokens value
+};
+
+struct ShuffleConfig {
+  bool enabled = false;  // absent section: examples in the data set's own order
+  std::uint64_t seed = 0;
+  Where where;
+};
+
+struct DataConfig {
+  Dataset dataset = Dataset::mnist;
+  std::string path;  // as written (relative to the working directory); checked to exist
+  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]
+  std::string test_split = "test";
+  VectorizerConfig vectorizer;
+  std::int64_t batch_size = 0;  // the GLOBAL batch, >= 1
+  ShuffleConfig shuffle;
+  // Specs of the input x, one per axis (batch first); labels take layout[0]. When not given: the first
+  // mesh dim on the batch axis, the other axes unsharded (layout_given false).
+  std::vector<std::string> layout;
+  bool layout_given = false;
+  std::vector<int> image_shape;  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]
+
+  Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
+      layout_where, image_shape_where;
+
+  // One example's x shape without the batch axis: {784}, {28, 28} or {max_tokens}.
+  std::vector<std::int64_t> example_shape() const;
+};
+
+// ---- model ----
+enum class InitKind { zeros, ones, normal, uniform, glorot_uniform };
+
+// A variable initializer. Random kinds draw from a counter-based RNG keyed by `seed` and the global
+// element index (so values do not depend on the mesh). A seed not written in the config is
+// {1000 + layer index, slot} with slot 0 kernel, 1 bias, 2 dropout, so every config is deterministic.
+struct InitializerConfig {
+  InitKind kind = InitKind::zeros;
+  std::array<std::int64_t, 2> seed{0, 0};
+  bool seed_given = false;
+  double mean = 0.0, stddev = 1.0;       // normal; stddev 1 = tf.random.stateless_normal (the tutorial's)
+  double minval = -0.05, maxval = 0.05;  // uniform (Keras' defaults)
+  Where where;
+};
+
+enum class LayerKind { dense, batch_norm, dropout, flatten, relu, softmax };
+enum class Activation { none, relu, softmax };
+
+struct DenseConfig {
+  int units = 0;  // >= 1
+  Activation activation = Activation::none;
+  bool use_bias = true;
+  InitializerConfig kernel_init;  // default glorot_uniform (Keras' default)
+  InitializerConfig bias_init;    // default zeros
+  Where units_where;
+};
+
+// `batch_norm: {}` is the DTensor tutorial's parameter-free version: batch statistics over the GLOBAL
+// batch, always (training and eval), epsilon 1e-5, no variables. Any key given selects the Keras-style
+// layer: gamma (scale) / beta (center), moving statistics for inference; Keras' defaults.
+struct BatchNormConfig {
+  bool parameter_free = true;
+  bool center = false, scale = false;  // Keras-style default: true, true
+  double momentum = 0.99;              // Keras-style only
+  double epsilon = 1e-5;               // Keras-style default: 1e-3
+};
+
+struct DropoutConfig {
+  double rate = 0.0;  // in [0, 1)
+  std::array<std::int64_t, 2> seed{0, 0};
+  bool seed_given = false;
+};
+
+// One layer. Only the sub-struct matching `kind` is meaningful.
+struct LayerConfig {
+  LayerKind kind = LayerKind::dense;
+  std::string name;  // unique; default <type><n> counted per type in order: dense1, dense2, bn1, dropout1
+  bool name_given = false;
+  DenseConfig dense;
+  BatchNormConfig batch_norm;
+  DropoutConfig dropout;
+  Where where;  // the layer's entry in `model`
+};
+
+// ---- layouts ----
+// One `layouts:` rule: a regex (full match) over variable paths such as "dense1/kernel" -> a spec per
+// axis. Rules keep YAML order; the first match wins; unmatched variables are replicated.
+struct LayoutRule {
+  std::string pattern;
+  std::regex regex;                // the compiled pattern (ECMAScript); use std::regex_match
+  std::vector<std::string> specs;  // mesh dim names or "unsharded"; no dim twice
+  Where where;                     // the rule's key: rank mismatch, indivisible dims, "matches nothing"
+};
+
+// ---- training ----
+enum class Reduction { sum, mean };
+enum class OptimizerKind { sgd, adam };
+
+struct LossConfig {  // sparse softmax cross-entropy over logits (the only loss)
+  Reduction reduction = Reduction::mean;
+  Where where;
+};
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double learning_rate = 0.01;  // default: Keras' (sgd 0.01, adam 0.001)
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam only
+  Where where;
+};
+
+struct TrainConfig {
+  int epochs = 1;  // >= 1
+  std::optional<std::int64_t> max_steps;  // stop after this many steps in all (benchmarks, tests)
+  LossConfig loss;
+  OptimizerConfig optimizer;
+  bool eval_every_epoch = true;  // evaluate the test split after each epoch
+  std::int64_t log_every = 100;  // steps between plain log lines (when not on a terminal)
+  Where where, epochs_where, max_steps_where;
+};
+
+enum class CheckpointEvery { epoch, steps, never };
+
+struct CheckpointConfig {
+  std::string dir;  // default RUN_DIR/ckpt
+  CheckpointEvery every = CheckpointEvery::epoch;
+  std::int64_t every_steps = 0;  // when every == steps
+  int max_to_keep = 3;           // >= 1
+  Where where, dir_where;
+};
+
+// ---- the whole config ----
+struct Config {
+  std::string file;  // the path it was read from (or the name given to parse_config)
+  MeshConfig mesh;
+  DataConfig data;
+  std::vector<LayerConfig> model;
+  std::vector<LayoutRule> layouts;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  std::string run_dir;  // --run-dir, else run_dir:, else runs/<config file stem>
+  Where run_dir_where;
+
+  std::string source_text;             // the file's text as read (before overrides)
+  std::vector<std::string> overrides;  // the --set assignments applied, in order
+  // Every key read, by dotted path ("data.batch_size", "model[1].dense", "layouts[0]"), at its value.
+  std::map<std::string, Where> locations;
+
+  Where where(const std::string& path) const;  // locations[path], or the file itself
+};
+
+struct LoadOptions {
+  std::vector<std::string> overrides;  // "a.b=value", applied in order before parsing
+  std::string run_dir;                 // --run-dir; empty = the config's
+  bool check_data_path = true;         // false: do not require data.path to exist (tests, checkpoints)
+};
+
+// Reads and validates a config file. Throws UsageError (see the header comment).
+Config load_config(const std::string& path, const LoadOptions& options = {});
+// The same from text; `file` names it in messages and gives the default run dir's stem.
+Config parse_config(const std::string& text, const std::string& file, const LoadOptions& options = {});
+
+// Applies one override "dotted.key.path=VALUE" to a YAML tree: VALUE is parsed as YAML (so "[batch, model]"
+// is a list), missing maps are created, a numeric segment indexes a list ("model.0.dense=64").
+// Errors read "--set ASSIGNMENT: ...". Returns the nodes it created or replaced, so that later errors about
+// them can name the override.
+std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment);
+
+// The resolved config (every default written out) as YAML that parse_config reads back to the same
+// Config; what a checkpoint stores.
+std::string dump_config(const Config& config);
+
+std::string to_string(DeviceKind kind);
+std::string to_string(Dataset dataset);
+std::string to_string(InitKind kind);
+std::string to_string(LayerKind kind);
+std::string to_string(Activation activation);
+std::string to_string(Reduction reduction);
+std::string to_string(OptimizerKind kind);
+
+}  // namespace dtrain

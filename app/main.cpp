@@ -1,0 +1,113 @@
+// dtrain's command line: parses the arguments (CLI11), runs one command, and is the only place that
+// catches: bad usage or config -> "dtrain: error: ..." and exit 2; any other failure -> exit 1.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+using dtrain::CommandOptions;
+
+struct Command {
+  const char* name;
+  const char* help;
+  int (*run)(const CommandOptions&);
+};
+
+const std::vector<Command> kCommands{
+    {"train", "Train a model from a config (a fresh run)", dtrain::run_train},
+    {"resume", "Continue from the latest checkpoint, restored onto this config's mesh and layouts",
+     dtrain::run_resume},
+    {"eval", "Evaluate a checkpoint on a split of the config's data set", dtrain::run_eval},
+    {"predict", "Class probabilities for raw texts or images, from a checkpoint alone", dtrain::run_predict},
+    {"inspect", "What a checkpoint holds: step, mesh, variables, layouts, shards", dtrain::run_inspect},
+    {"plan", "Dry run: per-device shard shapes, memory, collectives per step", dtrain::run_plan},
+};
+
+void add_common_options(CLI::App& command, CommandOptions& options, bool config_required) {
+  CLI::Option* config = command.add_option("--config,-c", options.config_path, "The YAML config file");
+  if (config_required) config->required();
+  command.add_option("--run-dir", options.run_dir, "Where metrics.jsonl, vocabulary and plots go");
+  command.add_option("--set", options.overrides, "Override a config value: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+}
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+  return code;
+}
+
+// A first argument that is no command and no option: say so plainly, with a suggestion.
+std::string unknown_command_message(const std::string& word) {
+  std::vector<std::string> names;
+  for (const Command& command : kCommands) names.push_back(command.name);
+  std::string best;
+  for (const std::string& name : names)
+    if (name.size() >= 2 && (name.rfind(word.substr(0, 2), 0) == 0)) best = name;
+  return fmt::format("unknown command '{}' (expected one of: {}){}", word, fmt::join(names, ", "),
+                     best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtrain: SPMD training from YAML configs, on one device or many", "dtrain"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dtrain 0.1");
+
+  CommandOptions options;
+  std::vector<std::pair<CLI::App*, const Command*>> subcommands;
+  for (const Command& command : kCommands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.help);
+    const std::string name = command.name;
+    add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval" || name == "plan");
+    if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Allow a non-empty checkpoint dir");
+    if (name == "resume") sub->add_option("--from", options.from, "Checkpoint dir (default: the config's)");
+    if (name == "eval" || name == "predict") {
+      CLI::Option* checkpoint = sub->add_option("--checkpoint", options.checkpoint, "Checkpoint dir");
+      if (name == "predict") checkpoint->required();
+    }
+    if (name == "eval") sub->add_option("--split", options.split, "Split to evaluate (default: the test split)");
+    if (name == "predict") {
+      sub->add_option("texts", options.texts, "Raw texts to classify (IMDB models)");
+      sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");
+    }
+    if (name == "inspect") sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
+    subcommands.emplace_back(sub, &command);
+  }
+
+  try {
+    if (argc > 1 && argv[1][0] != '-') {
+      const std::string word = argv[1];
+      bool known = false;
+      for (const Command& command : kCommands) known = known || word == command.name;
+      if (!known) return fail(unknown_command_message(word), 2);
+    }
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& error) {
+      if (error.get_exit_code() == 0) return app.exit(error);  // --help, --version
+      return fail(std::string(error.what()) + " (run with --help for usage)", 2);
+    }
+    for (const auto& [sub, command] : subcommands) {
+      if (!sub->parsed()) continue;
+      options.command = command->name;
+      if (options.command == "predict" && options.texts.empty() == options.idx_file.empty())
+        throw dtrain::UsageError("predict: give either texts to classify or --idx FILE (one of them)");
+      return command->run(options);
+    }
+    return fail("no command given", 2);
+  } catch (const dtrain::UsageError& error) {
+    return fail(error.what(), 2);
+  } catch (const std::exception& error) {
+    return fail(error.what(), 1);
+  }
+}
