@@ -438,6 +438,10 @@ TfidfVectorizer::FittedRows TfidfVectorizer::fit_transform(std::span<const std::
     TokenIds& ids = token_ids[size_t(range)];
     Tokenizer tokenizer;
     std::vector<TokenRef> tokens;
+    size_t bytes = 0;
+    for (int64_t doc = begin; doc < end; ++doc) bytes += docs[size_t(doc)].size();
+    ids.ids.reserve(bytes / 5 + 16);  // English averages about 5.5 bytes per token: few regrowths
+    ids.offsets.reserve(size_t(end - begin) + 1);
     for (int64_t doc = begin; doc < end; ++doc) {
       // All of a document's tokens first, so their table slots load from memory in parallel.
       tokens.clear();
