@@ -209,7 +209,10 @@ class Reader {
         if (earlier.key == name)
           fail(key_where, map.path, fmt::format("duplicate key '{}' (first at {})", name, earlier.key_where.str()));
       const std::string path = map.path.empty() ? name : map.path + "." + name;
-      result.push_back(KeyedField{name, key_where, child(map, value, path)});
+      Field field = child(map, value, path);
+      // yaml-cpp marks an empty value at the next token, often on the next line: point at its key.
+      if (value.IsNull() && field.where.line > 0) field.where = locations[path] = key_where;
+      result.push_back(KeyedField{name, key_where, field});
     }
     return result;
   }

@@ -232,6 +232,11 @@ TEST_CASE("missing required keys and sections") {
   check_error(replace(kBase, "{mode: tf_idf, max_tokens: 1200}", "{mode: tf_idf}"), "{mode",
               {"data.vectorizer: missing required key 'max_tokens'"});
   CHECK(contains(error_of(""), "expected a map with sections mesh, data, model, train"));
+  // An empty value is reported at its key (yaml-cpp marks it at the next token).
+  const std::string empty_data = "mesh:\n  dims: {batch: 4}\ndata:\nmodel:\n  - {dense: 2}\ntrain: {epochs: 1, optimizer: sgd}\n";
+  check_error(empty_data, "data:", {"data: missing required key 'dataset'"});
+  const std::string empty_units = replace(kBase, "{dense: 2, init: {normal: {seed: [3, 4]}}}", "dense:");
+  check_error(empty_units, "dense:\n", {"model[2].dense: expected an integer >= 1, got an empty value"}, "batch_norm");
 }
 
 TEST_CASE("mesh rules: names unique and not 'unsharded', sizes >= 1") {
