@@ -101,10 +101,9 @@ expect 2 "dtrain: error: --set data.batch_size=66: data.batch_size: the global b
 expect 2 "dtrain: error: --set mesh.dims.batch: expected KEY.PATH=VALUE" -- train --config good.yaml --set mesh.dims.batch
 expect 2 "dtrain: error: good.yaml:7:15: .*divisible by 3, the size of mesh dim 'batch' \\(--set mesh.dims.batch=3\\)" -- plan --config good.yaml --set mesh.dims.batch=3
 
-# A valid config gets past the config checks (exit 1 while a command is not built, 0 once it is).
-rc=0
-"$dtrain" plan --config good.yaml --set train.max_steps=1 >/dev/null 2>"$work/stderr" || rc=$?
-if [[ $rc == 2 ]]; then bad "a valid config exited 2: $(cat "$work/stderr")"; else ok; fi
+# A valid config gets past the config checks (whatever the command then does with the empty data dir).
+"$dtrain" plan --config good.yaml --set train.max_steps=1 >/dev/null 2>"$work/stderr" || true
+if grep -Eq "good.yaml:[0-9]+:[0-9]+:|--set" "$work/stderr"; then bad "a valid config was refused: $(cat "$work/stderr")"; else ok; fi
 
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]
