@@ -15,6 +15,5 @@ int run_resume(const CommandOptions& options) { return pending(options); }
 int run_eval(const CommandOptions& options) { return pending(options); }
 int run_predict(const CommandOptions& options) { return pending(options); }
 int run_inspect(const CommandOptions& options) { return pending(options); }
-int run_plan(const CommandOptions& options) { return pending(options); }
 
 }  // namespace dtrain

@@ -1,0 +1,128 @@
+// `dtrain plan`: a dry run. Shows the mesh, every variable's layout and the rule that chose it, local shard
+// shapes and bytes per device, and the collectives of one training step, counted while running that step
+// on zeros (so the figures are what the engine does, not an estimate). Reads no data.
+#include <map>
+
+#include "app/commands.hpp"
+#include "app/model_builder.hpp"
+#include "core/comm/counting.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+
+// Zeros of the config's example shape; every label is class 0.
+class ZerosSource : public train::BatchSource {
+ public:
+  ZerosSource(Shape example, int64_t examples) : example_(std::move(example)), examples_(examples) {}
+  int64_t num_examples() const override { return examples_; }
+  Shape example_shape() const override { return example_; }
+  std::vector<int64_t> order(int64_t) const override {
+    std::vector<int64_t> ids(examples_);
+    for (int64_t i = 0; i < examples_; ++i) ids[i] = i;
+    return ids;
+  }
+  void fill_features(std::span<const int64_t>, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                     int64_t column_end, float* out) const override {
+    std::fill(out, out + (row_end - row_begin) * (column_end - column_begin), 0.0f);
+  }
+  void fill_labels(std::span<const int64_t>, int64_t row_begin, int64_t row_end, float* out) const override {
+    std::fill(out, out + (row_end - row_begin), 0.0f);
+  }
+
+ private:
+  Shape example_;
+  int64_t examples_;
+};
+
+// The mesh dims a group spans, found by comparing with Mesh::group for every subset of dims.
+std::string group_dims(const Mesh& mesh, int rank, const std::vector<int>& ranks) {
+  const int dims = mesh.num_dims();
+  for (int subset = 0; subset < (1 << dims); ++subset) {
+    std::vector<std::string> names;
+    for (int d = 0; d < dims; ++d) {
+      if (subset & (1 << d)) names.push_back(mesh.dim_names()[d]);
+    }
+    if (mesh.group(rank, names) == ranks) return fmt::format("[{}]", fmt::join(names, ", "));
+  }
+  return "[?]";
+}
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1 << 30) return fmt::format("{:.2f} GiB", bytes / double(1 << 30));
+  if (bytes >= 1 << 20) return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
+  if (bytes >= 1 << 10) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", int64_t(bytes));
+}
+
+}  // namespace
+
+int run_plan(const CommandOptions& options) {
+  Config config = options.load_config();
+  MeshPtr mesh = build_mesh(config);
+  Shape example = config.data.example_shape();
+  BuiltModel built = build_model(config, mesh, example);
+  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  train::TrainOptions train = train_options(config);
+  train.epochs = 1;
+  train.max_steps = 1;
+  train.eval_every_epoch = false;
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train);
+  Shape input_shape{config.data.batch_size};
+  input_shape.insert(input_shape.end(), example.begin(), example.end());
+  const Layout input = trainer.input_layout(int(input_shape.size()));
+
+  fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
+  fmt::print("input x: global {} layout {} -> local {} per device\n\n", shape_string(input_shape), input.specs_string(),
+             shape_string(input.local_shape(input_shape)));
+  fmt::print("{:<28} {:<14} {:<28} {:<26} {:<14} {:>12}\n", "variable", "global shape", "layout", "chosen by",
+             "local shape", "bytes/device");
+  double variable_bytes = 0, trainable_bytes = 0;
+  for (const auto& info : built.model->variables()) {
+    const Shape local = info.choice.layout.local_shape(info.shape);
+    const double bytes = double(num_elements(local)) * sizeof(float);
+    variable_bytes += bytes;
+    if (info.trainable) trainable_bytes += bytes;
+    fmt::print("{:<28} {:<14} {:<28} {:<26} {:<14} {:>12}\n", info.path, shape_string(info.shape),
+               info.choice.layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes));
+  }
+  const double slot_bytes = config.train.optimizer.kind == OptimizerKind::adam ? 2 * trainable_bytes : 0;
+  fmt::print("\nper device: variables {}, gradients {}, optimizer slots {} ({}); {} parameters in all\n",
+             bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
+             to_string(config.train.optimizer.kind), built.model->num_parameters());
+
+  // One real step on zeros with every rank's communicator counted.
+  std::vector<std::unique_ptr<CountingCommunicator>> counters(mesh->size());
+  train::Hooks hooks;
+  hooks.on_start = [&](train::RankState& state) {
+    DeviceContext& device = current_device();
+    counters[state.rank] = std::make_unique<CountingCommunicator>(*device.comm);
+    device.comm = counters[state.rank].get();
+  };
+  ZerosSource zeros(example, config.data.batch_size);
+  train::Reporter quiet;
+  trainer.train(zeros, nullptr, quiet, hooks);
+
+  struct Total {
+    int calls = 0;
+    size_t bytes = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Total> totals;
+  size_t all_bytes = 0;
+  for (const auto& call : counters[0]->calls()) {
+    Total& total = totals[{call.kind, group_dims(*mesh, 0, call.ranks)}];
+    ++total.calls;
+    total.bytes += call.bytes;
+    all_bytes += call.bytes;
+  }
+  fmt::print("\ncollectives of one training step (forward, backward, update, metrics), per device:\n");
+  if (totals.empty()) fmt::print("  none: every device computes alone\n");
+  for (const auto& [key, total] : totals) {
+    fmt::print("  {:<15} over {:<22} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
+  }
+  if (!totals.empty()) fmt::print("  {:<15}      {:<22} {:>4}        {:>12}\n", "total", "", counters[0]->calls().size(), bytes_text(double(all_bytes)));
+  return 0;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,35 @@
+#include "core/comm/counting.hpp"
+
+namespace dtrain {
+
+void CountingCommunicator::all_reduce(const Group& group, float* data, size_t count, ReduceOp op) {
+  note("all_reduce", group, count);
+  inner_.all_reduce(group, data, count, op);
+}
+
+void CountingCommunicator::all_gather(const Group& group, const float* send, float* recv, size_t count) {
+  note("all_gather", group, count);
+  inner_.all_gather(group, send, recv, count);
+}
+
+void CountingCommunicator::reduce_scatter(const Group& group, const float* send, float* recv, size_t count) {
+  note("reduce_scatter", group, count * group.size());
+  inner_.reduce_scatter(group, send, recv, count);
+}
+
+void CountingCommunicator::all_to_all(const Group& group, const float* send, float* recv, size_t count) {
+  note("all_to_all", group, count * group.size());
+  inner_.all_to_all(group, send, recv, count);
+}
+
+void CountingCommunicator::broadcast(const Group& group, float* data, size_t count, int root) {
+  note("broadcast", group, count);
+  inner_.broadcast(group, data, count, root);
+}
+
+void CountingCommunicator::barrier(const Group& group) {
+  note("barrier", group, 0);
+  inner_.barrier(group);
+}
+
+}  // namespace dtrain

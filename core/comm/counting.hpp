@@ -1,0 +1,40 @@
+// A Communicator that forwards to another and records every call (kind, group, bytes): how `dtrain plan`
+// reports the collectives of one training step, measured rather than estimated.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/comm/communicator.hpp"
+
+namespace dtrain {
+
+struct CollectiveCall {
+  std::string kind;         // "all_reduce", "all_gather", ...
+  std::vector<int> ranks;   // the group
+  size_t bytes = 0;         // this rank's payload (send side)
+};
+
+class CountingCommunicator : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  const std::vector<CollectiveCall>& calls() const { return calls_; }
+
+  int rank() const override { return inner_.rank(); }
+  int world_size() const override { return inner_.world_size(); }
+  std::string backend() const override { return inner_.backend(); }
+  void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override;
+  void all_gather(const Group& group, const float* send, float* recv, size_t count) override;
+  void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override;
+  void all_to_all(const Group& group, const float* send, float* recv, size_t count) override;
+  void broadcast(const Group& group, float* data, size_t count, int root) override;
+  void barrier(const Group& group) override;
+
+ private:
+  void note(const char* kind, const Group& group, size_t floats) {
+    calls_.push_back({kind, group.ranks, floats * sizeof(float)});
+  }
+  Communicator& inner_;
+  std::vector<CollectiveCall> calls_;
+};
+
+}  // namespace dtrain
