@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# GEMM throughput of dtrain (bench_gemm) against OpenBLAS sgemm through numpy (gemm_peer.py), case by case
+# interleaved so both see the same machine; prints per case one JSON line with gflops, peer_gflops and ratio.
+set -euo pipefail
+
+build_dir="${1:-build}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bench="$build_dir/bench_gemm"
+python=/usr/bin/python3
+
+if [[ ! -x "$bench" ]]; then
+  echo "gemm.sh: $bench not found; build it with: cmake --build $build_dir --target bench_gemm" >&2
+  exit 2
+fi
+if ! "$python" -c 'import numpy' 2>/dev/null; then
+  echo "gemm.sh: the peer needs Debian's numpy over OpenBLAS: apt-get install python3-numpy libopenblas0-pthread" >&2
+  exit 2
+fi
+
+for threads in 1 2; do
+  for shape in 128x784x700 128x700x500 16x784x700 2048x2048x2048; do
+    ours="$("$bench" "$shape" "$threads")"
+    peer="$("$python" "$here/gemm_peer.py" "$shape" "$threads")"
+    "$python" - "$ours" "$peer" <<'PY'
+import json, sys
+ours, peer = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert ours["name"] == peer["name"], (ours["name"], peer["name"])
+print(json.dumps({"name": ours["name"], "gflops": ours["gflops"], "seconds": ours["seconds"],
+                  "peer_gflops": peer["gflops"], "peer_seconds": peer["seconds"],
+                  "ratio": round(ours["gflops"] / peer["gflops"], 3)}))
+PY
+  done
+done
