@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds dtrain (Release) into build/ (or $1). The CUDA backend is built when nvcc is
+# found (it is looked for in /usr/local/cuda too); MPI when OpenMPI is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir="${1:-build}"
+[[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" -j"$(nproc)"

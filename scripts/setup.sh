@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtrain needs to build and test (idempotent; silent when all are there).
+# `scripts/setup.sh --bench` also installs the peers the benchmarks compare against (numpy, PyTorch, sklearn).
+set -euo pipefail
+
+packages=(cmake g++ make libcli11-dev libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev
+          libopenmpi-dev openmpi-bin zlib1g-dev hdf5-tools python3 curl ca-certificates)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-numpy python3-torch libopenblas0-pthread python3-sklearn python3-matplotlib python3-h5py)
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
