@@ -2,7 +2,8 @@
 // vectorizer (what `dtrain train` does before its first step), then read + transform of the test reviews.
 // Usage: bench_tfidf [ACLIMDB_DIR=/tmp/aclImdb] [--max-tokens N=1200] [--repeats R=5] [--peer-seconds S]
 // One JSON line per case (median over repeats). --peer-seconds is sklearn's time for the same work,
-// measured by bench/tfidf.sh in the same run; it adds peer_seconds and ratio = peer_seconds / seconds.
+// measured by bench/tfidf.sh in the same run; it adds peer_seconds and ratio = peer_seconds / seconds
+// (and, with --peer-cpu-seconds, cpu_ratio: the same on CPU time, steadier on a shared machine).
 // The first 20 vocabulary tokens go to stderr.
 #include <sys/resource.h>
 
@@ -29,6 +30,14 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// CPU seconds (user + system, all threads) so far: steadier than wall time on a shared, loaded machine.
+double cpu_seconds() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
 long long peak_rss_bytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -53,23 +62,26 @@ int main(int argc, char** argv) {
   std::string folder = "/tmp/aclImdb";
   int64_t max_tokens = 1200;
   int repeats = 5;
-  double peer_seconds = -1;
+  double peer_seconds = -1, peer_cpu_seconds = -1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--max-tokens" && i + 1 < argc) max_tokens = std::atoll(argv[++i]);
     else if (arg == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
     else if (arg == "--peer-seconds" && i + 1 < argc) peer_seconds = std::atof(argv[++i]);
+    else if (arg == "--peer-cpu-seconds" && i + 1 < argc) peer_cpu_seconds = std::atof(argv[++i]);
     else folder = arg;
   }
 
-  std::vector<double> train_seconds, test_seconds;
+  std::vector<double> train_seconds, train_cpu_seconds, test_seconds;
   size_t train_docs = 0, test_docs = 0, nonzeros = 0;
   std::vector<std::string> first_tokens;
   for (int r = 0; r < repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
+    double cpu_start = cpu_seconds();
     TextExamples train = read_imdb(folder, "train");
     TfidfVectorizer::FittedRows fitted = TfidfVectorizer::fit_transform(train.texts, max_tokens);
     train_seconds.push_back(seconds_since(start));
+    train_cpu_seconds.push_back(cpu_seconds() - cpu_start);
 
     start = std::chrono::steady_clock::now();
     TextExamples test = read_imdb(folder, "test");
@@ -94,13 +106,18 @@ int main(int argc, char** argv) {
 
   double train_median = median(train_seconds);
   std::printf("{\"name\": \"tfidf read+fit+transform aclImdb/train docs=%zu max_tokens=%lld threads=%d\", "
-              "\"docs_per_s\": %.0f, \"seconds\": %.4f, \"peak_rss_bytes\": %lld, \"nonzeros\": %zu, \"repeats\": %d",
+              "\"docs_per_s\": %.0f, \"seconds\": %.4f, \"cpu_seconds\": %.4f, \"peak_rss_bytes\": %lld, "
+              "\"nonzeros\": %zu, \"repeats\": %d",
               train_docs, (long long)max_tokens, default_threads(), double(train_docs) / train_median, train_median,
-              peak_rss_bytes(), nonzeros, repeats);
+              median(train_cpu_seconds), peak_rss_bytes(), nonzeros, repeats);
   if (peer_seconds > 0) {
     std::printf(", \"peer\": \"sklearn TfidfVectorizer(max_features=%lld).fit_transform (reading not timed)\", "
                 "\"peer_seconds\": %.4f, \"peer_docs_per_s\": %.0f, \"ratio\": %.2f",
                 (long long)max_tokens - 1, peer_seconds, double(train_docs) / peer_seconds, peer_seconds / train_median);
+  }
+  if (peer_cpu_seconds > 0) {
+    std::printf(", \"peer_cpu_seconds\": %.4f, \"cpu_ratio\": %.2f", peer_cpu_seconds,
+                peer_cpu_seconds / median(train_cpu_seconds));
   }
   std::printf("}\n");
   double test_median = median(test_seconds);

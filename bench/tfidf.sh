@@ -27,8 +27,8 @@ python=/usr/bin/python3
 if "$python" -c "import sklearn" 2>/dev/null; then
   peer_json="$("$python" "$here/tfidf_peer.py" "$folder" --repeats 3)"
   echo "$peer_json" >&2
-  peer_seconds="$("$python" -c 'import json, sys; print(json.loads(sys.argv[1])["seconds"])' "$peer_json")"
-  peer_args=(--peer-seconds "$peer_seconds")
+  field() { "$python" -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$peer_json" "$1"; }
+  peer_args=(--peer-seconds "$(field seconds)" --peer-cpu-seconds "$(field cpu_seconds)")
 else
   echo "scikit-learn is missing (apt-get install python3-sklearn): no peer, no ratio" >&2
 fi
