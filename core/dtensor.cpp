@@ -47,7 +47,7 @@ Tensor split_chunks(const Tensor& t, int axis, int n) {
   chunk[axis] /= n;
   Shape buffer_shape = chunk;
   buffer_shape.insert(buffer_shape.begin(), n);
-  Tensor out(buffer_shape);
+  Tensor out = Tensor::uninitialized(buffer_shape);
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
     Shape offset(t.rank(), 0);
@@ -61,7 +61,7 @@ Tensor split_chunks(const Tensor& t, int axis, int n) {
 Tensor concat_chunks(const float* chunks, int n, const Shape& chunk, int axis) {
   Shape full = chunk;
   full[axis] *= n;
-  Tensor out(full);
+  Tensor out = Tensor::uninitialized(full);
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
     Shape offset(chunk.size(), 0);
@@ -100,7 +100,7 @@ std::string DTensor::describe() const {
 }
 
 Tensor slice_block(const Tensor& t, const Shape& offset, const Shape& extent) {
-  Tensor out(extent);
+  Tensor out = Tensor::uninitialized(extent);
   copy_block(t.data(), t.shape(), offset, out.data(), extent, Shape(extent.size(), 0), extent, false);
   return out;
 }
@@ -157,7 +157,7 @@ DTensor redistribute(const DTensor& x, const Layout& target) {
       Tensor chunks = split_chunks(local, axis, group.size());
       Shape chunk = local.shape();
       chunk[axis] /= group.size();
-      Tensor received(chunk);
+      Tensor received = Tensor::uninitialized(chunk);
       comm.reduce_scatter(group, chunks.data(), received.data(), received.size());
       local = received;
       specs[axis] = dim;
@@ -176,14 +176,14 @@ DTensor redistribute(const DTensor& x, const Layout& target) {
     int to_axis = target.axis_of(dim);
     if (to_axis >= 0 && specs[to_axis] == kUnsharded) {
       Tensor send = split_chunks(local, to_axis, n);
-      Tensor received(send.shape());
+      Tensor received = Tensor::uninitialized(send.shape());
       Shape chunk = local.shape();
       chunk[to_axis] /= n;
       comm.all_to_all(group, send.data(), received.data(), num_elements(chunk));
       local = concat_chunks(received.data(), n, chunk, axis);
       specs[to_axis] = dim;
     } else {
-      Tensor received(Shape{int64_t(n) * local.size()});
+      Tensor received = Tensor::uninitialized(Shape{int64_t(n) * local.size()});
       comm.all_gather(group, local.data(), received.data(), local.size());
       local = concat_chunks(received.data(), n, local.shape(), axis);
     }

@@ -37,6 +37,15 @@ Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
   return t;
 }
 
+Tensor Tensor::uninitialized(Shape shape) {
+  for (int64_t extent : shape) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = num_elements(t.shape_);
+  t.data_ = allocate(t.size_);
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t;
   t.shape_ = shape_;

@@ -14,6 +14,8 @@ class Tensor {
   explicit Tensor(Shape shape);               // zero-filled
   Tensor(Shape shape, float fill);
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
+  // Contents undefined: for outputs that a kernel overwrites completely (skips a pass over memory).
+  static Tensor uninitialized(Shape shape);
 
   const Shape& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }

@@ -10,7 +10,7 @@ namespace {
 
 template <class F>
 DTensor map_unary(const DTensor& a, F f) {
-  Tensor out(a.local().shape());
+  Tensor out = Tensor::uninitialized(a.local().shape());
   const float* x = a.local().data();
   float* y = out.data();
   const int64_t size = out.size();
@@ -30,7 +30,7 @@ DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, F f
   const auto& specs = a.layout().specs();
   Layout b_layout(std::vector<std::string>(specs.end() - rb, specs.end()), a.layout().mesh_ptr());
   DTensor b = redistribute(b_in, b_layout);
-  Tensor out(a.local().shape());
+  Tensor out = Tensor::uninitialized(a.local().shape());
   const float* x = a.local().data();
   const float* z = b.local().data();
   float* y = out.data();

@@ -85,7 +85,7 @@ DTensor broadcast_like(const DTensor& a, const DTensor& like, std::vector<int> a
 
   // Walk the output; the source index ignores the broadcast axes.
   const Tensor& in = source.local();
-  Tensor out(like.local().shape());
+  Tensor out = Tensor::uninitialized(like.local().shape());
   const int rank = out.rank();
   std::vector<int64_t> in_strides(rank, 0);
   {

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/optim/parallel_update.hpp"
 
 namespace dtrain::optim {
 namespace {
@@ -53,12 +53,13 @@ class Adam : public Optimizer {
       float* m = slot.m.local().data();
       float* v = slot.v.local().data();
       const int64_t size = var.value().local().size();
-#pragma omp parallel for if (size > (1 << 16)) num_threads(kernels::gemm_threads())
-      for (int64_t i = 0; i < size; ++i) {
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-      }
+      parallel_update(size, [=](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+          v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+          w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+        }
+      });
       var.zero_grad();
     }
   }

@@ -1,7 +1,7 @@
 // Plain SGD: w -= learning_rate * g.
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/optim/parallel_update.hpp"
 
 namespace dtrain::optim {
 namespace {
@@ -23,8 +23,9 @@ class Sgd : public Optimizer {
       const float* g = var.grad().local().data();
       const int64_t size = var.value().local().size();
       const float lr = learning_rate_;
-#pragma omp parallel for if (size > (1 << 16)) num_threads(kernels::gemm_threads())
-      for (int64_t i = 0; i < size; ++i) w[i] -= lr * g[i];
+      parallel_update(size, [=](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) w[i] -= lr * g[i];
+      });
       var.zero_grad();
     }
     ++iterations_;
