@@ -244,7 +244,7 @@ struct Problem {
   int64_t row_block;    // mc: rows of A packed at once
 };
 
-// Bytes of A layout packed per (depth block, row block) pair, in the loop order of gemm_rows_cols.
+// Floats that pack_all_of_a writes for `rows` rows (an upper bound: each row block rounded up to whole tiles).
 int64_t packed_a_size(const Problem& problem, int64_t rows) {
   const int64_t row_blocks = (rows + problem.row_block - 1) / problem.row_block;
   return (row_blocks * problem.row_block + kTileRows) * problem.k;
