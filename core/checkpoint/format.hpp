@@ -1,0 +1,59 @@
+// What a checkpoint holds, as plain structs, and the names of its files. On disk (see DESIGN.md):
+//   ckpt-<step>/shard-<k>-of-<n>.h5  rank k's distinct shards, one dataset each ("variables/dense1/kernel",
+//                                    "optimizer/dense1/kernel/m") with attributes global_shape, offset, layout
+//   ckpt-<step>/index.h5             root attributes (magic, format_version, position, mesh, optimizer),
+//                                    /meta/config, /vectorizer/{vocabulary,idf}, and per tensor a virtual
+//                                    dataset presenting the whole tensor from the shard files
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/shape.hpp"
+
+namespace dtrain::checkpoint {
+
+inline const std::string kMagic = "dtrain-checkpoint";
+inline constexpr int64_t kFormatVersion = 1;
+inline const std::string kIndexFile = "index.h5";
+inline const std::string kLatestFile = "latest";
+
+std::string shard_file_name(int rank, int ranks);      // "shard-3-of-8.h5"
+std::string checkpoint_folder_name(int64_t step);      // "ckpt-42"
+
+// Everything but the tensors: where the run stood and what it was.
+struct CheckpointMeta {
+  int64_t format_version = kFormatVersion;
+  int64_t step = 0, epoch = 0, batch_in_epoch = 0;
+  int64_t epochs_done = 0;  // whole epochs finished (epoch, or epoch + 1 when saved at an epoch's end)
+  uint64_t shuffle_seed = 0;
+  std::string mesh;         // Mesh::to_string() when saved
+  std::string config;       // dump_config() text of the run that saved it
+  std::string optimizer;    // "sgd", "adam"
+  int64_t iterations = 0;   // the optimizer's step count
+  std::vector<std::string> vocabulary;  // the fitted TF-IDF vectorizer, when the data set has one
+  std::vector<float> idf;
+};
+
+// Where one distinct block of a tensor lives.
+struct ShardRecord {
+  std::string file;  // relative to the checkpoint folder
+  Shape offset, shape;
+};
+
+struct TensorRecord {
+  std::string name;  // "variables/dense1/kernel" or "optimizer/dense1/kernel/m"
+  Shape global_shape;
+  std::string layout;  // Layout::to_string() when saved
+  std::vector<ShardRecord> shards;  // disjoint, covering the tensor
+};
+
+struct CheckpointIndex {
+  std::string folder;  // the ckpt-<step> folder it was read from
+  CheckpointMeta meta;
+  std::vector<TensorRecord> tensors;
+
+  const TensorRecord* find(const std::string& name) const;
+};
+
+}  // namespace dtrain::checkpoint

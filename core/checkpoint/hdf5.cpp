@@ -1,0 +1,211 @@
+#include "core/checkpoint/hdf5.hpp"
+
+#include "core/error.hpp"
+
+namespace dtrain::checkpoint::h5 {
+
+std::unique_lock<std::mutex> lock() {
+  static std::mutex mutex;
+  std::unique_lock<std::mutex> held(mutex);
+  static bool quiet = false;
+  if (!quiet) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    quiet = true;
+  }
+  return held;
+}
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    id_ = other.id_;
+    close_ = other.close_;
+    other.id_ = -1;
+  }
+  return *this;
+}
+
+void Handle::reset() {
+  if (id_ >= 0 && close_ != nullptr) close_(id_);
+  id_ = -1;
+}
+
+namespace {
+
+herr_t innermost(unsigned position, const H5E_error2_t* error, void* data) {
+  if (position == 0 && error->desc != nullptr) *static_cast<std::string*>(data) = error->desc;
+  return 0;
+}
+
+Handle checked(hid_t id, herr_t (*close)(hid_t), const std::string& what) { return Handle(check_id(id, what), close); }
+
+Handle string_type() {
+  Handle type(check_id(H5Tcopy(H5T_C_S1), "string type"), H5Tclose);
+  check_status(H5Tset_size(type, H5T_VARIABLE), "string type");
+  check_status(H5Tset_cset(type, H5T_CSET_UTF8), "string type");
+  return type;
+}
+
+std::vector<hsize_t> dims_of(const Shape& shape) { return std::vector<hsize_t>(shape.begin(), shape.end()); }
+
+}  // namespace
+
+std::string last_error() {
+  std::string message;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &message);
+  return message;
+}
+
+hid_t check_id(hid_t id, const std::string& what) {
+  if (id < 0) {
+    const std::string cause = last_error();
+    throw Error(fmt::format("[checkpoint] {}{}{}", what, cause.empty() ? "" : ": ", cause));
+  }
+  return id;
+}
+
+void check_status(herr_t status, const std::string& what) { check_id(status < 0 ? -1 : 0, what); }
+
+Handle create_file(const std::string& path) {
+  return checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                 fmt::format("cannot create {}", path));
+}
+
+Handle open_file(const std::string& path) {
+  return checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                 fmt::format("cannot read {} (missing, truncated or not HDF5)", path));
+}
+
+Handle open_dataset(hid_t location, const std::string& name) {
+  return checked(H5Dopen2(location, name.c_str(), H5P_DEFAULT), H5Dclose, fmt::format("cannot open dataset {}", name));
+}
+
+bool exists(hid_t location, const std::string& path) {
+  // H5Lexists fails (rather than answering false) when an intermediate group is missing: walk the path.
+  std::string prefix;
+  size_t start = path.front() == '/' ? 1 : 0;
+  if (start == 1) prefix = "/";
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find('/', start), path.size());
+    prefix += path.substr(start, end - start);
+    if (H5Lexists(location, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    prefix += "/";
+    start = end + 1;
+  }
+  return true;
+}
+
+Handle simple_space(const Shape& shape) {
+  std::vector<hsize_t> dims = dims_of(shape);
+  return checked(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose, "dataspace");
+}
+
+Handle create_dataset(hid_t location, const std::string& name, const Shape& shape, hid_t create_plist) {
+  Handle links = checked(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "link properties");
+  check_status(H5Pset_create_intermediate_group(links, 1), "link properties");
+  Handle space = simple_space(shape);
+  return checked(H5Dcreate2(location, name.c_str(), H5T_IEEE_F32LE, space, links, create_plist, H5P_DEFAULT), H5Dclose,
+                 fmt::format("cannot create dataset {}", name));
+}
+
+void write_attribute(hid_t object, const std::string& name, const std::string& value) {
+  Handle type = string_type();
+  Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "dataspace");
+  Handle attribute = checked(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                             fmt::format("cannot create attribute {}", name));
+  const char* text = value.c_str();
+  check_status(H5Awrite(attribute, type, &text), fmt::format("cannot write attribute {}", name));
+}
+
+void write_attribute(hid_t object, const std::string& name, int64_t value) {
+  Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "dataspace");
+  Handle attribute = checked(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                             fmt::format("cannot create attribute {}", name));
+  check_status(H5Awrite(attribute, H5T_NATIVE_INT64, &value), fmt::format("cannot write attribute {}", name));
+}
+
+void write_attribute(hid_t object, const std::string& name, const std::vector<int64_t>& values) {
+  Handle space = simple_space({int64_t(values.size())});
+  Handle attribute = checked(H5Acreate2(object, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                             fmt::format("cannot create attribute {}", name));
+  check_status(H5Awrite(attribute, H5T_NATIVE_INT64, values.data()), fmt::format("cannot write attribute {}", name));
+}
+
+bool has_attribute(hid_t object, const std::string& name) { return H5Aexists(object, name.c_str()) > 0; }
+
+std::string read_string_attribute(hid_t object, const std::string& name) {
+  Handle attribute = checked(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, fmt::format("no attribute {}", name));
+  Handle stored = checked(H5Aget_type(attribute), H5Tclose, fmt::format("attribute {}", name));
+  if (H5Tget_class(stored) != H5T_STRING) throw Error(fmt::format("[checkpoint] attribute {} is not a string", name));
+  if (H5Tis_variable_str(stored) > 0) {
+    Handle type = string_type();
+    char* text = nullptr;
+    check_status(H5Aread(attribute, type, &text), fmt::format("cannot read attribute {}", name));
+    std::string value = text ? text : "";
+    H5free_memory(text);
+    return value;
+  }
+  const size_t size = H5Tget_size(stored);
+  std::string value(size, '\0');
+  check_status(H5Aread(attribute, stored, value.data()), fmt::format("cannot read attribute {}", name));
+  return value.substr(0, value.find('\0'));
+}
+
+std::vector<int64_t> read_int_attribute(hid_t object, const std::string& name) {
+  Handle attribute = checked(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, fmt::format("no attribute {}", name));
+  Handle space = checked(H5Aget_space(attribute), H5Sclose, fmt::format("attribute {}", name));
+  const hssize_t count = H5Sget_simple_extent_npoints(space);
+  std::vector<int64_t> values(size_t(std::max<hssize_t>(count, 0)));
+  check_status(H5Aread(attribute, H5T_NATIVE_INT64, values.data()), fmt::format("cannot read attribute {}", name));
+  return values;
+}
+
+void write_strings(hid_t location, const std::string& name, const std::vector<std::string>& values) {
+  Handle type = string_type();
+  Handle links = checked(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "link properties");
+  check_status(H5Pset_create_intermediate_group(links, 1), "link properties");
+  Handle space = simple_space({int64_t(values.size())});
+  Handle dataset = checked(H5Dcreate2(location, name.c_str(), type, space, links, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+                           fmt::format("cannot create dataset {}", name));
+  std::vector<const char*> pointers;
+  for (const auto& value : values) pointers.push_back(value.c_str());
+  if (!values.empty())
+    check_status(H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()),
+                 fmt::format("cannot write dataset {}", name));
+}
+
+std::vector<std::string> read_strings(hid_t location, const std::string& name) {
+  Handle dataset = open_dataset(location, name);
+  Handle space = checked(H5Dget_space(dataset), H5Sclose, name);
+  const hssize_t count = H5Sget_simple_extent_npoints(space);
+  std::vector<char*> pointers(size_t(std::max<hssize_t>(count, 0)), nullptr);
+  Handle type = string_type();
+  if (!pointers.empty())
+    check_status(H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()),
+                 fmt::format("cannot read dataset {}", name));
+  std::vector<std::string> values;
+  for (char* pointer : pointers) {
+    values.emplace_back(pointer ? pointer : "");
+    H5free_memory(pointer);
+  }
+  return values;
+}
+
+void write_floats(hid_t location, const std::string& name, const std::vector<float>& values) {
+  Handle dataset = create_dataset(location, name, {int64_t(values.size())});
+  if (!values.empty())
+    check_status(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+                 fmt::format("cannot write dataset {}", name));
+}
+
+std::vector<float> read_floats(hid_t location, const std::string& name) {
+  Handle dataset = open_dataset(location, name);
+  Handle space = checked(H5Dget_space(dataset), H5Sclose, name);
+  std::vector<float> values(size_t(std::max<hssize_t>(H5Sget_simple_extent_npoints(space), 0)));
+  if (!values.empty())
+    check_status(H5Dread(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+                 fmt::format("cannot read dataset {}", name));
+  return values;
+}
+
+}  // namespace dtrain::checkpoint::h5

@@ -1,0 +1,20 @@
+// A rank's training state as checkpoint tensors: model variables are "variables/<path>", optimizer
+// slots "optimizer/<slot>" (e.g. "optimizer/dense1/kernel/m"); and restoring it from a checkpoint onto
+// whatever mesh and layouts the rank's state has now.
+#pragma once
+#include <vector>
+
+#include "core/checkpoint/format.hpp"
+#include "core/checkpoint/writer.hpp"
+#include "core/train/trainer.hpp"
+
+namespace dtrain::checkpoint {
+
+std::vector<NamedTensor> variable_tensors(nn::Parameters& params);
+std::vector<NamedTensor> slot_tensors(optim::Optimizer& optimizer);
+
+// Restores every variable, and with_optimizer the optimizer's slots and iterations too; sets the position.
+// UsageError, before anything is read, when the checkpoint's variables (or optimizer) differ from the state's.
+void restore(const CheckpointIndex& index, train::RankState& state, bool with_optimizer);
+
+}  // namespace dtrain::checkpoint

@@ -1,0 +1,392 @@
+// Sharded HDF5 checkpoints: saved on meshes {1}, {8}, {4,2}, {2,2,2} and restored onto each of the others,
+// every variable and optimizer slot comes back bitwise equal; the index's virtual datasets read through
+// h5dump give the same values; the commit protocol keeps `latest` and max_to_keep; each error is clear.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "core/checkpoint/hdf5.hpp"
+#include "core/checkpoint/manager.hpp"
+#include "core/checkpoint/reader.hpp"
+#include "core/checkpoint/state.hpp"
+#include "core/device.hpp"
+#include "tests/spmd_harness.hpp"
+
+using namespace dtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh empty folder, removed at scope exit.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / fmt::format("dtrain_test_{}_{}", name, ::getpid());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str() const { return path.string(); }
+};
+
+struct VariableDef {
+  std::string path;
+  Shape shape;
+  bool trainable;
+};
+
+const std::vector<VariableDef> kVariables{{"dense1/kernel", {16, 24}, true},
+                                          {"dense1/bias", {24}, true},
+                                          {"bn/moving_mean", {24}, false},
+                                          {"dense2/kernel", {24, 8}, true},
+                                          {"conv/kernel", {8, 4, 6}, true}};
+
+// One mesh and a layout per variable that uses its dims in different ways (slots follow their variable).
+struct MeshCase {
+  std::string name;
+  MeshPtr mesh;
+  std::map<std::string, std::vector<std::string>> specs;
+};
+
+std::vector<MeshCase> mesh_cases() {
+  const std::string u = kUnsharded;
+  return {
+      {"{1}", make_mesh({"x"}, {1}),
+       {{"dense1/kernel", {"x", u}}, {"dense1/bias", {u}}, {"bn/moving_mean", {u}}, {"dense2/kernel", {u, "x"}},
+        {"conv/kernel", {u, u, u}}}},
+      {"{8}", make_mesh({"x"}, {8}),
+       {{"dense1/kernel", {"x", u}}, {"dense1/bias", {"x"}}, {"bn/moving_mean", {u}}, {"dense2/kernel", {u, "x"}},
+        {"conv/kernel", {"x", u, u}}}},
+      {"{4,2}", make_mesh({"x", "y"}, {4, 2}),
+       {{"dense1/kernel", {"y", "x"}}, {"dense1/bias", {"x"}}, {"bn/moving_mean", {"y"}}, {"dense2/kernel", {"x", u}},
+        {"conv/kernel", {u, "x", "y"}}}},
+      {"{2,2,2}", make_mesh({"x", "y", "z"}, {2, 2, 2}),
+       {{"dense1/kernel", {"z", "x"}}, {"dense1/bias", {"y"}}, {"bn/moving_mean", {u}}, {"dense2/kernel", {"x", "z"}},
+        {"conv/kernel", {"y", u, "x"}}}},
+  };
+}
+
+Shape shape_of(const std::string& path) {
+  for (const auto& def : kVariables)
+    if (def.path == path) return def.shape;
+  FAIL("no variable " << path);
+  return {};
+}
+
+Tensor value_of(const std::string& name, const Shape& shape) {
+  int seed = 7;
+  for (char c : name) seed = (seed * 31 + c) % 100003;
+  return testing::test_tensor(shape, seed);
+}
+
+// A rank's state on `mesh`: variables and Adam slots hold value_of(name) when `filled`, else zeros.
+struct RankModel {
+  nn::Parameters params;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  train::Position position;
+};
+
+RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, const std::vector<VariableDef>& defs = kVariables) {
+  RankModel state;
+  for (const auto& def : defs) {
+    Layout layout(mesh_case.specs.count(def.path) ? mesh_case.specs.at(def.path)
+                                                  : std::vector<std::string>(def.shape.size(), kUnsharded),
+                  mesh_case.mesh);
+    Tensor global = filled ? value_of("variables/" + def.path, def.shape) : Tensor(def.shape);
+    state.params.add(def.path, Var(DTensor(def.shape, layout, pack(global, layout, rank)), def.trainable));
+  }
+  state.optimizer = optim::make_adam({});
+  state.optimizer->build(state.params);
+  if (filled) {
+    for (auto& [name, slot] : state.optimizer->slots()) {
+      Tensor global = value_of("optimizer/" + name, slot->global_shape());
+      slot->local() = pack(global, slot->layout(), rank);
+    }
+    state.optimizer->set_iterations(7);
+    state.position = {5, 1, 2};
+  }
+  return state;
+}
+
+checkpoint::SaveContext test_context() { return {"mesh: {}\n", 9, {"[UNK]", "movie"}, {1.5f, 2.25f}}; }
+
+void save_on(const MeshCase& mesh_case, const std::string& dir, int max_to_keep = 3, int64_t step = 5) {
+  checkpoint::CheckpointManager manager(dir, max_to_keep, test_context());
+  run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
+    RankModel state = make_state(mesh_case, device.rank, true);
+    state.position.step = step;
+    train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
+    manager.save(rank_state, false);
+  });
+}
+
+// Restores the latest checkpoint in `dir` onto `mesh_case`; returns every tensor unpacked to its global value.
+std::map<std::string, Tensor> restore_on(const MeshCase& mesh_case, const std::string& dir, train::Position* position = nullptr,
+                                         int64_t* iterations = nullptr) {
+  checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(dir));
+  const int n = mesh_case.mesh->size();
+  std::map<std::string, std::vector<Tensor>> locals;
+  std::map<std::string, std::pair<Shape, Layout>> meta;
+  std::mutex mutex;
+  run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
+    RankModel state = make_state(mesh_case, device.rank, false);
+    train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
+    checkpoint::restore(index, rank_state, true);
+    std::vector<checkpoint::NamedTensor> all = checkpoint::variable_tensors(state.params);
+    for (auto& slot : checkpoint::slot_tensors(*state.optimizer)) all.push_back(slot);
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& named : all) {
+      auto& slots = locals[named.name];
+      slots.resize(n);
+      slots[device.rank] = named.tensor->local();
+      meta.insert({named.name, {named.tensor->global_shape(), named.tensor->layout()}});
+    }
+    if (device.rank == 0 && position) *position = state.position;
+    if (device.rank == 0 && iterations) *iterations = state.optimizer->iterations();
+  });
+  std::map<std::string, Tensor> globals;
+  for (auto& [name, shards] : locals) globals[name] = unpack(meta.at(name).first, meta.at(name).second, shards);
+  return globals;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * size_t(a.size())) == 0;
+}
+
+// "usage", "error" or "none": what calling fn throws.
+template <typename Fn>
+std::string thrown(Fn&& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    if (message) *message = e.what();
+    return "usage";
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return "error";
+  }
+  return "none";
+}
+
+// The values h5dump prints for one dataset of a file, read from another working directory.
+std::vector<double> h5dump_values(const std::string& file, const std::string& dataset) {
+  const std::string command =
+      fmt::format("cd / && h5dump -d '{}' -y -w 0 -m '%.9g' '{}' 2>&1", dataset, fs::absolute(file).string());
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string text;
+  char buffer[4096];
+  while (size_t got = std::fread(buffer, 1, sizeof(buffer), pipe)) text.append(buffer, got);
+  ::pclose(pipe);
+  const size_t data = text.find("DATA {");
+  INFO(text.substr(0, 2000));
+  REQUIRE(data != std::string::npos);
+  std::vector<double> values;
+  const char* cursor = text.c_str() + data + 6;
+  while (*cursor && *cursor != '}') {
+    char* end = nullptr;
+    const double value = std::strtod(cursor, &end);
+    if (end == cursor) {
+      ++cursor;
+      continue;
+    }
+    values.push_back(value);
+    cursor = end;
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint saved on any of {1}, {8}, {4,2}, {2,2,2} restores bitwise onto every other mesh") {
+  for (const MeshCase& saved : mesh_cases()) {
+    TempDir dir("ckpt_reshard");
+    save_on(saved, dir.str());
+    for (const MeshCase& restored : mesh_cases()) {
+      CAPTURE(saved.name);
+      CAPTURE(restored.name);
+      train::Position position;
+      int64_t iterations = 0;
+      std::map<std::string, Tensor> globals = restore_on(restored, dir.str(), &position, &iterations);
+      // 5 variables and m, v for the 4 trainable ones.
+      CHECK(globals.size() == 5 + 2 * 4);
+      for (auto& [name, value] : globals) {
+        CAPTURE(name);
+        CHECK(bitwise_equal(value, value_of(name, value.shape())));
+      }
+      CHECK(position.step == 5);
+      CHECK(position.epoch == 1);
+      CHECK(position.batch_in_epoch == 2);
+      CHECK(iterations == 7);
+    }
+  }
+}
+
+TEST_CASE("replicas write nothing twice: shard files and blocks follow the layouts") {
+  TempDir dir("ckpt_files");
+  save_on(mesh_cases()[2], dir.str());  // {4,2}
+  checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(dir.str()));
+  CHECK(fs::path(index.folder).filename() == "ckpt-5");
+  const checkpoint::TensorRecord* mean = index.find("variables/bn/moving_mean");  // [y] on {4,2}: ranks 0, 1 write
+  REQUIRE(mean != nullptr);
+  REQUIRE(mean->shards.size() == 2);
+  CHECK(mean->shards[0].file == "shard-0-of-8.h5");
+  CHECK(mean->shards[1].file == "shard-1-of-8.h5");
+  CHECK(mean->shards[1].offset == Shape{12});
+  CHECK(mean->shards[1].shape == Shape{12});
+  const checkpoint::TensorRecord* kernel = index.find("variables/dense1/kernel");  // [y, x]: all 8 distinct
+  REQUIRE(kernel != nullptr);
+  CHECK(kernel->shards.size() == 8);
+  CHECK(kernel->global_shape == Shape{16, 24});
+  CHECK(kernel->layout == Layout({"y", "x"}, mesh_cases()[2].mesh).to_string());
+  CHECK(index.meta.mesh == mesh_cases()[2].mesh->to_string());
+  CHECK(index.meta.optimizer == "adam");
+  CHECK(index.meta.shuffle_seed == 9);
+  CHECK(index.meta.config == "mesh: {}\n");
+  CHECK(index.meta.vocabulary == std::vector<std::string>{"[UNK]", "movie"});
+  CHECK(index.meta.idf == std::vector<float>{1.5f, 2.25f});
+  int64_t stored_floats = 0;
+  for (const auto& tensor : index.tensors)
+    for (const auto& shard : tensor.shards) stored_floats += num_elements(shard.shape);
+  int64_t global_floats = 0;
+  for (const auto& tensor : index.tensors) global_floats += num_elements(tensor.global_shape);
+  CHECK(stored_floats == global_floats);  // each element once
+}
+
+TEST_CASE("h5dump reads every tensor through index.h5's virtual datasets, from another directory") {
+  TempDir dir("ckpt_h5dump");
+  save_on(mesh_cases()[3], dir.str());  // {2,2,2}
+  const std::string index = dir.str() + "/ckpt-5/index.h5";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"variables/dense1/kernel", "dense1/kernel"}, {"variables/conv/kernel", "conv/kernel"},
+      {"optimizer/dense2/kernel/v", "dense2/kernel"}};
+  for (const auto& [name, variable] : cases) {
+    CAPTURE(name);
+    const Shape shape = shape_of(variable);
+    const Tensor expected = value_of(name, shape);
+    std::vector<double> values = h5dump_values(index, "/" + name);
+    REQUIRE(int64_t(values.size()) == expected.size());
+    for (int64_t i = 0; i < expected.size(); ++i) {
+      if (float(values[i]) != expected[i]) {
+        FAIL_CHECK("element " << i << ": " << values[i] << " vs " << expected[i]);
+        break;
+      }
+    }
+  }
+}
+
+TEST_CASE("commit protocol: latest names the newest, max_to_keep prunes the oldest, a failed save damages nothing") {
+  TempDir dir("ckpt_commit");
+  for (int64_t step : {1, 2, 3, 4}) save_on(mesh_cases()[1], dir.str(), 2, step);
+  CHECK(checkpoint::list_checkpoints(dir.str()) == std::vector<std::string>{"ckpt-3", "ckpt-4"});
+  std::ifstream latest(dir.str() + "/latest");
+  std::string name;
+  latest >> name;
+  CHECK(name == "ckpt-4");
+
+  // A save that fails mid-way (a scalar cannot be saved: every rank throws while writing shards).
+  const MeshCase mesh_case = mesh_cases()[1];
+  checkpoint::CheckpointManager manager(dir.str(), 2, test_context());
+  std::string message;
+  CHECK(thrown([&] {
+          run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
+            RankModel state = make_state(mesh_case, device.rank, true);
+            state.params.add("odd/scalar", Var(DTensor({}, Layout::replicated(mesh_case.mesh, 0), Tensor({}, 1.0f))));
+            state.position.step = 9;
+            train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
+            manager.save(rank_state, false);
+          });
+        }, &message) == "error");
+  CHECK(message.find("scalar") != std::string::npos);
+  CHECK(checkpoint::find_checkpoint(dir.str()) == dir.str() + "/ckpt-4");
+  std::map<std::string, Tensor> globals = restore_on(mesh_cases()[0], dir.str());
+  CHECK(bitwise_equal(globals.at("variables/dense1/kernel"), value_of("variables/dense1/kernel", {16, 24})));
+  // The next good save clears the interrupted one's leftovers.
+  save_on(mesh_cases()[1], dir.str(), 2, 10);
+  CHECK(!fs::exists(dir.str() + "/ckpt-9.partial"));
+  CHECK(checkpoint::list_checkpoints(dir.str()) == std::vector<std::string>{"ckpt-4", "ckpt-10"});
+}
+
+TEST_CASE("checkpoint errors: missing or truncated shard, bad magic or version, model mismatch") {
+  const MeshCase eight = mesh_cases()[1];
+  std::string message;
+
+  SUBCASE("no checkpoint in the folder") {
+    TempDir dir("ckpt_none");
+    CHECK(thrown([&] { checkpoint::find_checkpoint(dir.str()); }, &message) == "usage");
+    CHECK(message.find("holds no checkpoint") != std::string::npos);
+  }
+  SUBCASE("missing shard file") {
+    TempDir dir("ckpt_missing");
+    save_on(eight, dir.str());
+    fs::remove(dir.str() + "/ckpt-5/shard-3-of-8.h5");
+    CHECK(thrown([&] { checkpoint::read_index(dir.str() + "/ckpt-5"); }, &message) == "error");
+    CHECK(message.find("missing shard file") != std::string::npos);
+    CHECK(message.find("shard-3-of-8.h5") != std::string::npos);
+  }
+  SUBCASE("truncated shard file") {
+    TempDir dir("ckpt_truncated");
+    save_on(eight, dir.str());
+    const std::string shard = dir.str() + "/ckpt-5/shard-0-of-8.h5";
+    fs::resize_file(shard, fs::file_size(shard) / 2);
+    CHECK(thrown([&] { checkpoint::read_index(dir.str() + "/ckpt-5"); }, &message) == "error");
+    CHECK(message.find("shard-0-of-8.h5") != std::string::npos);
+    CHECK(message.find("truncated") != std::string::npos);
+  }
+  SUBCASE("wrong magic, wrong version") {
+    TempDir dir("ckpt_magic");
+    save_on(eight, dir.str());
+    const std::string index = dir.str() + "/ckpt-5/index.h5";
+    auto rewrite = [&](const std::string& attribute, auto value) {
+      auto held = checkpoint::h5::lock();
+      checkpoint::h5::Handle file(H5Fopen(index.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      REQUIRE(file.get() >= 0);
+      H5Adelete(file, attribute.c_str());
+      checkpoint::h5::write_attribute(file, attribute, value);
+    };
+    rewrite("format_version", int64_t(99));
+    CHECK(thrown([&] { checkpoint::read_index(dir.str() + "/ckpt-5"); }, &message) == "usage");
+    CHECK(message.find("format version 99") != std::string::npos);
+    rewrite("magic", std::string("something-else"));
+    CHECK(thrown([&] { checkpoint::read_index(dir.str() + "/ckpt-5"); }, &message) == "usage");
+    CHECK(message.find("not a dtrain checkpoint") != std::string::npos);
+  }
+  SUBCASE("a variable missing, an extra one, another global shape, another optimizer") {
+    TempDir dir("ckpt_mismatch");
+    save_on(eight, dir.str());
+    checkpoint::CheckpointIndex index = checkpoint::read_index(dir.str() + "/ckpt-5");
+    auto restore_with = [&](std::vector<VariableDef> defs, bool adam = true) {
+      return thrown([&] {
+        run_spmd(eight.mesh, [&](DeviceContext& device) {
+          RankModel state = make_state(eight, device.rank, false, defs);
+          if (!adam) {
+            state.optimizer = optim::make_sgd(0.1f);
+            state.optimizer->build(state.params);
+          }
+          train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
+          checkpoint::restore(index, rank_state, true);
+        });
+      }, &message);
+    };
+    std::vector<VariableDef> extra = kVariables;
+    extra.push_back({"dense3/kernel", {8, 2}, true});
+    CHECK(restore_with(extra) == "usage");
+    CHECK(message.find("'variables/dense3/kernel'") != std::string::npos);
+    std::vector<VariableDef> fewer(kVariables.begin(), kVariables.end() - 1);
+    CHECK(restore_with(fewer) == "usage");
+    CHECK(message.find("conv/kernel") != std::string::npos);
+    std::vector<VariableDef> wider = kVariables;
+    wider[0].shape = {16, 32};
+    CHECK(restore_with(wider) == "usage");
+    CHECK(message.find("(16,24)") != std::string::npos);
+    CHECK(restore_with(kVariables, false) == "usage");
+    CHECK(message.find("adam") != std::string::npos);
+    CHECK(restore_with(kVariables) == "none");
+  }
+}

@@ -1,0 +1,122 @@
+// Resume exactness: a run stopped after a checkpoint and resumed from it on the same mesh gives exactly
+// the per-step losses of the uninterrupted run (same shuffles, dropout steps, Adam state and position);
+// resumed onto another mesh and layout, the losses agree within float rounding of reductions.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "core/checkpoint/manager.hpp"
+#include "core/checkpoint/reader.hpp"
+#include "core/checkpoint/state.hpp"
+#include "tests/spmd_harness.hpp"
+
+using namespace dtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+class QuietReporter : public train::Reporter {};
+
+// Dense features whose labels a linear model can learn (10 classes).
+data::Dataset generated(int64_t examples, int64_t columns) {
+  Tensor weights = testing::test_tensor({columns, 10}, 3);
+  Tensor features = testing::test_tensor({examples, columns}, 4, 0.0f, 1.0f);
+  std::vector<int32_t> labels(examples);
+  for (int64_t e = 0; e < examples; ++e) {
+    std::vector<double> score(10, 0.0);
+    for (int64_t c = 0; c < columns; ++c)
+      for (int k = 0; k < 10; ++k) score[k] += features[e * columns + c] * weights[c * 10 + k];
+    labels[e] = int32_t(std::max_element(score.begin(), score.end()) - score.begin());
+  }
+  return data::Dataset::dense(features.to_vector(), {columns}, std::move(labels));
+}
+
+// 8 batches of 32 an epoch; Adam, dropout and a Keras-style BatchNorm (moving statistics) on `mesh`.
+std::string config_text(const std::string& mesh, const std::string& layouts) {
+  return fmt::format(R"(
+mesh: {{dims: {}}}
+data: {{dataset: mnist, path: unused, batch_size: 32, shuffle: {{seed: 5}}, layout: [batch, unsharded]}}
+model:
+  - {{dense: 24, activation: relu, init: {{glorot_uniform: {{seed: [1, 2]}}}}}}
+  - {{batch_norm: {{momentum: 0.9}}, name: bn}}
+  - {{dropout: 0.2, seed: [7, 7]}}
+  - {{dense: 10, init: {{glorot_uniform: {{seed: [3, 4]}}}}}}
+layouts: {}
+train:
+  epochs: 4
+  optimizer: {{adam: {{learning_rate: 0.01}}}}
+)",
+                     mesh, layouts);
+}
+
+struct Run {
+  Config config;
+  MeshPtr mesh;
+  BuiltModel built;
+};
+
+Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps) {
+  Run run{parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false}), nullptr, {}};
+  run.config.train.max_steps = max_steps;
+  run.mesh = build_mesh(run.config);
+  run.built = build_model(run.config, run.mesh, data.example_shape());
+  return run;
+}
+
+// Trains to max_steps, saving every `every` steps into dir (when given); restoring first from `from`.
+std::vector<double> train_losses(const Run& run, const data::Dataset& data, const std::string& dir, int64_t every,
+                                 const std::string& from = "") {
+  train::Trainer trainer(*run.built.model, run.mesh, input_specs(run.config), train_options(run.config));
+  DatasetSource source(data, true, run.config.data.shuffle.seed);
+  checkpoint::CheckpointManager manager(dir.empty() ? "unused" : dir, 10, {"", run.config.data.shuffle.seed, {}, {}});
+  std::optional<checkpoint::CheckpointIndex> index;
+  if (!from.empty()) index = checkpoint::read_index(from);
+  train::Hooks hooks;
+  if (index) hooks.on_start = [&](train::RankState& state) { checkpoint::restore(*index, state, true); };
+  if (!dir.empty()) {
+    hooks.want_save = [every](const train::Position& position, bool) { return position.step % every == 0; };
+    hooks.save = [&](train::RankState& state) { manager.save(state, false); };
+  }
+  QuietReporter quiet;
+  return trainer.train(source, nullptr, quiet, hooks).step_losses;
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped after any checkpoint and resumed on the same mesh repeats the uninterrupted losses exactly") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dtrain_test_resume_{}", ::getpid());
+  fs::remove_all(dir);
+  data::Dataset data = generated(8 * 32, 20);
+  const std::string mesh = "{batch: 4, model: 2}", layouts = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
+
+  const std::vector<double> whole = train_losses(make_run(mesh, layouts, data, 30), data, "", 0);
+  REQUIRE(whole.size() == 30);
+  CHECK(whole.back() < whole.front());
+  // The interrupted run saves every 4 steps (inside epochs and at their ends) and stops at step 20.
+  const std::vector<double> first = train_losses(make_run(mesh, layouts, data, 20), data, dir.string(), 4);
+  REQUIRE(first.size() == 20);
+  CHECK(std::equal(first.begin(), first.end(), whole.begin()));  // saving changes nothing
+  for (int64_t stop : {8, 12, 20}) {
+    CAPTURE(stop);
+    const std::string from = (dir / checkpoint::checkpoint_folder_name(stop)).string();
+    std::vector<double> rest = train_losses(make_run(mesh, layouts, data, 30), data, "", 0, from);
+    REQUIRE(int64_t(rest.size()) == 30 - stop);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      CAPTURE(stop + int64_t(i) + 1);
+      CHECK(rest[i] == whole[stop + i]);
+    }
+  }
+  // Onto one device and onto the other axis of the kernels: the same losses up to rounding.
+  for (auto [other_mesh, other_layouts] : {std::pair<std::string, std::string>{"{batch: 1}", "{}"},
+                                           {"{batch: 2, model: 4}", "{dense1/kernel: [model, unsharded]}"}}) {
+    CAPTURE(other_mesh);
+    std::vector<double> rest = train_losses(make_run(other_mesh, other_layouts, data, 30), data, "", 0,
+                                            (dir / "ckpt-12").string());
+    REQUIRE(rest.size() == 18);
+    for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(rest[i] - whole[12 + i]) <= 1e-4 * std::max(1e-3, whole[12 + i]));
+  }
+  fs::remove_all(dir);
+}
