@@ -78,7 +78,7 @@ void backward(const Var& loss) {
     VarState* state = *it;
     auto found = pending.find(state);
     if (found == pending.end()) continue;
-    DTensor grad = to_gradient_layout(found->second, state->value);
+    DTensor grad = state->keep_partial_grad ? found->second : to_gradient_layout(found->second, state->value);
     pending.erase(found);
     if (!state->producer) {
       if (state->grad) {
@@ -95,7 +95,7 @@ void backward(const Var& loss) {
     for (size_t i = 0; i < input_grads.size(); ++i) {
       VarState* input = node.inputs[i].get();
       if (!input->requires_grad || !input_grads[i]) continue;
-      DTensor g = to_gradient_layout(*input_grads[i], input->value);
+      DTensor g = input->keep_partial_grad ? *input_grads[i] : to_gradient_layout(*input_grads[i], input->value);
       auto slot = pending.find(input);
       if (slot == pending.end()) {
         pending.emplace(input, std::move(g));

@@ -1,7 +1,8 @@
 // Reverse-mode autodiff over DTensor ops, one graph per rank (every rank records the same graph, SPMD).
 // A Var is a handle to a value and, if it was computed from Vars that need gradients, the node that made
 // it. backward() walks the graph from a scalar loss. A gradient is kept in the layout of the value it
-// belongs to, minus partial dims (a partial value's summands all receive the full gradient).
+// belongs to, minus partial dims (a partial value's summands all receive the full gradient) — except on
+// leaves marked keep_partial_grad, whose gradient stays as the ops produced it, possibly partial.
 #pragma once
 #include <functional>
 #include <memory>
@@ -20,6 +21,8 @@ struct VarState {
   bool requires_grad = false;
   std::optional<DTensor> grad;    // accumulated by backward() on leaves
   std::shared_ptr<Node> producer;  // null for leaves
+  // A leaf whose gradient may stay partial (pending sums): its optimizer sums it where it updates.
+  bool keep_partial_grad = false;
 };
 
 class Var {

@@ -41,12 +41,20 @@ void copy_block(const float* src, const Shape& src_shape, const Shape& src_offse
   }
 }
 
-// [n, chunk...]: chunk j is block j along `axis`.
+// Elements before `axis` in row-major order: 1 means blocks along `axis` are contiguous already.
+int64_t outer_extent(const Shape& shape, int axis) {
+  int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= shape[i];
+  return outer;
+}
+
+// [n, chunk...]: chunk j is block j along `axis`. A view when the blocks are contiguous.
 Tensor split_chunks(const Tensor& t, int axis, int n) {
   Shape chunk = t.shape();
   chunk[axis] /= n;
   Shape buffer_shape = chunk;
   buffer_shape.insert(buffer_shape.begin(), n);
+  if (outer_extent(t.shape(), axis) == 1) return t.reshaped(buffer_shape);
   Tensor out = Tensor::uninitialized(buffer_shape);
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
@@ -57,16 +65,18 @@ Tensor split_chunks(const Tensor& t, int axis, int n) {
   return out;
 }
 
-// The inverse of split_chunks: n chunks of shape `chunk`, concatenated along `axis`.
-Tensor concat_chunks(const float* chunks, int n, const Shape& chunk, int axis) {
+// The inverse of split_chunks: n chunks of shape `chunk`, concatenated along `axis`. A view of `chunks`
+// when the blocks are contiguous.
+Tensor concat_chunks(const Tensor& chunks, int n, const Shape& chunk, int axis) {
   Shape full = chunk;
   full[axis] *= n;
+  if (outer_extent(chunk, axis) == 1) return chunks.reshaped(full);
   Tensor out = Tensor::uninitialized(full);
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
     Shape offset(chunk.size(), 0);
     offset[axis] = j * chunk[axis];
-    copy_block(chunks + j * chunk_size, chunk, Shape(chunk.size(), 0), out.data(), full, offset, chunk, false);
+    copy_block(chunks.data() + j * chunk_size, chunk, Shape(chunk.size(), 0), out.data(), full, offset, chunk, false);
   }
   return out;
 }
@@ -135,7 +145,7 @@ Tensor unpack(const Shape& global_shape, const Layout& layout, const std::vector
   return global;
 }
 
-DTensor redistribute(const DTensor& x, const Layout& target) {
+DTensor redistribute(DTensor x, const Layout& target) {
   DTRAIN_CHECK(target.mesh() == x.mesh(), "[redistribute] target mesh {} differs from {}", target.mesh().to_string(),
                x.mesh().to_string());
   DTRAIN_CHECK(target.rank() == x.rank(), "[redistribute] target {} has rank {} but the tensor {}",
@@ -147,7 +157,7 @@ DTensor redistribute(const DTensor& x, const Layout& target) {
   Communicator& comm = *device.comm;
   std::vector<std::string> specs = x.layout().specs();
   std::vector<std::string> partial = x.partial();
-  Tensor local = x.local();
+  Tensor local = std::move(x.local());
 
   // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
   for (const auto& dim : x.partial()) {
@@ -162,7 +172,7 @@ DTensor redistribute(const DTensor& x, const Layout& target) {
       local = received;
       specs[axis] = dim;
     } else if (group.size() > 1) {
-      local = local.clone();
+      if (!local.unique()) local = local.clone();
       comm.all_reduce(group, local.data(), local.size(), ReduceOp::Sum);
     }
     partial = without(partial, dim);
@@ -180,12 +190,12 @@ DTensor redistribute(const DTensor& x, const Layout& target) {
       Shape chunk = local.shape();
       chunk[to_axis] /= n;
       comm.all_to_all(group, send.data(), received.data(), num_elements(chunk));
-      local = concat_chunks(received.data(), n, chunk, axis);
+      local = concat_chunks(received, n, chunk, axis);
       specs[to_axis] = dim;
     } else {
       Tensor received = Tensor::uninitialized(Shape{int64_t(n) * local.size()});
       comm.all_gather(group, local.data(), received.data(), local.size());
-      local = concat_chunks(received.data(), n, local.shape(), axis);
+      local = concat_chunks(received, n, local.shape(), axis);
     }
     specs[axis] = kUnsharded;
   }

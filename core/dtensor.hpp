@@ -43,7 +43,8 @@ Tensor unpack(const Shape& global_shape, const Layout& layout, const std::vector
 // Inside run_spmd: the same global value in `target` (which is never partial), moved with the cheapest
 // collectives: partial -> replicated all_reduce, partial -> sharded reduce_scatter, sharded -> replicated
 // all_gather, replicated -> sharded a local slice, sharded(i) -> sharded(j) all_to_all.
-DTensor redistribute(const DTensor& x, const Layout& target);
+// Pass an rvalue when x is not needed afterwards: its buffer may then be reused in place.
+DTensor redistribute(DTensor x, const Layout& target);
 // Sums pending partial dims, keeping the sharding: redistribute(x, x.layout()).
 DTensor resolve_partial(const DTensor& x);
 

@@ -27,6 +27,8 @@ class Tensor {
   float operator[](int64_t i) const { return data_.get()[i]; }
 
   Tensor clone() const;
+  // No other Tensor shares this buffer (so it may be changed in place).
+  bool unique() const { return data_.use_count() == 1; }
   // Same buffer, another shape of equal size.
   Tensor reshaped(Shape shape) const;
   std::vector<float> to_vector() const;

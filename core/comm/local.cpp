@@ -1,21 +1,25 @@
 // The in-process backend. Ranks of a group meet in a `Call`, keyed by (group ranks, per-group call number):
-// each member posts its buffer pointers and waits (on a condition variable) until all have posted; then
-// every member reads and writes its peers' buffers directly; a final rendezvous keeps every buffer alive
-// until nobody reads it any more.
+// each member posts its buffer pointers and waits on a condition variable until all have posted. Then:
 //
-// Work split (each member does 1/n of it, so all cores share the work):
-//   all_reduce      member k owns slice k: for each cache-sized block it sums the block over all members
-//                   (in member order, so every replica gets bit-identical values) and stores the result
-//                   into every member's buffer: one read and one write of each element, no scratch copy.
-//   all_gather      member k stores its send buffer into chunk k of every member's recv.
-//   reduce_scatter  member k sums chunk k over all members into its recv.
-//   all_to_all      member k gathers chunk k of every member's send into its recv.
-//   broadcast       every member copies root's buffer into its own.
+// Shared path (large payloads): the data movement is cut into items (a range of one chunk), and members
+// claim items from a shared counter until none are left, reading and writing each other's buffers
+// directly. Whoever is on a core does the work: with 8 ranks on 2 cores, the first two ranks awake start
+// at once and a rank that wakes late finds the work done. A member returns once every item is finished,
+// so no buffer is freed while a peer still reads it. Items:
+//   all_reduce      a range: sum over members (in member order, so every replica gets bit-identical
+//                   values), stored into every member's buffer: each element read once, written once.
+//   all_gather      (member, range): stored into chunk `member` of every recv.
+//   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
+//   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
+//   broadcast       (member, range): root's data into member's.
+// Staged path (small payloads): each member copies what the others need into the call, and after the
+// rendezvous computes its own result from those copies and leaves: one rendezvous instead of two waits.
 #include "core/comm/local.hpp"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -60,40 +64,42 @@ struct Request {
   }
 };
 
-// One collective in flight on one group. Guarded by State::mutex.
+// One collective in flight on one group. Guarded by State::mutex, except the two item counters.
 struct Call {
   explicit Call(int size) : sends(size), recvs(size), staged(size), requests(size) {}
   std::vector<const float*> sends;
   std::vector<float*> recvs;
-  std::vector<std::unique_ptr<float[]>> staged;  // copies of small sends, owned by the call
+  std::vector<std::unique_ptr<float[]>> staged;  // staged path: copies of the sends, owned by the call
   std::vector<Request> requests;
   int first_member = -1;  // whose request the others are checked against
   int posted = 0;         // members that posted their buffers
-  int finished = 0;       // members done touching peers' buffers
   int left = 0;           // members that returned (or threw); the last one erases the call
   std::string failure;    // set on a mismatch: every member throws it
+  std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
+  std::atomic<size_t> done_items{0};
   std::condition_variable changed;
 };
 
 using CallKey = std::pair<std::vector<int>, uint64_t>;
 
-// Collectives whose per-member payload is at most this many floats copy it into the call and skip the
-// second rendezvous (see run()).
+// Payloads of at most this many floats per member take the staged path.
 constexpr size_t kSmallCount = 4096;
-constexpr size_t kNotStaged = ~size_t(0);
-
-bool is_small(size_t count) { return count <= kSmallCount; }
-
-// Elements per block: two blocks of floats stay in L1 while they are summed and stored.
+// Floats per item of the shared path (32 KB of each member's buffer): enough items for two cores from
+// 64 KB up, few enough that claiming costs nothing.
+constexpr size_t kItemCount = 8192;
+// Floats per block inside an item: a block of the result stays in L1 while it is summed and stored.
 constexpr size_t kBlock = 2048;
-// Slice boundaries are multiples of one cache line so no two members write into the same line.
-constexpr size_t kLine = 64 / sizeof(float);
 
 // all_gather writes with streaming (non-temporal) stores when it writes more than this in all: the
 // result cannot stay in cache anyway, and a streaming store skips reading each line before writing it
-// (measured with 8 members: 2x faster from 32 MB written in all, equal at 16 MB, slower below). all_reduce does not
-// stream: it writes lines it has just read, which are in cache, and streaming stores would evict them.
+// (measured with 8 members: 2x faster from 32 MB written in all, equal at 16 MB, slower below).
+// all_reduce does not stream: it writes lines it has just read, which are in cache, and streaming
+// stores would evict them (measured 1.3-1.5x slower at 4-64 MB).
 constexpr size_t kStreamingBytes = size_t(16) << 20;
+
+bool is_small(size_t count) { return count <= kSmallCount; }
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Copies count floats. Not std::memcpy: on some AMD CPUs glibc copies 4-64 KB with `rep movsb`, which
 // runs at 3 GB/s when source and destination are not 64-byte aligned alike (measured here; an AVX loop
@@ -129,19 +135,41 @@ void store(float* __restrict to, const float* __restrict from, size_t count, boo
   copy(to, from, count);
 }
 
-// Makes streaming stores visible to other threads before the rendezvous that follows.
+// Makes streaming stores visible to other threads before the item is counted as done.
 void store_fence() {
 #ifdef __AVX__
   _mm_sfence();
 #endif
 }
 
-void reduce_block(float* __restrict out, const float* __restrict in, size_t count, ReduceOp op) {
+void reduce_into(float* __restrict out, const float* __restrict in, size_t count, ReduceOp op) {
   if (op == ReduceOp::Sum) {
     for (size_t i = 0; i < count; ++i) out[i] += in[i];
   } else {
     for (size_t i = 0; i < count; ++i) out[i] = std::max(out[i], in[i]);
   }
+}
+
+// out = sources[0] op sources[1] op ... (in member order), block by block so `out` stays in L1.
+void reduce_members(float* out, const float* const* sources, size_t offset, int n, size_t count, ReduceOp op) {
+  for (size_t start = 0; start < count; start += kBlock) {
+    size_t length = std::min(kBlock, count - start);
+    copy(out + start, sources[0] + offset + start, length);
+    for (int member = 1; member < n; ++member) reduce_into(out + start, sources[member] + offset + start, length, op);
+  }
+}
+
+// Item `item` of a payload cut into pieces of kItemCount: which piece of which slot.
+struct Piece {
+  size_t slot;    // e.g. the member, or (from, to) pair, the item belongs to
+  size_t offset;  // first element within the slot's `count`
+  size_t length;
+};
+
+Piece piece(size_t item, size_t count) {
+  size_t per_slot = std::max<size_t>(1, ceil_div(count, kItemCount));
+  size_t slot = item / per_slot, offset = item % per_slot * kItemCount;
+  return {slot, offset, std::min(kItemCount, count - std::min(count, offset))};
 }
 
 }  // namespace
@@ -167,42 +195,40 @@ class LocalCommunicator final : public Communicator {
 
   void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
     const int n = group.size();
-    if (is_small(count)) {  // every member reduces all of it from the staged copies, into its own buffer
-      run(group, {Kind::AllReduce, count, op, 0}, data, data, count, [&](const Call& call) {
-        if (count == 0) return;
-        copy(data, call.sends[0], count);
-        for (int member = 1; member < n; ++member) reduce_block(data, call.sends[member], count, op);
+    const Request request{Kind::AllReduce, count, op, 0};
+    if (is_small(count)) {
+      run_staged(group, request, data, count, [&](const Call& call) {
+        reduce_members(data, call.sends.data(), 0, n, count, op);
       });
       return;
     }
-    run(group, {Kind::AllReduce, count, op, 0}, data, data, kNotStaged, [&](const Call& call) {
-      auto [begin, end] = slice(count, n, group.index);
+    run_shared(group, request, data, data, ceil_div(count, kItemCount), [&](const Call& call, size_t item) {
+      Piece p = piece(item, count);
       alignas(64) float block[kBlock];
-      for (size_t start = begin; start < end; start += kBlock) {
-        size_t length = std::min(kBlock, end - start);
-        copy(block, call.recvs[0] + start, length);
-        for (int member = 1; member < n; ++member) reduce_block(block, call.recvs[member] + start, length, op);
-        for (int member = 0; member < n; ++member)
-          copy(call.recvs[member] + start, block, length);
+      for (size_t start = p.offset; start < p.offset + p.length; start += kBlock) {
+        size_t length = std::min(kBlock, p.offset + p.length - start);
+        reduce_members(block, call.recvs.data(), start, n, length, op);
+        for (int member = 0; member < n; ++member) copy(call.recvs[member] + start, block, length);
       }
     });
   }
 
   void all_gather(const Group& group, const float* send, float* recv, size_t count) override {
-    if (is_small(count)) {  // every member pulls every staged chunk into its own recv
-      run(group, {Kind::AllGather, count}, send, recv, count, [&](const Call& call) {
-        for (int member = 0; member < group.size(); ++member)
-          copy(recv + size_t(member) * count, call.sends[member], count);
+    const int n = group.size();
+    const Request request{Kind::AllGather, count};
+    if (is_small(count)) {
+      run_staged(group, request, send, count, [&](const Call& call) {
+        for (int member = 0; member < n; ++member) copy(recv + size_t(member) * count, call.sends[member], count);
       });
       return;
     }
-    run(group, {Kind::AllGather, count}, send, recv, kNotStaged, [&](const Call& call) {
-      const size_t offset = size_t(group.index) * count;
-      const size_t written_bytes = count * sizeof(float) * size_t(group.size()) * size_t(group.size());
-      const bool streaming = written_bytes >= kStreamingBytes;
-      for (size_t start = 0; start < count; start += kBlock) {
-        size_t length = std::min(kBlock, count - start);
-        for (float* target : call.recvs) store(target + offset + start, send + start, length, streaming);
+    const bool streaming = count * sizeof(float) * size_t(n) * size_t(n) >= kStreamingBytes;
+    run_shared(group, request, send, recv, n * ceil_div(count, kItemCount), [&](const Call& call, size_t item) {
+      Piece p = piece(item, count);  // slot: the member whose send this is
+      const float* from = call.sends[p.slot] + p.offset;
+      for (size_t start = 0; start < p.length; start += kBlock) {
+        size_t length = std::min(kBlock, p.length - start);
+        for (float* target : call.recvs) store(target + p.slot * count + p.offset + start, from + start, length, streaming);
       }
       if (streaming) store_fence();
     });
@@ -210,50 +236,60 @@ class LocalCommunicator final : public Communicator {
 
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
-    run(group, {Kind::ReduceScatter, count}, send, recv, is_small(count * n) ? count * n : kNotStaged,
-        [&](const Call& call) {
-          const size_t offset = size_t(group.index) * count;
-          if (count == 0) return;
-          copy(recv, call.sends[0] + offset, count);
-          for (size_t start = 0; start < count; start += kBlock) {
-            size_t length = std::min(kBlock, count - start);
-            for (int member = 1; member < n; ++member)
-              reduce_block(recv + start, call.sends[member] + offset + start, length, ReduceOp::Sum);
-          }
-        });
+    const Request request{Kind::ReduceScatter, count};
+    if (is_small(count * n)) {
+      run_staged(group, request, send, count * n, [&](const Call& call) {
+        reduce_members(recv, call.sends.data(), size_t(group.index) * count, n, count, ReduceOp::Sum);
+      });
+      return;
+    }
+    run_shared(group, request, send, recv, n * ceil_div(count, kItemCount), [&](const Call& call, size_t item) {
+      Piece p = piece(item, count);  // slot: the member whose chunk this is
+      reduce_members(call.recvs[p.slot] + p.offset, call.sends.data(), p.slot * count + p.offset, n, p.length,
+                     ReduceOp::Sum);
+    });
   }
 
   void all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
-    run(group, {Kind::AllToAll, count}, send, recv, is_small(count * n) ? count * n : kNotStaged, [&](const Call& call) {
-      const size_t offset = size_t(group.index) * count;
-      for (int member = 0; member < n; ++member) copy(recv + size_t(member) * count, call.sends[member] + offset, count);
-    });
+    const Request request{Kind::AllToAll, count};
+    if (is_small(count * n)) {
+      run_staged(group, request, send, count * n, [&](const Call& call) {
+        for (int member = 0; member < n; ++member)
+          copy(recv + size_t(member) * count, call.sends[member] + size_t(group.index) * count, count);
+      });
+      return;
+    }
+    run_shared(group, request, send, recv, size_t(n) * n * ceil_div(count, kItemCount),
+               [&](const Call& call, size_t item) {
+                 Piece p = piece(item, count);  // slot: from * n + to
+                 size_t from = p.slot / n, to = p.slot % n;
+                 copy(call.recvs[to] + from * count + p.offset, call.sends[from] + to * count + p.offset, p.length);
+               });
   }
 
   void broadcast(const Group& group, float* data, size_t count, int root) override {
     DTRAIN_CHECK(root >= 0 && root < group.size(), "[comm] broadcast root {} is not a member index of a group of {}",
                  root, group.size());
-    // Small: only the root stages its data (the others stage nothing), and nobody waits for the readers.
-    size_t staged = !is_small(count) ? kNotStaged : group.index == root ? count : 0;
-    run(group, {Kind::Broadcast, count, ReduceOp::Sum, root}, data, data, staged, [&](const Call& call) {
-      if (group.index != root) copy(data, call.sends[root], count);
+    const int n = group.size();
+    const Request request{Kind::Broadcast, count, ReduceOp::Sum, root};
+    if (is_small(count)) {  // only the root stages its data
+      run_staged(group, request, data, group.index == root ? count : 0, [&](const Call& call) {
+        if (group.index != root) copy(data, call.sends[root], count);
+      });
+      return;
+    }
+    run_shared(group, request, data, data, n * ceil_div(count, kItemCount), [&](const Call& call, size_t item) {
+      Piece p = piece(item, count);  // slot: the member to write
+      if (int(p.slot) != root) copy(call.recvs[p.slot] + p.offset, call.recvs[root] + p.offset, p.length);
     });
   }
 
   void barrier(const Group& group) override {
-    run(group, {Kind::Barrier, 0}, nullptr, nullptr, 0, [](const Call&) {});
+    run_staged(group, {Kind::Barrier, 0}, nullptr, 0, [](const Call&) {});
   }
 
  private:
-  // Member `index` of `n` owns elements [begin, end) of `count`; boundaries fall on cache lines.
-  static std::pair<size_t, size_t> slice(size_t count, int n, int index) {
-    size_t lines = (count + kLine - 1) / kLine;
-    size_t begin = std::min(count, lines * size_t(index) / size_t(n) * kLine);
-    size_t end = std::min(count, lines * size_t(index + 1) / size_t(n) * kLine);
-    return {begin, end};
-  }
-
   void check_group(const Group& group) const {
     DTRAIN_CHECK(group.size() >= 1 && group.index >= 0 && group.index < group.size() &&
                      group.ranks[group.index] == rank_,
@@ -264,75 +300,102 @@ class LocalCommunicator final : public Communicator {
                    fmt::join(group.ranks, ","), member, state_->size);
   }
 
-  // Meets the other members and runs `work`, which reads peers' buffers through call.sends / call.recvs.
-  // With `staged` == kNotStaged, work may read and write every member's buffers, and a second rendezvous
-  // keeps them alive until all are done. Otherwise this member copies `staged` floats of `send` into the
-  // call first, peers read only those copies (call.sends; call.recvs are not shared), and each member
-  // leaves as soon as its own work is done: one rendezvous instead of two, which is what small
-  // collectives pay for.
+  // Staged path: copies `staged` floats of `send` into the call, meets the others, runs `work` (which reads
+  // only the copies, call.sends, and writes only this member's buffers) and leaves.
   template <typename Work>
-  void run(const Group& group, const Request& request, const float* send, float* recv, size_t staged,
-           Work&& work) {
-    check_group(group);
-    const int n = group.size();
-    const bool direct = staged == kNotStaged;
+  void run_staged(const Group& group, const Request& request, const float* send, size_t staged, Work&& work) {
     std::unique_ptr<float[]> copy_of_send;
-    if (!direct && staged > 0) {
+    if (staged > 0) {
       copy_of_send.reset(new float[staged]);
       copy(copy_of_send.get(), send, staged);
     }
-    const uint64_t sequence = sequences_[group.ranks]++;
-    LocalWorld::State& state = *state_;
-    std::shared_ptr<Call> call;
-    {
-      std::unique_lock lock(state.mutex);
-      if (state.aborted) throw Error("[comm] aborted: " + state.abort_reason);
-      auto& slot = state.calls[CallKey(group.ranks, sequence)];
-      if (!slot) slot = std::make_shared<Call>(n);
-      call = slot;
-      if (direct) {
-        call->sends[group.index] = send;
-        call->recvs[group.index] = recv;
-      } else {
-        call->sends[group.index] = copy_of_send.get();
-        call->staged[group.index] = std::move(copy_of_send);
-      }
-      call->requests[group.index] = request;
-      if (call->first_member < 0) {
-        call->first_member = group.index;
-      } else if (call->failure.empty() && !(call->requests[call->first_member] == request)) {
-        call->failure = fmt::format(
-            "[comm] collective mismatch on group [{}] (call #{}): member {} (rank {}) called {} but member {} (rank {}) "
-            "called {}",
-            fmt::join(group.ranks, ","), sequence, call->first_member, group.ranks[call->first_member],
-            call->requests[call->first_member].describe(), group.index, rank_, request.describe());
-        call->changed.notify_all();
-      }
-      ++call->posted;
-      if (call->posted == n && call->failure.empty()) call->changed.notify_all();
-      // Only this wait can block on a missing peer, so only it gives way to abort(). Once all have posted,
-      // every member is sure to reach the second rendezvous, which must not be abandoned: a peer may still
-      // be reading this member's buffers.
-      call->changed.wait(lock, [&] { return call->posted == n || state.aborted || !call->failure.empty(); });
-      if (!call->failure.empty()) leave(state, group, sequence, lock, Error(call->failure));
-      if (call->posted < n) leave(state, group, sequence, lock, Error("[comm] aborted: " + state.abort_reason));
-    }
-    work(*call);
-    std::unique_lock lock(state.mutex);
-    if (direct) {
-      if (++call->finished == n) call->changed.notify_all();
-      call->changed.wait(lock, [&] { return call->finished == n; });
-    }
-    if (++call->left == n) state.calls.erase(CallKey(group.ranks, sequence));
+    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send));
+    work(*meeting.call);
+    leave(meeting);
   }
 
-  // Leaves a call that will not complete, throwing `error`; the last member out erases it.
-  [[noreturn]] static void leave(LocalWorld::State& state, const Group& group, uint64_t sequence,
-                                 std::unique_lock<std::mutex>& lock, const Error& error) {
-    auto it = state.calls.find(CallKey(group.ranks, sequence));
-    if (it != state.calls.end() && ++it->second->left == group.size()) state.calls.erase(it);
-    lock.unlock();
-    throw error;
+  // Shared path: meets the others, then claims and runs items (item = 0 .. items-1; `work` may touch every
+  // member's buffers) until none are left, and returns when every item is finished.
+  template <typename Work>
+  void run_shared(const Group& group, const Request& request, const float* send, float* recv, size_t items,
+                  Work&& work) {
+    Meeting meeting = meet(group, request, send, recv);
+    Call& call = *meeting.call;
+    while (true) {
+      size_t item = call.next_item.fetch_add(1);
+      if (item >= items) break;
+      work(call, item);
+      if (call.done_items.fetch_add(1) + 1 == items) {
+        std::lock_guard lock(state_->mutex);  // so a member about to wait cannot miss the wake-up
+        call.changed.notify_all();
+      }
+    }
+    {
+      std::unique_lock lock(state_->mutex);
+      call.changed.wait(lock, [&] { return call.done_items.load() >= items; });
+    }
+    leave(meeting);
+  }
+
+  struct Meeting {
+    std::shared_ptr<Call> call;
+    CallKey key;
+    int size;
+  };
+
+  // Posts this member's buffers (or hands its staged copy to the call) and waits until every member has.
+  // Throws on a mismatch or on abort. Only this wait can block on a missing peer, so only it gives way to
+  // abort(): once all have posted, every member is sure to finish, and must, since peers may be using
+  // its buffers.
+  Meeting meet(const Group& group, const Request& request, const float* send, float* recv,
+               std::unique_ptr<float[]> staged = nullptr) {
+    check_group(group);
+    const int n = group.size();
+    Meeting meeting{nullptr, CallKey(group.ranks, sequences_[group.ranks]++), n};
+    LocalWorld::State& state = *state_;
+    std::unique_lock lock(state.mutex);
+    if (state.aborted) throw Error("[comm] aborted: " + state.abort_reason);
+    auto& slot = state.calls[meeting.key];
+    if (!slot) slot = std::make_shared<Call>(n);
+    meeting.call = slot;
+    Call& call = *slot;
+    call.sends[group.index] = staged ? staged.get() : send;
+    call.recvs[group.index] = recv;
+    call.staged[group.index] = std::move(staged);
+    call.requests[group.index] = request;
+    if (call.first_member < 0) {
+      call.first_member = group.index;
+    } else if (call.failure.empty() && !(call.requests[call.first_member] == request)) {
+      call.failure = fmt::format(
+          "[comm] collective mismatch on group [{}] (call #{}): member {} (rank {}) called {} but member {} (rank {}) "
+          "called {}",
+          fmt::join(group.ranks, ","), meeting.key.second, call.first_member, group.ranks[call.first_member],
+          call.requests[call.first_member].describe(), group.index, rank_, request.describe());
+      call.changed.notify_all();
+    }
+    ++call.posted;
+    if (call.posted == n && call.failure.empty()) call.changed.notify_all();
+    call.changed.wait(lock, [&] { return call.posted == n || state.aborted || !call.failure.empty(); });
+    if (!call.failure.empty()) {
+      std::string failure = call.failure;
+      leave_locked(meeting);
+      throw Error(failure);
+    }
+    if (call.posted < n) {
+      leave_locked(meeting);
+      throw Error("[comm] aborted: " + state.abort_reason);
+    }
+    return meeting;
+  }
+
+  void leave(const Meeting& meeting) {
+    std::lock_guard lock(state_->mutex);
+    leave_locked(meeting);
+  }
+
+  // The last member out erases the call (the others' shared pointers keep it alive until they are done).
+  void leave_locked(const Meeting& meeting) {
+    if (++meeting.call->left == meeting.size) state_->calls.erase(meeting.key);
   }
 
   std::shared_ptr<LocalWorld::State> state_;

@@ -1,0 +1,123 @@
+// Training throughput of a config on generated data of its shapes: the median step time over `--steps`
+// steps after `--warmup`, as examples/s, plus the step's matmul FLOPs and peak resident memory.
+//   bench_train_step --config configs/mnist_core_dp.yaml [--set mesh.dims={batch: 1}]... [--steps 200]
+// Prints one JSON line. With --gemm-gflops R it adds the GEMM limit (matmul FLOPs at R GFLOP/s).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "core/error.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+class StepTimes : public train::Reporter {
+ public:
+  std::vector<double> seconds;
+  void on_step(const train::StepMetrics& metrics) override { seconds.push_back(metrics.seconds); }
+};
+
+// Pixels in [0, 1) or TF-IDF-like sparse rows (3% non-zeros); labels cycle over the classes.
+data::Dataset generated(int64_t examples, const Shape& example, int classes, bool sparse) {
+  const int64_t columns = num_elements(example);
+  std::vector<int32_t> labels(examples);
+  for (int64_t i = 0; i < examples; ++i) labels[i] = int32_t((i * 7) % classes);
+  uint64_t state = 88172645463325252ull;
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return float(state >> 40) / float(1 << 24);
+  };
+  if (!sparse) {
+    std::vector<float> pixels(examples * columns);
+    for (float& p : pixels) p = next();
+    return data::Dataset::dense(std::move(pixels), example, std::move(labels));
+  }
+  data::SparseRows rows;
+  rows.columns = columns;
+  for (int64_t e = 0; e < examples; ++e) {
+    for (int64_t c = 0; c < columns; ++c) {
+      if (next() < 0.03f) {
+        rows.indices.push_back(int32_t(c));
+        rows.values.push_back(next() * 4.0f);
+      }
+    }
+    rows.offsets.push_back(int64_t(rows.indices.size()));
+  }
+  return data::Dataset::sparse(std::move(rows), std::move(labels));
+}
+
+// FLOPs of the matmuls of one step: forward, kernel gradient, and input gradient except the first layer's.
+double matmul_flops(const nn::Sequential& model, int64_t batch) {
+  double flops = 0;
+  bool first = true;
+  for (const auto& info : model.variables()) {
+    if (info.shape.size() != 2 || info.path.find("/kernel") == std::string::npos) continue;
+    const double one = 2.0 * double(batch) * double(info.shape[0]) * double(info.shape[1]);
+    flops += (first ? 2 : 3) * one;
+    first = false;
+  }
+  return flops;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, name;
+  std::vector<std::string> overrides;
+  int64_t steps = 200, warmup = 20;
+  double gemm_gflops = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--set")) overrides.push_back(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::stoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--name")) name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--gemm-gflops")) gemm_gflops = std::stod(argv[i + 1]);
+  }
+  if (config_path.empty()) {
+    fmt::print(stderr, "usage: bench_train_step --config FILE [--set k=v]... [--steps N] [--warmup N] [--name NAME] [--gemm-gflops R]\n");
+    return 2;
+  }
+  try {
+    overrides.push_back(fmt::format("train.max_steps={}", steps + warmup));
+    overrides.push_back("train.epochs=1000");
+    overrides.push_back("train.eval_every_epoch=false");
+    Config config = load_config(config_path, LoadOptions{overrides, "", false});
+    MeshPtr mesh = build_mesh(config);
+    const Shape example = config.data.example_shape();
+    const bool text = config.data.dataset == Dataset::imdb;
+    BuiltModel built = build_model(config, mesh, example);
+    DatasetSource source(generated(config.data.batch_size * 20, example, text ? 2 : 10, text), true, 0);
+    train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
+    StepTimes times;
+    trainer.train(source, nullptr, times);
+    std::vector<double> timed(times.seconds.begin() + std::min<int64_t>(warmup, times.seconds.size()), times.seconds.end());
+    std::sort(timed.begin(), timed.end());
+    const double median = timed[timed.size() / 2];
+    const double batch = double(config.data.batch_size);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const double flops = matmul_flops(*built.model, config.data.batch_size);
+    std::string line = fmt::format(
+        "{{\"name\": \"{}\", \"mesh\": \"{}\", \"batch\": {}, \"steps\": {}, \"seconds\": {:.6g}, \"examples_per_s\": {:.1f}, "
+        "\"matmul_gflop_per_step\": {:.4f}, \"peak_rss_bytes\": {}",
+        name.empty() ? config_path : name, mesh->to_string().substr(0, mesh->to_string().find('|', 1) + 1),
+        config.data.batch_size, timed.size(), median, batch / median, flops / 1e9, int64_t(usage.ru_maxrss) * 1024);
+    if (gemm_gflops > 0) {
+      const double limit = batch / (flops / (gemm_gflops * 1e9));
+      line += fmt::format(", \"gemm_gflops\": {:.2f}, \"gemm_limit_examples_per_s\": {:.1f}, \"fraction_of_gemm_limit\": {:.3f}",
+                          gemm_gflops, limit, batch / median / limit);
+    }
+    fmt::print("{}}}\n", line);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_train_step: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,75 @@
+#include "core/optim/optimizer.hpp"
+
+#include "core/error.hpp"
+#include "core/optim/parallel_update.hpp"
+
+namespace dtrain::optim {
+
+Layout update_layout(const Layout& layout, const Shape& shape, int64_t min_elements) {
+  if (num_elements(shape) < min_elements) return layout;
+  std::vector<std::string> specs = layout.specs();
+  const Mesh& mesh = layout.mesh();
+  for (int d = 0; d < mesh.num_dims(); ++d) {
+    const std::string& dim = mesh.dim_names()[d];
+    if (mesh.dim_sizes()[d] == 1 || layout.axis_of(dim) >= 0) continue;
+    for (size_t axis = 0; axis < specs.size(); ++axis) {
+      if (specs[axis] != kUnsharded || shape[axis] % mesh.dim_sizes()[d] != 0) continue;
+      specs[axis] = dim;
+      break;
+    }
+  }
+  return Layout(specs, layout.mesh_ptr());
+}
+
+void Optimizer::build(nn::Parameters& params) {
+  entries_.clear();
+  for (const auto& path : params.paths()) {
+    Var& var = params.at(path);
+    if (!var.requires_grad()) continue;
+    var.state()->keep_partial_grad = true;
+    const DTensor& value = var.value();
+    Layout layout = update_layout(value.layout(), value.global_shape());
+    Entry entry{path, layout, {}};
+    for (size_t i = 0; i < slot_names().size(); ++i) {
+      entry.slots.emplace_back(value.global_shape(), layout, Tensor(layout.local_shape(value.global_shape())));
+    }
+    entries_.push_back(std::move(entry));
+  }
+}
+
+std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
+  std::vector<std::pair<std::string, DTensor*>> named;
+  const std::vector<std::string> names = slot_names();
+  for (auto& entry : entries_) {
+    for (size_t i = 0; i < names.size(); ++i) named.push_back({entry.path + "/" + names[i], &entry.slots[i]});
+  }
+  return named;
+}
+
+void Optimizer::apply(nn::Parameters& params) {
+  DTRAIN_CHECK(!entries_.empty() || params.paths().empty(), "[{}] apply before build", name());
+  ++iterations_;
+  for (auto& entry : entries_) {
+    Var& var = params.at(entry.path);
+    if (!var.has_grad()) continue;
+    // Sum the gradient into this rank's block (reduce_scatter over the data-parallel dims).
+    DTensor grad = redistribute(std::move(*var.state()->grad), entry.update_layout);
+    // This rank's block of the variable: a slice, no communication (the variable itself when the update
+    // layout is the variable's, so the update is in place).
+    DTensor block = redistribute(var.value(), entry.update_layout);
+    std::vector<float*> slots;
+    for (auto& slot : entry.slots) slots.push_back(slot.local().data());
+    float* value = block.local().data();
+    const float* g = grad.local().data();
+    const int64_t size = block.local().size();
+    parallel_update(size, [&](int64_t begin, int64_t end) {
+      std::vector<float*> shifted;
+      for (float* slot : slots) shifted.push_back(slot + begin);
+      update(value + begin, g + begin, shifted, end - begin);
+    });
+    var.assign(redistribute(std::move(block), var.value().layout()));  // all_gather the blocks back
+    var.zero_grad();
+  }
+}
+
+}  // namespace dtrain::optim
