@@ -1,9 +1,12 @@
-// `dtrain train`: load the config and data, build the model on the mesh, train, report test accuracy.
+// `dtrain train`: load the config and data, build the model on the mesh, train (saving checkpoints per
+// `checkpoint.every`), report test accuracy. A fresh run: it refuses a checkpoint dir that holds anything
+// unless --overwrite, which deletes the old checkpoints just before training starts.
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 
+#include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
@@ -21,6 +24,11 @@ int run_train(const CommandOptions& options) {
   for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
   train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
   trainer.input_layout(int(example.size()) + 1);  // checks the input layout and batch divisibility now
+  const bool saves = config.checkpoint.every != CheckpointEvery::never;
+  if (saves && !options.overwrite && checkpoint::is_nonempty_dir(config.checkpoint.dir)) {
+    throw UsageError(fmt::format("[train] checkpoint dir '{}' is not empty: pass --overwrite to replace its checkpoints, "
+                                 "or continue them with `dtrain resume`", config.checkpoint.dir));
+  }
 
   LoadedData data = load_data(config);
   const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
@@ -36,12 +44,17 @@ int run_train(const CommandOptions& options) {
              data.test->num_examples());
   train::MetricsLog metrics(config.run_dir);
   train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every, &metrics);
-  train::TrainResult result = trainer.train(*data.train, data.test.get(), reporter);
+  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
+                                       save_context(config, data.vectorizer));
+  if (saves && options.overwrite) checkpoint::clear_checkpoints(config.checkpoint.dir);
+  train::TrainResult result =
+      trainer.train(*data.train, data.test.get(), reporter, checkpoint_hooks(config, &manager, nullptr, false));
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
     if (it->split != "test") continue;
     fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
     break;
   }
+  if (saves) fmt::print("checkpoints: {}\n", config.checkpoint.dir);
   fmt::print("metrics: {}\n", metrics.path());
   return 0;
 }

@@ -1,0 +1,70 @@
+#include "app/checkpoint_hooks.hpp"
+
+#include "core/checkpoint/state.hpp"
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+// want_save's end-of-epoch flag, per rank thread, for the save that follows it.
+thread_local bool saving_at_epoch_end = false;
+}  // namespace
+
+checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer) {
+  checkpoint::SaveContext context;
+  context.config = dump_config(config);
+  context.shuffle_seed = config.data.shuffle.seed;
+  if (vectorizer) {
+    context.vocabulary = vectorizer->vocabulary();
+    context.idf = vectorizer->idf();
+  }
+  return context;
+}
+
+train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManager* manager,
+                              const checkpoint::CheckpointIndex* restore_from, bool with_optimizer) {
+  train::Hooks hooks;
+  if (restore_from) {
+    hooks.on_start = [restore_from, with_optimizer](train::RankState& state) {
+      checkpoint::restore(*restore_from, state, with_optimizer);
+    };
+  }
+  const CheckpointConfig every = config.checkpoint;
+  if (manager == nullptr || every.every == CheckpointEvery::never) return hooks;
+  hooks.want_save = [every](const train::Position& position, bool end_of_epoch) {
+    saving_at_epoch_end = end_of_epoch;
+    if (every.every == CheckpointEvery::epoch) return end_of_epoch;
+    return position.step % every.every_steps == 0;
+  };
+  hooks.save = [manager](train::RankState& state) { manager->save(state, saving_at_epoch_end); };
+  return hooks;
+}
+
+void check_model_matches(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index,
+                         const std::string& optimizer) {
+  const std::string prefix = "variables/";
+  for (const auto& info : model.variables()) {
+    const checkpoint::TensorRecord* record = index.find(prefix + info.path);
+    DTRAIN_CHECK_USAGE(record != nullptr, "{}: the model has variable '{}' but checkpoint {} does not: the model does not match",
+                       config.file, info.path, index.folder);
+    DTRAIN_CHECK_USAGE(record->global_shape == info.shape,
+                       "{}: variable '{}' has shape {} in the model but {} in checkpoint {}: the model does not match",
+                       config.file, info.path, shape_string(info.shape), shape_string(record->global_shape), index.folder);
+  }
+  for (const auto& tensor : index.tensors) {
+    if (tensor.name.rfind(prefix, 0) != 0) continue;
+    bool known = false;
+    for (const auto& info : model.variables()) known = known || prefix + info.path == tensor.name;
+    DTRAIN_CHECK_USAGE(known, "{}: checkpoint {} has variable '{}' that the model lacks: the model does not match",
+                       config.file, index.folder, tensor.name.substr(prefix.size()));
+  }
+  DTRAIN_CHECK_USAGE(optimizer.empty() || optimizer == index.meta.optimizer,
+                     "{}: the optimizer is {} but checkpoint {} holds {} state", config.file, optimizer, index.folder,
+                     index.meta.optimizer);
+}
+
+std::optional<data::TfidfVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index) {
+  if (index.meta.vocabulary.empty()) return std::nullopt;
+  return data::TfidfVectorizer::from_weights(index.meta.vocabulary, index.meta.idf);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,30 @@
+// What the commands share about checkpoints: the metadata a save records from the config and the data,
+// the trainer hooks that save per `checkpoint.every` and restore at the start, and the early check that
+// a config's model (and optimizer) matches a checkpoint, before any data is loaded.
+#pragma once
+#include <optional>
+
+#include "app/config.hpp"
+#include "core/checkpoint/format.hpp"
+#include "core/checkpoint/manager.hpp"
+#include "core/nn/sequential.hpp"
+#include "data/tfidf.hpp"
+
+namespace dtrain {
+
+checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer);
+
+// Saves per config.checkpoint (into `manager`); restores `restore_from` at the start when given
+// (with the optimizer's slots, iterations and the data position when with_optimizer).
+train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManager* manager,
+                              const checkpoint::CheckpointIndex* restore_from, bool with_optimizer);
+
+// UsageError naming the config file when the model's variables (paths, global shapes) differ from the
+// checkpoint's, or, when optimizer is not empty, the optimizer does.
+void check_model_matches(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index,
+                         const std::string& optimizer = "");
+
+// The fitted vectorizer a checkpoint holds, if any.
+std::optional<data::TfidfVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index);
+
+}  // namespace dtrain

@@ -1,0 +1,52 @@
+// `dtrain eval --config X [--checkpoint DIR] [--split NAME]`: a checkpoint's variables restored onto X's
+// mesh and layouts, evaluated on a split of X's data set (IMDB texts vectorized with the saved vectorizer).
+#include <cstdio>
+
+#include "app/checkpoint_hooks.hpp"
+#include "app/commands.hpp"
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "core/checkpoint/reader.hpp"
+#include "core/error.hpp"
+
+namespace dtrain {
+namespace {
+class QuietReporter : public train::Reporter {
+ public:
+  void on_notice(const std::string& text) override { fmt::print(stderr, "note: {}\n", text); }
+};
+}  // namespace
+
+int run_eval(const CommandOptions& options) {
+  Config config = options.load_config();
+  const std::string from = options.checkpoint.empty() ? config.checkpoint.dir : options.checkpoint;
+  const checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(from));
+  if (!options.split.empty()) {
+    config.data.test_split = options.split;
+    config.data.test_split_where = Where{"--split " + options.split, 0, 0};
+  }
+  MeshPtr mesh = build_mesh(config);
+  Shape example = config.data.example_shape();
+  BuiltModel built = build_model(config, mesh, example);
+  check_model_matches(config, *built.model, index);
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
+  trainer.input_layout(int(example.size()) + 1);
+
+  std::optional<data::TfidfVectorizer> vectorizer = saved_vectorizer(index);
+  if (config.data.dataset == Dataset::imdb && !vectorizer) {
+    throw UsageError(fmt::format("[eval] checkpoint {} holds no TF-IDF vectorizer, which IMDB evaluation needs", index.folder));
+  }
+  LoadedData data = load_data(config, false, vectorizer);
+  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
+  if (output.back() != data.num_classes) {
+    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
+                                                          output.back(), to_string(config.data.dataset), data.num_classes));
+  }
+  QuietReporter quiet;
+  train::SplitMetrics metrics = trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false));
+  fmt::print("eval {} (step {}) on mesh {}, split {}: loss {:.8f} accuracy {:.8f} ({} examples)\n", index.folder,
+             index.meta.step, mesh->to_string(), config.data.test_split, metrics.loss, metrics.accuracy, metrics.examples);
+  return 0;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,78 @@
+// `dtrain resume --config NEW [--from DIR]`: the latest checkpoint (of DIR, default NEW's checkpoint dir)
+// restored onto NEW's mesh and layouts (variables, optimizer slots and step, data position), then
+// training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "app/checkpoint_hooks.hpp"
+#include "app/commands.hpp"
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "core/checkpoint/reader.hpp"
+#include "core/error.hpp"
+#include "core/train/progress.hpp"
+
+namespace dtrain {
+
+int run_resume(const CommandOptions& options) {
+  Config config = options.load_config();
+  const std::string from = options.from.empty() ? config.checkpoint.dir : options.from;
+  const checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(from));
+  const checkpoint::CheckpointMeta& saved = index.meta;
+  if (saved.epochs_done >= config.train.epochs) {
+    throw UsageError(fmt::format(
+        "[resume] checkpoint {} has finished {} epoch(s) and {} asks for train.epochs = {} in all: nothing to do; "
+        "to train more, pass e.g. --set train.epochs={}",
+        index.folder, saved.epochs_done, config.file, config.train.epochs, saved.epochs_done + config.train.epochs));
+  }
+  // The data order continues only with the seed that made it.
+  if (config.data.shuffle.seed != saved.shuffle_seed) {
+    fmt::print(stderr, "note: using the checkpoint's shuffle seed {} (the config says {})\n", saved.shuffle_seed,
+               config.data.shuffle.seed);
+    config.data.shuffle.seed = saved.shuffle_seed;
+  }
+  MeshPtr mesh = build_mesh(config);
+  Shape example = config.data.example_shape();
+  BuiltModel built = build_model(config, mesh, example);
+  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  const train::TrainOptions train_settings = train_options(config);
+  check_model_matches(config, *built.model, index, train_settings.make_optimizer()->name());
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train_settings);
+  trainer.input_layout(int(example.size()) + 1);
+
+  LoadedData data = load_data(config);
+  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
+  if (output.back() != data.num_classes) {
+    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
+                                                          output.back(), to_string(config.data.dataset), data.num_classes));
+  }
+  if (data.vectorizer && !saved.vocabulary.empty() &&
+      (data.vectorizer->vocabulary() != saved.vocabulary || data.vectorizer->idf() != saved.idf)) {
+    throw UsageError(fmt::format("[resume] the training texts in {} give another TF-IDF vocabulary than checkpoint {} "
+                                 "was trained with: the data changed",
+                                 config.data.path, index.folder));
+  }
+  std::filesystem::create_directories(config.run_dir);
+  if (data.vectorizer) data.vectorizer->save(config.run_dir);
+
+  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({} virtual CPU devices)\n",
+             index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), mesh->size());
+  train::MetricsLog metrics(config.run_dir);
+  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every, &metrics);
+  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
+                                       save_context(config, data.vectorizer));
+  train::TrainResult result =
+      trainer.train(*data.train, data.test.get(), reporter, checkpoint_hooks(config, &manager, &index, true));
+  for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
+    if (it->split != "test") continue;
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
+    break;
+  }
+  if (config.checkpoint.every != CheckpointEvery::never) fmt::print("checkpoints: {}\n", config.checkpoint.dir);
+  fmt::print("metrics: {}\n", metrics.path());
+  return 0;
+}
+
+}  // namespace dtrain
