@@ -6,11 +6,13 @@
 //
 //   bench_collectives [--quick]      one JSON object per line
 #include <fmt/format.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,28 +47,46 @@ std::string size_name(size_t bytes) {
   return fmt::format("{}KB", bytes >> 10);
 }
 
-// Single-thread memcpy of `bytes` between two warm buffers, median bytes per second. Small copies are
-// timed in batches so the clock's own cost does not count.
+// Copies with plain AVX loads and stores: glibc's memcpy uses `rep movsb` for mid sizes, which on some
+// AMD CPUs runs at ~3 GB/s unless source and destination share their alignment.
+void vector_copy(float* __restrict to, const float* __restrict from, size_t count) {
+  size_t i = 0;
+#ifdef __AVX__
+  for (; i + 8 <= count; i += 8) _mm256_storeu_ps(to + i, _mm256_loadu_ps(from + i));
+#endif
+  for (; i < count; ++i) to[i] = from[i];
+}
+
+// The peer: the best of std::memcpy and a vector copy loop, one thread, `bytes` between two warm 64-byte
+// aligned buffers, median bytes per second. Small copies are timed in batches so the clock's cost does
+// not count.
 double memcpy_bytes_per_s(size_t bytes, int samples) {
-  std::vector<char> from(bytes, 1), to(bytes, 2);
+  Buffer from(bytes / sizeof(float)), to(bytes / sizeof(float));
+  std::memset(from.data, 1, bytes);
+  std::memset(to.data, 2, bytes);
   const int batch = int(std::max<size_t>(1, (size_t(1) << 20) / bytes));
-  std::memcpy(to.data(), from.data(), bytes);  // warm both buffers
-  std::vector<double> times;
-  for (int sample = 0; sample < samples; ++sample) {
-    auto start = Clock::now();
-    for (int i = 0; i < batch; ++i) {
-      std::memcpy(to.data(), from.data(), bytes);
-      asm volatile("" : : "r"(to.data()) : "memory");  // keep every copy
+  double best = 0;
+  for (bool library : {true, false}) {
+    std::vector<double> times;
+    for (int sample = 0; sample <= samples; ++sample) {
+      auto start = Clock::now();
+      for (int i = 0; i < batch; ++i) {
+        if (library) std::memcpy(to.data, from.data, bytes);
+        else vector_copy(to.data, from.data, bytes / sizeof(float));
+        asm volatile("" : : "r"(to.data) : "memory");  // keep every copy
+      }
+      if (sample > 0) times.push_back(seconds_since(start) / batch);  // sample 0 warms up
     }
-    times.push_back(seconds_since(start) / batch);
+    best = std::max(best, double(bytes) / median(times));
   }
-  return double(bytes) / median(times);
+  return best;
 }
 
 enum class Kind { AllReduce, AllGather, ReduceScatter };
 
 struct Result {
-  double seconds = 0;
+  double seconds = 0;      // median
+  double min_seconds = 0;  // the least disturbed call, for a machine shared with other work
   bool correct = true;
 };
 
@@ -111,7 +131,7 @@ Result measure(Kind kind, const MeshPtr& mesh, size_t bytes, int iterations) {
       if (!ok) correct = false;
     }
   });
-  return {median(times), correct.load()};
+  return {median(times), *std::min_element(times.begin(), times.end()), correct.load()};
 }
 
 }  // namespace
@@ -134,10 +154,10 @@ int main(int argc, char** argv) {
       double busbw = algbw * factor;
       all_correct = all_correct && result.correct;
       fmt::print(
-          "{{\"name\": \"{} {} ranks={} local\", \"size_bytes\": {}, \"iterations\": {}, \"seconds\": {:.6g}, "
+          "{{\"name\": \"{} {} ranks={} local\", \"size_bytes\": {}, \"iterations\": {}, \"seconds\": {:.6g}, \"min_seconds\": {:.6g}, "
           "\"algbw_bytes_per_s\": {:.4g}, \"busbw_bytes_per_s\": {:.4g}, \"peer_memcpy_bytes_per_s\": {:.4g}, "
           "\"ratio\": {:.3f}, \"correct\": {}}}\n",
-          name, size_name(bytes), ranks, bytes, iterations, result.seconds, algbw, busbw, memcpy_rate,
+          name, size_name(bytes), ranks, bytes, iterations, result.seconds, result.min_seconds, algbw, busbw, memcpy_rate,
           busbw / memcpy_rate, result.correct ? "true" : "false");
       std::fflush(stdout);
     }

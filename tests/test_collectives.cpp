@@ -48,10 +48,15 @@ float value(int member, size_t i) { return float(member * 1000 + int(i % 997)); 
 
 // Runs fn on every rank of every test mesh, for every group of dims and every count; collects failures as
 // strings (doctest's CHECK is not thread-safe) and reports them on the calling thread.
+// Counts: empty, odd, around the staged/shared switch (4096 floats per member), and several work items
+// (8192 floats each) per member for the 8-device meshes' largest groups.
+const std::vector<size_t> kCounts = {0, 1, 7, 33, 1000, 4099};
+const std::vector<size_t> kLargeCounts = {20011};
+
 template <typename Fn>
-void for_every_group(Fn fn) {
-  const std::vector<size_t> counts = {0, 1, 7, 33, 1000, 4099};
-  for (const auto& mesh_case : meshes()) {
+void for_every_group(Fn fn, const std::vector<size_t>& counts = kCounts,
+                     const std::vector<MeshCase>& mesh_cases = meshes()) {
+  for (const auto& mesh_case : mesh_cases) {
     auto mesh = make_mesh(mesh_case.names, mesh_case.sizes);
     for (const auto& dims : dim_subsets(*mesh)) {
       std::mutex mutex;
@@ -81,6 +86,82 @@ std::string first_difference(const std::vector<float>& got, const std::vector<fl
   return "";
 }
 
+std::string check_all_reduce(DeviceContext& device, const Group& group, size_t count) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
+  device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+  int n = group.size();
+  std::vector<float> want(count);
+  for (size_t i = 0; i < count; ++i) want[i] = float(1000 * n * (n - 1) / 2 + n * int(i % 997));
+  std::string sum_failure = first_difference(data, want);
+
+  // Max: the largest contribution comes from a different member at different elements.
+  for (size_t i = 0; i < count; ++i) data[i] = float((int(i) + group.index) % n) - 0.5f * group.index;
+  device.comm->all_reduce(group, data.data(), count, ReduceOp::Max);
+  for (size_t i = 0; i < count; ++i) {
+    float best = -1e9f;
+    for (int m = 0; m < n; ++m) best = std::max(best, float((int(i) + m) % n) - 0.5f * m);
+    want[i] = best;
+  }
+  std::string max_failure = first_difference(data, want);
+  if (!sum_failure.empty()) return "sum: " + sum_failure;  // only now: every member makes the same calls
+  return max_failure.empty() ? "" : "max: " + max_failure;
+}
+
+std::string check_all_gather(DeviceContext& device, const Group& group, size_t count) {
+  std::vector<float> send(count);
+  for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
+  std::vector<float> recv(count * group.size(), -1.0f);
+  device.comm->all_gather(group, send.data(), recv.data(), count);
+  std::vector<float> want;
+  for (int m = 0; m < group.size(); ++m)
+    for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
+  return first_difference(recv, want);
+}
+
+std::string check_reduce_scatter(DeviceContext& device, const Group& group, size_t count) {
+  int n = group.size();
+  // Member m's chunk c, element i: m + 1 + 100 * c + i % 13.
+  std::vector<float> send(count * n);
+  for (int c = 0; c < n; ++c)
+    for (size_t i = 0; i < count; ++i) send[c * count + i] = float(group.index + 1 + 100 * c + int(i % 13));
+  std::vector<float> recv(count, -1.0f);
+  device.comm->reduce_scatter(group, send.data(), recv.data(), count);
+  std::vector<float> want(count);
+  int c = group.index;
+  for (size_t i = 0; i < count; ++i) want[i] = float(n * (n + 1) / 2 + n * (100 * c + int(i % 13)));
+  return first_difference(recv, want);
+}
+
+std::string check_all_to_all(DeviceContext& device, const Group& group, size_t count) {
+  int n = group.size();
+  // Member m's chunk j, element i encodes (from m, to j, i).
+  auto code = [](int from, int to, size_t i) { return float(from * 100000 + to * 1000 + int(i % 997)); };
+  std::vector<float> send(count * n);
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < count; ++i) send[j * count + i] = code(group.index, j, i);
+  std::vector<float> recv(count * n, -1.0f);
+  device.comm->all_to_all(group, send.data(), recv.data(), count);
+  std::vector<float> want(count * n);
+  for (int from = 0; from < n; ++from)
+    for (size_t i = 0; i < count; ++i) want[from * count + i] = code(from, group.index, i);
+  return first_difference(recv, want);
+}
+
+std::string check_broadcast(DeviceContext& device, const Group& group, size_t count) {
+  std::string failures;  // collected, not returned at once: every member must make every call
+  for (int root = 0; root < group.size(); ++root) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
+    device.comm->broadcast(group, data.data(), count, root);
+    std::vector<float> want(count);
+    for (size_t i = 0; i < count; ++i) want[i] = value(root, i);
+    std::string failure = first_difference(data, want);
+    if (!failure.empty() && failures.empty()) failures = fmt::format("root {}: {}", root, failure);
+  }
+  return failures;
+}
+
 }  // namespace
 
 TEST_CASE("Mesh::group orders members by coordinate along the dims") {
@@ -105,89 +186,42 @@ TEST_CASE("Mesh::group orders members by coordinate along the dims") {
   CHECK(group.index == 1);
 }
 
-TEST_CASE("all_reduce sums and maxes over every group") {
-  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
-    std::vector<float> data(count);
-    for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
-    device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
-    int n = group.size();
-    std::vector<float> want(count);
-    for (size_t i = 0; i < count; ++i) want[i] = float(1000 * n * (n - 1) / 2 + n * int(i % 997));
-    std::string failure = first_difference(data, want);
-    if (!failure.empty()) return "sum: " + failure;
+TEST_CASE("all_reduce sums and maxes over every group") { for_every_group(check_all_reduce); }
 
-    // Max: the largest contribution comes from a different member at different elements.
-    for (size_t i = 0; i < count; ++i) data[i] = float((int(i) + group.index) % n) - 0.5f * group.index;
-    device.comm->all_reduce(group, data.data(), count, ReduceOp::Max);
-    for (size_t i = 0; i < count; ++i) {
-      float best = -1e9f;
-      for (int m = 0; m < n; ++m) best = std::max(best, float((int(i) + m) % n) - 0.5f * m);
-      want[i] = best;
+TEST_CASE("all_gather concatenates in member order") { for_every_group(check_all_gather); }
+
+TEST_CASE("reduce_scatter gives each member the sum of its chunk") { for_every_group(check_reduce_scatter); }
+
+TEST_CASE("all_to_all sends chunk j to member j") { for_every_group(check_all_to_all); }
+
+TEST_CASE("broadcast copies the root's buffer to every member") { for_every_group(check_broadcast); }
+
+TEST_CASE("large payloads span several work items of the shared path") {
+  const std::vector<MeshCase> cases = {{{"x"}, {8}}, {{"x", "y"}, {4, 2}}};
+  for_every_group(check_all_reduce, kLargeCounts, cases);
+  for_every_group(check_all_gather, kLargeCounts, cases);
+  for_every_group(check_reduce_scatter, kLargeCounts, cases);
+  for_every_group(check_all_to_all, kLargeCounts, cases);
+  for_every_group(check_broadcast, kLargeCounts, cases);
+}
+
+TEST_CASE("collectives on interleaved groups keep their own order") {
+  auto mesh = make_mesh({"x", "y", "z"}, {2, 2, 2});
+  std::atomic<int> wrong{0};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    Group along_x = device.group({"x"}), across_yz = device.group({"y", "z"}), world = device.group({"x", "y", "z"});
+    for (int round = 0; round < 50; ++round) {
+      float a = float(device.rank + round), b = float(device.rank * round);
+      device.comm->all_reduce(along_x, &a, 1, ReduceOp::Sum);
+      device.comm->all_reduce(across_yz, &b, 1, ReduceOp::Max);
+      float sum_x = 0, max_yz = -1;
+      for (int r : along_x.ranks) sum_x += float(r + round);
+      for (int r : across_yz.ranks) max_yz = std::max(max_yz, float(r * round));
+      if (a != sum_x || b != max_yz) wrong.fetch_add(1);
+      if (round % 10 == 0) device.comm->barrier(world);
     }
-    failure = first_difference(data, want);
-    return failure.empty() ? "" : "max: " + failure;
   });
-}
-
-TEST_CASE("all_gather concatenates in member order") {
-  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
-    std::vector<float> send(count);
-    for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
-    std::vector<float> recv(count * group.size(), -1.0f);
-    device.comm->all_gather(group, send.data(), recv.data(), count);
-    std::vector<float> want;
-    for (int m = 0; m < group.size(); ++m)
-      for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
-    return first_difference(recv, want);
-  });
-}
-
-TEST_CASE("reduce_scatter gives each member the sum of its chunk") {
-  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
-    int n = group.size();
-    // Member m's chunk c, element i: m + 1 + 100 * c + i % 13.
-    std::vector<float> send(count * n);
-    for (int c = 0; c < n; ++c)
-      for (size_t i = 0; i < count; ++i) send[c * count + i] = float(group.index + 1 + 100 * c + int(i % 13));
-    std::vector<float> recv(count, -1.0f);
-    device.comm->reduce_scatter(group, send.data(), recv.data(), count);
-    std::vector<float> want(count);
-    int c = group.index;
-    for (size_t i = 0; i < count; ++i) want[i] = float(n * (n + 1) / 2 + n * (100 * c + int(i % 13)));
-    return first_difference(recv, want);
-  });
-}
-
-TEST_CASE("all_to_all sends chunk j to member j") {
-  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
-    int n = group.size();
-    // Member m's chunk j, element i encodes (from m, to j, i).
-    auto code = [](int from, int to, size_t i) { return float(from * 100000 + to * 1000 + int(i % 997)); };
-    std::vector<float> send(count * n);
-    for (int j = 0; j < n; ++j)
-      for (size_t i = 0; i < count; ++i) send[j * count + i] = code(group.index, j, i);
-    std::vector<float> recv(count * n, -1.0f);
-    device.comm->all_to_all(group, send.data(), recv.data(), count);
-    std::vector<float> want(count * n);
-    for (int from = 0; from < n; ++from)
-      for (size_t i = 0; i < count; ++i) want[from * count + i] = code(from, group.index, i);
-    return first_difference(recv, want);
-  });
-}
-
-TEST_CASE("broadcast copies the root's buffer to every member") {
-  for_every_group([](DeviceContext& device, const Group& group, size_t count) -> std::string {
-    for (int root = 0; root < group.size(); ++root) {
-      std::vector<float> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
-      device.comm->broadcast(group, data.data(), count, root);
-      std::vector<float> want(count);
-      for (size_t i = 0; i < count; ++i) want[i] = value(root, i);
-      std::string failure = first_difference(data, want);
-      if (!failure.empty()) return fmt::format("root {}: {}", root, failure);
-    }
-    return "";
-  });
+  CHECK(wrong.load() == 0);
 }
 
 TEST_CASE("barrier holds every member until all arrive") {
