@@ -48,30 +48,38 @@ void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn
 
   std::mutex mutex;
   std::exception_ptr first_error;  // the first failure; the "aborted" errors it causes in peers come later
+  auto fail = [&](std::exception_ptr error, const std::string& where) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& caught) {
+      what = caught.what();
+    } catch (...) {
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (!first_error) first_error = error;
+    }
+    // Recorded before aborting, so an error the abort causes elsewhere can never be the first.
+    world.abort(fmt::format("{} failed: {}", where, what));
+  };
+
   std::vector<std::thread> threads;
   threads.reserve(size);
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank, comm = world.communicator(rank)] {
-      try {
-        DeviceContext context{mesh, rank, comm.get()};
-        ScopedDevice scope(context);
-        fn(context);
-      } catch (...) {
-        std::string what = "unknown exception";
+  try {
+    for (int rank = 0; rank < size; ++rank) {
+      threads.emplace_back([&, rank, comm = world.communicator(rank)] {
         try {
-          throw;
-        } catch (const std::exception& error) {
-          what = error.what();
+          DeviceContext context{mesh, rank, comm.get()};
+          ScopedDevice scope(context);
+          fn(context);
         } catch (...) {
+          fail(std::current_exception(), fmt::format("rank {}", rank));
         }
-        {
-          std::lock_guard lock(mutex);
-          if (!first_error) first_error = std::current_exception();
-        }
-        // Recorded before aborting, so an error the abort causes elsewhere can never be the first.
-        world.abort(fmt::format("rank {} failed: {}", rank, what));
-      }
-    });
+      });
+    }
+  } catch (...) {  // could not start every thread: stop those that started
+    fail(std::current_exception(), "starting the rank threads");
   }
   for (auto& thread : threads) thread.join();
   if (first_error) std::rethrow_exception(first_error);
