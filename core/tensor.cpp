@@ -73,6 +73,17 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::slice_view(int64_t offset, Shape shape) const {
+  const int64_t count = num_elements(shape);
+  DTRAIN_CHECK(offset >= 0 && offset + count <= size_, "[tensor] view of {} values at {} in a tensor of {}", count,
+               offset, size_);
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = count;
+  t.data_ = std::shared_ptr<float[]>(data_, data_.get() + offset);  // shares ownership of the whole buffer
+  return t;
+}
+
 std::vector<float> Tensor::to_vector() const { return std::vector<float>(data_.get(), data_.get() + size_); }
 
 void Tensor::fill(float value) { std::fill(data_.get(), data_.get() + size_, value); }

@@ -31,6 +31,8 @@ class Tensor {
   bool unique() const { return data_.use_count() == 1; }
   // Same buffer, another shape of equal size.
   Tensor reshaped(Shape shape) const;
+  // Same buffer: the num_elements(shape) values from `offset` on, as a tensor of `shape`.
+  Tensor slice_view(int64_t offset, Shape shape) const;
   std::vector<float> to_vector() const;
   void fill(float value);
 

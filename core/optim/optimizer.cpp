@@ -1,5 +1,9 @@
 #include "core/optim/optimizer.hpp"
 
+#include <algorithm>
+#include <map>
+
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/optim/parallel_update.hpp"
 
@@ -46,9 +50,51 @@ std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
   return named;
 }
 
+namespace {
+
+// Gradients that only need summing (all_reduce) over the same mesh dims, already in their variable's
+// sharding, are summed together in one collective, like DDP's gradient buckets: small variables then
+// cost one rendezvous of the ranks per step instead of one each.
+void sum_small_gradients_together(std::vector<DTensor*> grads) {
+  std::map<std::vector<std::string>, std::vector<DTensor*>> buckets;
+  for (DTensor* grad : grads) buckets[grad->partial()].push_back(grad);
+  DeviceContext& device = current_device();
+  for (auto& [dims, members] : buckets) {
+    if (members.size() < 2) continue;
+    int64_t total = 0;
+    for (DTensor* grad : members) total += grad->local().size();
+    Tensor buffer = Tensor::uninitialized({total});
+    int64_t offset = 0;
+    for (DTensor* grad : members) {
+      std::copy_n(grad->local().data(), grad->local().size(), buffer.data() + offset);
+      offset += grad->local().size();
+    }
+    device.comm->all_reduce(device.group(dims), buffer.data(), size_t(total), ReduceOp::Sum);
+    offset = 0;
+    for (DTensor* grad : members) {
+      const Tensor& local = grad->local();
+      Tensor summed = buffer.slice_view(offset, local.shape());
+      offset += local.size();
+      *grad = DTensor(grad->global_shape(), grad->layout(), summed);
+    }
+  }
+}
+
+}  // namespace
+
 void Optimizer::apply(nn::Parameters& params) {
   DTRAIN_CHECK(!entries_.empty() || params.paths().empty(), "[{}] apply before build", name());
   ++iterations_;
+  std::vector<DTensor*> small;
+  for (auto& entry : entries_) {
+    Var& var = params.at(entry.path);
+    if (!var.has_grad()) continue;
+    DTensor& grad = *var.state()->grad;
+    if (grad.is_partial() && grad.layout() == var.value().layout() && entry.update_layout == grad.layout()) {
+      small.push_back(&grad);
+    }
+  }
+  sum_small_gradients_together(small);
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;

@@ -50,7 +50,7 @@ class Optimizer {
 
 // The layout a variable is updated in (see the header comment); variables under `min_elements` are
 // updated whole, where splitting them would cost more than it saves.
-Layout update_layout(const Layout& layout, const Shape& shape, int64_t min_elements = 1 << 14);
+Layout update_layout(const Layout& layout, const Shape& shape, int64_t min_elements = 1 << 18);
 
 struct AdamOptions {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Keras defaults

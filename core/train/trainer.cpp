@@ -42,9 +42,9 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
   return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
 }
 
-// Summed loss and number of correct predictions of one batch, over the whole mesh.
+// Summed loss and number of correct predictions of one batch, over the whole mesh: both are sums over
+// the batch shards, so one all-reduce carries the pair.
 std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
-  const double loss = resolve_partial(loss_sum).local()[0];
   DTensor predicted = ops::argmax(logits);
   DTensor truth = redistribute(labels, predicted.layout());
   float correct = 0;
@@ -52,8 +52,13 @@ std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& l
   std::vector<std::string> partial;
   if (predicted.layout().is_sharded(0)) partial.push_back(predicted.layout().spec(0));
   MeshPtr mesh = predicted.layout().mesh_ptr();
+  if (loss_sum.partial() == partial) {
+    DTensor pair({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {loss_sum.local()[0], correct}), partial);
+    Tensor summed = resolve_partial(pair).local();
+    return {summed[0], summed[1]};
+  }
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
-  return {loss, resolve_partial(count).local()[0]};
+  return {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]};
 }
 
 // How many batches of an epoch run: a last partial batch only when the batch shards divide it.
