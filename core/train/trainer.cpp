@@ -102,6 +102,20 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
   return metrics;
 }
 
+// One rank's variables, optimizer and position: initialized, then handed to hooks.on_start (a restore).
+struct RankRun {
+  nn::Parameters params;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  Position position;
+  RankState state;
+
+  RankRun(const nn::Sequential& model, const TrainOptions& options, const Hooks& hooks, int rank)
+      : params(model.initialize(rank)), optimizer(options.make_optimizer()), state{rank, params, *optimizer, position} {
+    optimizer->build(params);
+    if (hooks.on_start) hooks.on_start(state);
+  }
+};
+
 }  // namespace
 
 Trainer::Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options)
@@ -127,24 +141,27 @@ Layout Trainer::input_layout(int rank) const {
   return layout;
 }
 
-TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
-                           const Hooks& hooks) {
+Layout Trainer::prepare(const BatchSource& data) const {
   Shape input_shape{options_.batch_size};
-  for (int64_t extent : train_data.example_shape()) input_shape.push_back(extent);
+  for (int64_t extent : data.example_shape()) input_shape.push_back(extent);
   const Layout layout = input_layout(int(input_shape.size()));
   layout.check_shape(input_shape);
+  // The cores are shared by the mesh's devices: each device's GEMMs get its share.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   kernels::set_gemm_threads(std::max(1, int(cores) / mesh_->size()));
+  return layout;
+}
 
+TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
+                           const Hooks& hooks) {
+  const Layout layout = prepare(train_data);
   TrainResult result;
   run_spmd(mesh_, [&](DeviceContext& device) {
     const bool reports = device.rank == 0;
-    nn::Parameters params = model_.initialize(device.rank);
-    std::unique_ptr<optim::Optimizer> optimizer = options_.make_optimizer();
-    optimizer->build(params);
-    Position position;
-    RankState state{device.rank, params, *optimizer, position};
-    if (hooks.on_start) hooks.on_start(state);
+    RankRun run(model_, options_, hooks, device.rank);
+    nn::Parameters& params = run.params;
+    optim::Optimizer& optimizer = *run.optimizer;
+    Position& position = run.position;
 
     bool stopped = false, told_partial = false;
     for (; position.epoch < options_.epochs && !stopped; ++position.epoch, position.batch_in_epoch = 0) {
@@ -174,7 +191,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
         Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(batch.size)) : total;
         backward(loss);
-        optimizer->apply(params);
+        optimizer.apply(params);
         auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels);
         loss_total += loss_sum;
         correct_total += correct;
@@ -187,7 +204,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                             loss_sum / double(batch.size), correct / double(batch.size), seconds_since(step_start)});
         }
         const bool end_of_epoch = position.batch_in_epoch == batches;
-        if (hooks.want_save && hooks.want_save(position, end_of_epoch)) hooks.save(state);
+        if (hooks.want_save && hooks.want_save(position, end_of_epoch)) hooks.save(run.state);
       }
       if (reports && examples > 0) {
         const double seconds = seconds_since(epoch_start);
@@ -214,22 +231,13 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
 }
 
 SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks) {
-  Shape input_shape{options_.batch_size};
-  for (int64_t extent : data.example_shape()) input_shape.push_back(extent);
-  const Layout layout = input_layout(int(input_shape.size()));
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  kernels::set_gemm_threads(std::max(1, int(cores) / mesh_->size()));
+  const Layout layout = prepare(data);
   SplitMetrics result;
   run_spmd(mesh_, [&](DeviceContext& device) {
-    nn::Parameters params = model_.initialize(device.rank);
-    std::unique_ptr<optim::Optimizer> optimizer = options_.make_optimizer();
-    optimizer->build(params);
-    Position position;
-    RankState state{device.rank, params, *optimizer, position};
-    if (hooks.on_start) hooks.on_start(state);
-    SplitMetrics metrics = evaluate_on_rank(model_, params, data, layout, options_.batch_size, reporter,
-                                            device.rank == 0, position.step);
-    metrics.epoch = position.epoch;
+    RankRun run(model_, options_, hooks, device.rank);
+    SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, reporter,
+                                            device.rank == 0, run.position.step);
+    metrics.epoch = run.position.epoch;
     if (device.rank == 0) {
       result = metrics;
       reporter.on_split_end(metrics);

@@ -91,6 +91,9 @@ class Trainer {
   Layout input_layout(int rank) const;  // for an input of `rank` axes (batch first)
 
  private:
+  // The input layout for `data`'s examples, checked; sets each device's share of the cores for GEMMs.
+  Layout prepare(const BatchSource& data) const;
+
   const nn::Sequential& model_;
   MeshPtr mesh_;
   std::vector<std::string> input_specs_;
