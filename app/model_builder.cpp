@@ -105,6 +105,10 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
   return built;
 }
 
+void print_warnings(const BuiltModel& built) {
+  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+}
+
 std::vector<std::string> input_specs(const Config& config) {
   if (config.data.layout_given) return config.data.layout;
   return {config.mesh.dims.empty() ? kUnsharded : config.mesh.dims.front().name};

@@ -21,6 +21,8 @@ struct BuiltModel {
 };
 // example_shape: one example without the batch axis ({784}, {28, 28}, {vocabulary}).
 BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape);
+// Prints each warning of the build to stderr ("warning: ...").
+void print_warnings(const BuiltModel& built);
 
 std::vector<std::string> input_specs(const Config& config);
 train::TrainOptions train_options(const Config& config);

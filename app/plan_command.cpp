@@ -63,7 +63,7 @@ int run_plan(const CommandOptions& options) {
   MeshPtr mesh = build_mesh(config);
   Shape example = config.data.example_shape();
   BuiltModel built = build_model(config, mesh, example);
-  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  print_warnings(built);
   train::TrainOptions train = train_options(config);
   train.epochs = 1;
   train.max_steps = 1;

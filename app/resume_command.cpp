@@ -36,7 +36,7 @@ int run_resume(const CommandOptions& options) {
   MeshPtr mesh = build_mesh(config);
   Shape example = config.data.example_shape();
   BuiltModel built = build_model(config, mesh, example);
-  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  print_warnings(built);
   const train::TrainOptions train_settings = train_options(config);
   check_model_matches(config, *built.model, index, train_settings.make_optimizer()->name());
   train::Trainer trainer(*built.model, mesh, input_specs(config), train_settings);

@@ -21,7 +21,7 @@ int run_train(const CommandOptions& options) {
   // The model is checked against the config before any data is read.
   Shape example = config.data.example_shape();
   BuiltModel built = build_model(config, mesh, example);
-  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
+  print_warnings(built);
   train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
   trainer.input_layout(int(example.size()) + 1);  // checks the input layout and batch divisibility now
   const bool saves = config.checkpoint.every != CheckpointEvery::never;

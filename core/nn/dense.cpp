@@ -4,13 +4,6 @@
 
 namespace dtrain::nn {
 
-Activation activation_from_name(const std::string& name) {
-  if (name == "relu") return Activation::Relu;
-  if (name == "softmax") return Activation::Softmax;
-  if (name == "none" || name == "linear" || name.empty()) return Activation::None;
-  throw UsageError(fmt::format("[activation] unknown activation '{}' (expected relu, softmax or none)", name));
-}
-
 std::string activation_name(Activation activation) {
   switch (activation) {
     case Activation::Relu: return "relu";

@@ -5,7 +5,6 @@
 namespace dtrain::nn {
 
 enum class Activation { None, Relu, Softmax };
-Activation activation_from_name(const std::string& name);  // "relu" | "softmax" | "none"/"linear"
 std::string activation_name(Activation activation);
 Var activate(const Var& x, Activation activation);
 
