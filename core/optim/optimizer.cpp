@@ -90,7 +90,11 @@ void Optimizer::apply(nn::Parameters& params) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;
     DTensor& grad = *var.state()->grad;
-    if (grad.is_partial() && grad.layout() == var.value().layout() && entry.update_layout == grad.layout()) {
+    // Large gradients are summed in place on their own: copying them into a bucket costs more than the
+    // rendezvous it saves.
+    constexpr int64_t kBucketMaxElements = 1 << 16;
+    if (grad.is_partial() && grad.layout() == var.value().layout() && entry.update_layout == grad.layout() &&
+        grad.local().size() <= kBucketMaxElements) {
       small.push_back(&grad);
     }
   }
