@@ -76,18 +76,25 @@ int run_plan(const CommandOptions& options) {
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("input x: global {} layout {} -> local {} per device\n\n", shape_string(input_shape), input.specs_string(),
              shape_string(input.local_shape(input_shape)));
-  fmt::print("{:<28} {:<14} {:<28} {:<26} {:<14} {:>12}\n", "variable", "global shape", "layout", "chosen by",
-             "local shape", "bytes/device");
-  double variable_bytes = 0, trainable_bytes = 0;
+  fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
+             "local shape", "bytes/device", "updated in (slots)");
+  const int slots_per_variable = config.train.optimizer.kind == OptimizerKind::adam ? 2 : 0;
+  double variable_bytes = 0, trainable_bytes = 0, slot_bytes = 0;
   for (const auto& info : built.model->variables()) {
-    const Shape local = info.choice.layout.local_shape(info.shape);
+    const Layout& layout = info.choice.layout;
+    const Shape local = layout.local_shape(info.shape);
     const double bytes = double(num_elements(local)) * sizeof(float);
     variable_bytes += bytes;
-    if (info.trainable) trainable_bytes += bytes;
-    fmt::print("{:<28} {:<14} {:<28} {:<26} {:<14} {:>12}\n", info.path, shape_string(info.shape),
-               info.choice.layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes));
+    std::string update = "-";
+    if (info.trainable) {
+      trainable_bytes += bytes;
+      const Layout updated = optim::update_layout(layout, info.shape);
+      slot_bytes += slots_per_variable * double(num_elements(updated.local_shape(info.shape))) * sizeof(float);
+      update = updated.specs_string();
+    }
+    fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
+               layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);
   }
-  const double slot_bytes = config.train.optimizer.kind == OptimizerKind::adam ? 2 * trainable_bytes : 0;
   fmt::print("\nper device: variables {}, gradients {}, optimizer slots {} ({}); {} parameters in all\n",
              bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
              to_string(config.train.optimizer.kind), built.model->num_parameters());
