@@ -5,6 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.hpp"
 #include "data/text.hpp"
@@ -113,15 +116,14 @@ class Tokenizer {
     size_t words = size / 64 + 2;  // one more: a sentinel of spaces
     if (text_.size() < words * 64 + kPadding) text_.resize(words * 64 + kPadding);
     if (compacted_.size() < size + kPadding) compacted_.resize(size + kPadding);
-    space_bits_.assign(words, 0);
-    punctuation_bits_.assign(words, 0);
+    space_bits_.resize(words);
+    punctuation_bits_.resize(words);
     char* text = text_.data();
     std::memcpy(text, doc.data(), size);
     std::memset(text + size, ' ', words * 64 - size);  // spaces past the end end the last token
-    for (size_t at = 0; at < words * 64; at += 8) {
-      uint64_t word = load_word(text + at);
-      space_bits_[at / 64] |= gather_flags(space_flags(word)) << (at % 64);
-      punctuation_bits_[at / 64] |= gather_flags(punctuation_flags(word)) << (at % 64);
+    for (size_t word = 0; word < words; ++word) {
+      space_bits_[word] = space_bits_of(text + word * 64);
+      punctuation_bits_[word] = punctuation_bits_of(text + word * 64);
     }
     char* compacted_end = compacted_.data();
     size_t position = 0;
@@ -149,6 +151,42 @@ class Tokenizer {
   }
 
  private:
+#if defined(__AVX2__)
+  // Bit i = whether byte i of the 64 at `bytes` is whitespace / punctuation: the SWAR flags below, 32
+  // bytes per instruction (signed compares: bytes >= 0x80 are negative, so never match).
+  static uint64_t mask_of(const char* bytes, __m256i (*flags)(__m256i)) {
+    __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes));
+    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + 32));
+    return uint64_t(uint32_t(_mm256_movemask_epi8(flags(low)))) |
+           (uint64_t(uint32_t(_mm256_movemask_epi8(flags(high)))) << 32);
+  }
+  static __m256i in_range(__m256i c, char low, char high) {  // low - 1 and high + 1 stay below 0x80
+    return _mm256_and_si256(_mm256_cmpgt_epi8(c, _mm256_set1_epi8(char(low - 1))),
+                            _mm256_cmpgt_epi8(_mm256_set1_epi8(char(high + 1)), c));
+  }
+  static __m256i space_vector(__m256i c) {  // " \t\n\v\f\r"
+    return _mm256_or_si256(_mm256_cmpeq_epi8(c, _mm256_set1_epi8(' ')), in_range(c, 0x09, 0x0d));
+  }
+  static __m256i punctuation_vector(__m256i c) {  // printable ASCII but no digit or letter
+    __m256i folded = _mm256_or_si256(c, _mm256_set1_epi8(0x20));  // 'A'-'Z' -> 'a'-'z'; no other byte lands there
+    __m256i alphanumeric = _mm256_or_si256(in_range(c, '0', '9'), in_range(folded, 'a', 'z'));
+    return _mm256_andnot_si256(alphanumeric, in_range(c, 0x21, 0x7e));
+  }
+  static uint64_t space_bits_of(const char* bytes) { return mask_of(bytes, space_vector); }
+  static uint64_t punctuation_bits_of(const char* bytes) { return mask_of(bytes, punctuation_vector); }
+#else
+  static uint64_t space_bits_of(const char* bytes) {
+    uint64_t bits = 0;
+    for (size_t at = 0; at < 64; at += 8) bits |= gather_flags(space_flags(load_word(bytes + at))) << at;
+    return bits;
+  }
+  static uint64_t punctuation_bits_of(const char* bytes) {
+    uint64_t bits = 0;
+    for (size_t at = 0; at < 64; at += 8) bits |= gather_flags(punctuation_flags(load_word(bytes + at))) << at;
+    return bits;
+  }
+#endif
+
   // The first position >= from whose bit equals `value` (bits.size() * 64 when none).
   static size_t next_bit(const std::vector<uint64_t>& bits, size_t from, bool value) {
     size_t index = from / 64;
@@ -487,15 +525,22 @@ TfidfVectorizer::FittedRows TfidfVectorizer::fit_transform(std::span<const std::
   std::vector<SparseRows> parts(static_cast<size_t>(ranges));
   parallel_ranges(int64_t(ranges), ranges, [&](int range, int64_t, int64_t) {
     const TokenIds& ids = token_ids[size_t(range)];
-    const std::vector<uint32_t>* remap = range == 0 ? nullptr : &merged_index[size_t(range)];
+    // This range's entry -> column, composed once so each token costs one lookup.
+    std::vector<int32_t> remapped;
+    if (range != 0) {
+      const std::vector<uint32_t>& remap = merged_index[size_t(range)];
+      remapped.resize(remap.size());
+      for (size_t entry = 0; entry < remap.size(); ++entry) remapped[entry] = column_of_entry[remap[entry]];
+    }
+    const int32_t* columns = range == 0 ? column_of_entry.data() : remapped.data();
     SparseRows& rows = parts[size_t(range)];
     rows.columns = vectorizer.size();
+    rows.offsets.reserve(ids.offsets.size());
+    rows.indices.reserve(ids.ids.size() / 2);
+    rows.values.reserve(ids.ids.size() / 2);
     RowBuilder builder(vectorizer.size());
     for (size_t doc = 0; doc + 1 < ids.offsets.size(); ++doc) {
-      for (int64_t k = ids.offsets[doc]; k < ids.offsets[doc + 1]; ++k) {
-        uint32_t entry = ids.ids[size_t(k)];
-        builder.add(column_of_entry[remap ? (*remap)[entry] : entry]);
-      }
+      for (int64_t k = ids.offsets[doc]; k < ids.offsets[doc + 1]; ++k) builder.add(columns[ids.ids[size_t(k)]]);
       builder.finish_row(vectorizer.idf_, rows);
     }
   });
