@@ -1,8 +1,11 @@
 // GEMM throughput of kernels::gemm on the training engine's shapes, one JSON line per case:
 // {"name":"gemm MxKxN threads=T","gflops":...,"seconds":...} with C[M,N] = A[M,K] * B[K,N] (batch x inputs
 // x outputs), median of repeats filling about 0.3 s. Each result is spot-checked against a double dot product.
+// A shape may carry a transpose prefix, "TN:MxKxN" (A stored K x M) or "NT:MxKxN" (B stored N x K), as the
+// training step's kernel-gradient (x^T * g) and input-gradient (g * W^T) products do; the name then reads
+// "gemm TN MxKxN threads=T".
 // Usage: bench_gemm                 all cases
-//        bench_gemm MxKxN THREADS   one case (bench/gemm.sh interleaves cases with the OpenBLAS peer)
+//        bench_gemm [TT:]MxKxN THREADS   one case (bench/gemm.sh interleaves cases with the OpenBLAS peer)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -23,13 +27,27 @@ namespace {
 struct Case {
   int64_t m, k, n;
   int threads;
+  bool trans_a = false, trans_b = false;
 };
+
+// Element (i, p) of op(A) and (p, j) of op(B), whatever the storage.
+float a_at(const Case& c, const std::vector<float>& a, int64_t i, int64_t p) {
+  return c.trans_a ? a[size_t(p * c.m + i)] : a[size_t(i * c.k + p)];
+}
+float b_at(const Case& c, const std::vector<float>& b, int64_t p, int64_t j) {
+  return c.trans_b ? b[size_t(j * c.k + p)] : b[size_t(p * c.n + j)];
+}
+
+std::string label(const Case& c) {
+  const std::string prefix = c.trans_a || c.trans_b ? fmt::format("{}{} ", c.trans_a ? 'T' : 'N', c.trans_b ? 'T' : 'N') : "";
+  return fmt::format("gemm {}{}x{}x{} threads={}", prefix, c.m, c.k, c.n, c.threads);
+}
 
 double median_seconds(const Case& c, const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& out) {
   using Clock = std::chrono::steady_clock;
   auto once = [&] {
     const auto start = Clock::now();
-    dtrain::kernels::gemm(false, false, c.m, c.n, c.k, 1.0f, a.data(), b.data(), 0.0f, out.data());
+    dtrain::kernels::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a.data(), b.data(), 0.0f, out.data());
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   once();  // warm-up: packing buffers, helper threads, caches
@@ -49,10 +67,9 @@ void spot_check(const Case& c, const std::vector<float>& a, const std::vector<fl
   for (int sample = 0; sample < 64; ++sample) {
     const int64_t i = int64_t(engine() % uint64_t(c.m)), j = int64_t(engine() % uint64_t(c.n));
     double expected = 0.0;
-    for (int64_t p = 0; p < c.k; ++p) expected += double(a[size_t(i * c.k + p)]) * double(b[size_t(p * c.n + j)]);
+    for (int64_t p = 0; p < c.k; ++p) expected += double(a_at(c, a, i, p)) * double(b_at(c, b, p, j));
     const double error = std::abs(expected - double(out[size_t(i * c.n + j)]));
-    DTRAIN_CHECK(error <= 1e-5 + 1e-6 * double(c.k), "[bench_gemm] wrong C[{},{}] for {}x{}x{}: {} vs {}", i, j, c.m,
-                 c.k, c.n, out[size_t(i * c.n + j)], expected);
+    DTRAIN_CHECK(error <= 1e-5 + 1e-6 * double(c.k), "[bench_gemm] wrong C[{},{}] for {}: {} vs {}", i, j, label(c), out[size_t(i * c.n + j)], expected);
   }
 }
 
@@ -66,8 +83,7 @@ void run(const Case& c) {
   const double seconds = median_seconds(c, a, b, out);
   spot_check(c, a, b, out);
   const double gflops = 2.0 * double(c.m) * double(c.n) * double(c.k) / seconds / 1e9;
-  fmt::print("{{\"name\":\"gemm {}x{}x{} threads={}\",\"gflops\":{:.2f},\"seconds\":{:.6g}}}\n", c.m, c.k, c.n,
-             c.threads, gflops, seconds);
+  fmt::print("{{\"name\":\"{}\",\"gflops\":{:.2f},\"seconds\":{:.6g}}}\n", label(c), gflops, seconds);
   std::fflush(stdout);
 }
 
@@ -77,8 +93,16 @@ int main(int argc, char** argv) {
   try {
     if (argc == 3) {
       Case c{};
-      DTRAIN_CHECK_USAGE(std::sscanf(argv[1], "%ldx%ldx%ld", &c.m, &c.k, &c.n) == 3 && c.m > 0 && c.k > 0 && c.n > 0,
-                         "[bench_gemm] expected MxKxN, got '{}'", argv[1]);
+      std::string shape = argv[1];
+      if (shape.size() > 3 && shape[2] == ':') {
+        DTRAIN_CHECK_USAGE((shape[0] == 'N' || shape[0] == 'T') && (shape[1] == 'N' || shape[1] == 'T'),
+                           "[bench_gemm] expected a NN/NT/TN/TT: prefix, got '{}'", argv[1]);
+        c.trans_a = shape[0] == 'T';
+        c.trans_b = shape[1] == 'T';
+        shape = shape.substr(3);
+      }
+      DTRAIN_CHECK_USAGE(std::sscanf(shape.c_str(), "%ldx%ldx%ld", &c.m, &c.k, &c.n) == 3 && c.m > 0 && c.k > 0 && c.n > 0,
+                         "[bench_gemm] expected [TT:]MxKxN, got '{}'", argv[1]);
       c.threads = std::stoi(argv[2]);
       run(c);
       return 0;
@@ -88,6 +112,13 @@ int main(int argc, char** argv) {
       for (const auto& [m, k, n] : {std::array<int64_t, 3>{128, 784, 700}, {128, 700, 500}, {16, 784, 700},
                                     {2048, 2048, 2048}})
         run(Case{m, k, n, threads});
+    // The rest of the MLP training step (784-700-500-10, batch 128) at 2 threads: kernel gradients
+    // x^T * g (K = batch), input gradients g * W^T, and the N = 10 output layer.
+    for (const auto& [trans_a, trans_b, m, k, n] :
+         {std::tuple<bool, bool, int64_t, int64_t, int64_t>{false, false, 128, 500, 10}, {true, false, 784, 128, 700},
+          {true, false, 700, 128, 500}, {true, false, 500, 128, 10}, {false, true, 128, 500, 700},
+          {false, true, 128, 10, 500}})
+      run(Case{m, k, n, 2, trans_a, trans_b});
     return 0;
   } catch (const dtrain::UsageError& error) {
     fmt::print(stderr, "{}\n", error.what());

@@ -17,11 +17,19 @@ if ! "$python" -c 'import numpy' 2>/dev/null; then
   exit 2
 fi
 
+cases=()
 for threads in 1 2; do
-  for shape in 128x784x700 128x700x500 16x784x700 2048x2048x2048; do
-    ours="$("$bench" "$shape" "$threads")"
-    peer="$("$python" "$here/gemm_peer.py" "$shape" "$threads")"
-    "$python" - "$ours" "$peer" <<'PY'
+  for shape in 128x784x700 128x700x500 16x784x700 2048x2048x2048; do cases+=("$shape $threads"); done
+done
+# The rest of the MLP training step (kernel gradients TN, input gradients NT, the N = 10 layer) at 2 threads.
+for shape in 128x500x10 TN:784x128x700 TN:700x128x500 TN:500x128x10 NT:128x500x700 NT:128x10x500; do
+  cases+=("$shape 2")
+done
+for entry in "${cases[@]}"; do
+  read -r shape threads <<<"$entry"
+  ours="$("$bench" "$shape" "$threads")"
+  peer="$("$python" "$here/gemm_peer.py" "$shape" "$threads")"
+  "$python" - "$ours" "$peer" <<'PY'
 import json, sys
 ours, peer = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 assert ours["name"] == peer["name"], (ours["name"], peer["name"])
@@ -29,5 +37,4 @@ print(json.dumps({"name": ours["name"], "gflops": ours["gflops"], "seconds": our
                   "peer_gflops": peer["gflops"], "peer_seconds": peer["seconds"],
                   "ratio": round(ours["gflops"] / peer["gflops"], 3)}))
 PY
-  done
 done

@@ -2,6 +2,8 @@
 // shapes, alpha/beta, NaN-filled C with beta = 0, one and two threads; cuBLAS too when a GPU is present.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -168,6 +170,26 @@ TEST_CASE("gemm threads: 1 runs on the caller, 2 uses a second thread") {
   }
   CHECK_THROWS_AS(dtrain::kernels::set_gemm_threads(0), dtrain::UsageError);
   CHECK(dtrain::kernels::gemm_threads() == 1);
+}
+
+TEST_CASE("gemm threads: helpers wake after sleeping and the caller waits for a slow helper") {
+  // Both sides spin for a while and then sleep: cover calls far enough apart that the helper sleeps,
+  // a helper slower than the caller's spin, and back-to-back calls caught while spinning.
+  std::atomic<int> runs{0};
+  std::atomic<bool> helper_finished{false};
+  for (int call = 0; call < 6; ++call) {
+    runs = 0;
+    helper_finished = false;
+    const bool slow_helper = call % 2 == 1;
+    dtrain::kernels::run_on_gemm_workers(2, [&](int worker) {
+      if (worker == 1 && slow_helper) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      if (worker == 1) helper_finished = true;
+      ++runs;
+    });
+    CHECK(runs == 2);            // each worker ran exactly once
+    CHECK(helper_finished);      // and the caller returned only after the helper did
+    if (call == 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the helper fall asleep
+  }
 }
 
 TEST_CASE("gemm from several calling threads at once") {

@@ -1,22 +1,55 @@
 // A tiny per-caller thread team: a generation counter wakes the helpers, a pending count tells the
 // caller when they are done. One team per calling thread keeps concurrent callers independent.
+// Both sides spin briefly before sleeping: a training step calls GEMMs back to back, and a futex
+// wake-up costs tens of microseconds, as much as a small GEMM.
 #include "core/kernels/gemm_workers.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace dtrain::kernels {
 
 namespace {
+
+// How long a helper waits for the next call, and the caller for its helpers, before sleeping.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Tells the core this is a spin loop (saves power, frees the sibling hyperthread).
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpin has passed; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 
 class Team {
  public:
   ~Team() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+      stopping_.store(true);
     }
     wake_.notify_all();
     for (auto& helper : helpers_) helper.join();
@@ -32,30 +65,46 @@ class Team {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
       active_helpers_ = helpers_needed;
-      pending_ = helpers_needed;
-      ++generation_;
+      pending_.store(helpers_needed, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     task(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    task_ = nullptr;
+    auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(all_done)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, all_done);
+    }
   }
 
  private:
   void helper_loop(int index) {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      if (index > active_helpers_) continue;  // this call needs fewer helpers than the team has
-      const std::function<void(int)>* task = task_;
-      lock.unlock();
+      auto called = [&] {
+        return stopping_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      };
+      const std::function<void(int)>* task;
+      int active;
+      {
+        std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+        if (!spin_until(called)) {
+          lock.lock();
+          wake_.wait(lock, called);
+        } else {
+          lock.lock();  // task_ and active_helpers_ are written under the lock
+        }
+        if (stopping_.load()) return;
+        seen = generation_.load();
+        task = task_;
+        active = active_helpers_;
+      }
+      if (index > active) continue;  // this call needs fewer helpers than the team has
       (*task)(index);
-      lock.lock();
-      if (--pending_ == 0) done_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);  // the caller may be about to sleep: wake it under the lock
+        done_.notify_one();
+      }
     }
   }
 
@@ -64,10 +113,10 @@ class Team {
   std::condition_variable wake_;
   std::condition_variable done_;
   const std::function<void(int)>* task_ = nullptr;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   int active_helpers_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace
