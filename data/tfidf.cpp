@@ -105,9 +105,9 @@ inline TokenRef make_token(const char* bytes, size_t length) {
   return TokenRef{bytes, length, hash ^ (hash >> 32), prefix};
 }
 
-// Whether a token equals `length` stored lower-case bytes at `stored` (padded), beyond the first 8.
-inline bool same_tail(const TokenRef& token, const char* stored) {
-  for (size_t offset = 8; offset < token.length; offset += 8)
+// Whether a token equals `length` stored lower-case bytes at `stored` (padded), from byte `from` on.
+inline bool same_tail(const TokenRef& token, const char* stored, size_t from = 8) {
+  for (size_t offset = from; offset < token.length; offset += 8)
     if (lowered_word_at(token.bytes, token.length, offset) != (load_word(stored + offset) & low_bytes_mask(token.length - offset)))
       return false;
   return true;
@@ -249,13 +249,16 @@ class Tokenizer {
 // lookups in one cache line; full token bytes live in a padded arena, so the table owns its keys.
 class TokenCounter {
  public:
-  struct Slot {
+  // One cache line: tokens of up to 16 bytes are settled without reading the arena.
+  struct alignas(64) Slot {
     uint64_t prefix;
+    uint64_t second;  // lower-case bytes 8..15 (zero beyond the token's length)
     uint32_t tag;
     uint32_t entry;  // entry index + 1; 0 = empty
-    uint64_t count;
     uint32_t doc_freq;
     uint32_t last_doc;  // the last document that counted toward doc_freq
+    uint64_t count;
+    uint64_t offset;  // of the token's bytes in arena_
   };
   struct Entry {
     uint64_t hash;
@@ -304,18 +307,20 @@ class TokenCounter {
  private:
   Slot& find_or_insert(const TokenRef& token) {
     uint32_t tag = tag_of(token);
+    uint64_t second = token.length > 8 ? lowered_word_at(token.bytes, token.length, 8) : 0;
     for (uint64_t index = token.hash & mask_;; index = (index + 1) & mask_) {
       Slot& slot = slots_[index];
-      if (slot.entry == 0) return insert(index, token, tag);
-      if (slot.tag == tag && slot.prefix == token.prefix &&
-          (token.length <= 8 || same_tail(token, arena_.data() + entries_[slot.entry - 1].offset)))
+      if (slot.entry == 0) return insert(index, token, tag, second);
+      if (slot.tag == tag && slot.prefix == token.prefix && slot.second == second &&
+          (token.length <= 16 || same_tail(token, arena_.data() + slot.offset, 16)))
         return slot;
     }
   }
 
-  Slot& insert(uint64_t index, const TokenRef& token, uint32_t tag) {
-    entries_.push_back(Entry{token.hash, store_lowered(arena_, token), token.length, index});
-    slots_[index] = Slot{token.prefix, tag, uint32_t(entries_.size()), 0, 0, kNoDoc};
+  Slot& insert(uint64_t index, const TokenRef& token, uint32_t tag, uint64_t second) {
+    uint64_t offset = store_lowered(arena_, token);
+    entries_.push_back(Entry{token.hash, offset, token.length, index});
+    slots_[index] = Slot{token.prefix, second, tag, uint32_t(entries_.size()), 0, kNoDoc, 0, offset};
     if (entries_.size() * 2 <= slots_.size()) return slots_[index];
     grow();
     return slots_[entries_.back().slot];
