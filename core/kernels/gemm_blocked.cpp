@@ -322,12 +322,15 @@ void gemm_parallel(const Problem& problem, int threads) {
   const bool by_columns = problem.n >= 2 * kTileCols * threads || problem.m < 2 * kTileRows * threads;
   const int64_t extent = by_columns ? problem.n : problem.m;
   const int64_t unit = by_columns ? kTileCols : kTileRows;
-  // About four bands per thread: small enough to even out a slow thread, large enough to amortize packing.
-  const int64_t wanted = (extent + 4 * threads - 1) / (4 * threads);
-  const int64_t band = std::max(unit * 4, (wanted + unit - 1) / unit * unit);
+  const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
+  // Bands small enough to even out a slow or late thread, large enough to amortize packing. With A
+  // packed once per thread a column band only packs its own B columns, so bands can be narrow: about
+  // twelve per thread (two 16-column panels at least) leave the caller little waiting at the end.
+  const int64_t per_thread = cache_a ? 12 : 4;
+  const int64_t wanted = (extent + per_thread * threads - 1) / (per_thread * threads);
+  const int64_t band = std::max(unit * (cache_a ? 2 : 4), (wanted + unit - 1) / unit * unit);
   const int64_t bands = (extent + band - 1) / band;
   const int workers = int(std::min<int64_t>(threads, bands));
-  const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
   std::atomic<int64_t> next_band{0};
   run_on_gemm_workers(workers, [&](int) {
     const float* packed_a = nullptr;
