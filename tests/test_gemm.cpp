@@ -150,6 +150,12 @@ TEST_CASE("both CPU engines match the reference, including the uncached parallel
       for (int combo = 0; combo < 4; ++combo) check_against_reference(blocked, combo & 1, combo & 2, shape, 0.5f, -1.5f);
     // A too large to keep packed per thread (m * k > 1M floats): column bands repack their A blocks.
     check_against_reference(blocked, false, false, Shape3{1100, 70, 1000}, 1.0f, 0.0f);
+    // A packed once and shared by the threads, in pieces over 3 row blocks x 3 depth blocks (ragged ends),
+    // and the training step's kernel-gradient (A^T * B, k = batch) and input-gradient (A * B^T) products.
+    for (int combo = 0; combo < 4; ++combo)
+      check_against_reference(blocked, combo & 1, combo & 2, Shape3{301, 100, 530}, 1.0f, 0.5f);
+    check_against_reference(blocked, true, false, Shape3{784, 700, 128}, 1.0f, 0.0f);
+    check_against_reference(blocked, false, true, Shape3{128, 700, 500}, 1.0f, 0.0f);
   }
 }
 

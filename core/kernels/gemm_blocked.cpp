@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <atomic>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/kernels/gemm_workers.hpp"
@@ -244,26 +245,15 @@ struct Problem {
   int64_t row_block;    // mc: rows of A packed at once
 };
 
-// Floats that pack_all_of_a writes for `rows` rows (an upper bound: each row block rounded up to whole tiles).
+// Floats that all of A packed takes for `rows` rows (an upper bound: each row block rounded up to whole tiles).
 int64_t packed_a_size(const Problem& problem, int64_t rows) {
   const int64_t row_blocks = (rows + problem.row_block - 1) / problem.row_block;
   return (row_blocks * problem.row_block + kTileRows) * problem.k;
 }
 
-// Packs rows [row_begin, row_end) of A for every (depth block, row block), in gemm_rows_cols's order.
-void pack_all_of_a(const Problem& problem, int64_t row_begin, int64_t row_end, float* out) {
-  for (int64_t pc = 0; pc < problem.k; pc += problem.depth_block) {
-    const int64_t kc = std::min(problem.depth_block, problem.k - pc);
-    for (int64_t ic = row_begin; ic < row_end; ic += problem.row_block) {
-      const int64_t mc = std::min(problem.row_block, row_end - ic);
-      pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc, out);
-      out += (mc + kTileRows - 1) / kTileRows * kTileRows * kc;
-    }
-  }
-}
-
-// C[row_begin:row_end, col_begin:col_end] of the problem. `packed_a`, when given, is pack_all_of_a of
-// the same rows; otherwise A blocks are packed here.
+// C[row_begin:row_end, col_begin:col_end] of the problem. `packed_a`, when given, holds all of A packed
+// (SharedPackedA: each depth block, within it each row block, in this loop's order); otherwise A blocks
+// are packed here.
 void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
                     const float* packed_a) {
   PackBuffers& buffers = pack_buffers();
@@ -316,39 +306,74 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
 // Packed copies of A larger than this are not kept per thread; bands repack their A blocks instead.
 constexpr int64_t kMaxCachedPackedA = int64_t(1) << 20;  // floats (4 MiB)
 
-// Splits C into bands handed out through an atomic counter: column bands (each thread packs A once
-// and reuses it for every band it takes) or, when C is too narrow, row bands.
+// Packs all of A once for every thread into `out`, in gemm_rows_cols's order: the (depth block, row block)
+// pieces are claimed through an atomic counter, so a late helper leaves its share to the caller, and
+// a thread that runs out of pieces waits only for the ones another thread is still packing.
+struct SharedPackedA {
+  float* out;
+  int64_t pieces;
+  int64_t row_blocks;
+  std::atomic<int64_t> next_piece{0};
+  std::atomic<int64_t> packed_pieces{0};
+
+  void pack(const Problem& problem) {
+    // Piece (pc, ic) starts at pc * (m rounded up to whole tiles) + ic * kc: every row block before
+    // the last is a whole number of tiles.
+    const int64_t rows_in_tiles = (problem.m + kTileRows - 1) / kTileRows * kTileRows;
+    int64_t piece;
+    while ((piece = next_piece.fetch_add(1, std::memory_order_relaxed)) < pieces) {
+      const int64_t pc = piece / row_blocks * problem.depth_block;
+      const int64_t ic = piece % row_blocks * problem.row_block;
+      const int64_t kc = std::min(problem.depth_block, problem.k - pc);
+      const int64_t mc = std::min(problem.row_block, problem.m - ic);
+      pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc,
+             out + pc * rows_in_tiles + ic * kc);
+      packed_pieces.fetch_add(1, std::memory_order_release);
+    }
+    for (int spins = 0; packed_pieces.load(std::memory_order_acquire) < pieces; ++spins) {
+      if (spins < 4096)
+        _mm_pause();
+      else
+        std::this_thread::yield();  // the packer was descheduled: let it run
+    }
+  }
+};
+
+// Splits C into bands handed out through an atomic counter: column bands (A is packed once, shared by
+// the threads, and reused for every band) or, when C is too narrow, row bands.
 void gemm_parallel(const Problem& problem, int threads) {
   const bool by_columns = problem.n >= 2 * kTileCols * threads || problem.m < 2 * kTileRows * threads;
   const int64_t extent = by_columns ? problem.n : problem.m;
   const int64_t unit = by_columns ? kTileCols : kTileRows;
   const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
   // Bands small enough to even out a slow or late thread, large enough to amortize packing. With A
-  // packed once per thread a column band only packs its own B columns, so bands can be narrow: about
-  // twelve per thread (two 16-column panels at least) leave the caller little waiting at the end.
+  // packed once a column band only packs its own B columns, so bands can be narrow: about twelve per
+  // thread (two 16-column panels at least) leave the caller little waiting at the end.
   const int64_t per_thread = cache_a ? 12 : 4;
   const int64_t wanted = (extent + per_thread * threads - 1) / (per_thread * threads);
   const int64_t band = std::max(unit * (cache_a ? 2 : 4), (wanted + unit - 1) / unit * unit);
   const int64_t bands = (extent + band - 1) / band;
   const int workers = int(std::min<int64_t>(threads, bands));
+  const int64_t row_blocks = (problem.m + problem.row_block - 1) / problem.row_block;
+  const int64_t depth_blocks = (problem.k + problem.depth_block - 1) / problem.depth_block;
+  float* shared_a = nullptr;
+  if (cache_a) {
+    PackBuffers& buffers = pack_buffers();  // the caller's: helpers only read it during this call
+    buffers.reserve_a_cache(packed_a_size(problem, problem.m));
+    shared_a = buffers.a_cache.get();
+  }
+  SharedPackedA packing{shared_a, row_blocks * depth_blocks, row_blocks};
   std::atomic<int64_t> next_band{0};
   run_on_gemm_workers(workers, [&](int) {
-    const float* packed_a = nullptr;
+    if (cache_a) packing.pack(problem);
     int64_t index;
     while ((index = next_band.fetch_add(1, std::memory_order_relaxed)) < bands) {
       const int64_t begin = index * band;
       const int64_t end = std::min(extent, begin + band);
-      if (!by_columns) {
+      if (by_columns)
+        gemm_rows_cols(problem, 0, problem.m, begin, end, shared_a);
+      else
         gemm_rows_cols(problem, begin, end, 0, problem.n, nullptr);
-        continue;
-      }
-      if (cache_a && !packed_a) {
-        PackBuffers& buffers = pack_buffers();
-        buffers.reserve_a_cache(packed_a_size(problem, problem.m));
-        pack_all_of_a(problem, 0, problem.m, buffers.a_cache.get());
-        packed_a = buffers.a_cache.get();
-      }
-      gemm_rows_cols(problem, 0, problem.m, begin, end, packed_a);
     }
   });
 }
