@@ -153,15 +153,10 @@ class Tokenizer {
       punctuation_bits_[word] = punctuation_bits_of(text + word * 64);
     }
     char* compacted_end = compacted_.data();
-    size_t position = 0;
-    while (true) {
-      size_t start = next_bit(space_bits_, position, false);
-      if (start >= size) break;
-      size_t end = next_bit(space_bits_, start, true);  // the sentinel guarantees end <= size
-      position = end;
+    auto emit = [&](size_t start, size_t end) {
       if (!any_bit(punctuation_bits_, start, end)) {
         on_token(make_token(text + start, end - start));
-        continue;
+        return;
       }
       char* write = compacted_end;
       for (size_t at = start; at < end; ++at) {
@@ -170,10 +165,29 @@ class Tokenizer {
         write += text_tables::kept[c];
       }
       size_t length = size_t(write - compacted_end);
-      if (length == 0) continue;  // all punctuation: nothing is left of it
+      if (length == 0) return;  // all punctuation: nothing is left of it
       std::memset(write, 0, kPadding);
       on_token(make_token(compacted_end, length));
       compacted_end = write;  // later tokens go after this one; its padding may be overwritten
+    };
+    // Token starts (a non-space after a space) and ends (a space after a non-space) alternate; the text
+    // ends in spaces, so the last token ends.
+    size_t token_start = 0;
+    bool in_token = false;
+    uint64_t space_before = 1;  // the byte before the text counts as a space
+    for (size_t word = 0; word < words; ++word) {
+      uint64_t space = space_bits_[word];
+      uint64_t after_space = (space << 1) | space_before;  // bit i: byte i - 1 is a space
+      space_before = space >> 63;
+      for (uint64_t events = (~space & after_space) | (space & ~after_space); events != 0; events &= events - 1) {
+        size_t at = word * 64 + size_t(__builtin_ctzll(events));
+        if (!in_token) {
+          token_start = at;
+        } else {
+          emit(token_start, at);
+        }
+        in_token = !in_token;
+      }
     }
   }
 
@@ -213,18 +227,6 @@ class Tokenizer {
     return bits;
   }
 #endif
-
-  // The first position >= from whose bit equals `value` (bits.size() * 64 when none).
-  static size_t next_bit(const std::vector<uint64_t>& bits, size_t from, bool value) {
-    size_t index = from / 64;
-    if (index >= bits.size()) return bits.size() * 64;
-    uint64_t word = (value ? bits[index] : ~bits[index]) & (~0ull << (from % 64));
-    while (word == 0) {
-      if (++index == bits.size()) return bits.size() * 64;
-      word = value ? bits[index] : ~bits[index];
-    }
-    return index * 64 + size_t(__builtin_ctzll(word));
-  }
 
   // Whether any bit in [begin, end) is set.
   static bool any_bit(const std::vector<uint64_t>& bits, size_t begin, size_t end) {
