@@ -21,6 +21,9 @@ namespace {
 
 // How long a helper waits for the next call, and the caller for its helpers, before sleeping.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// After this much of it, the spin yields between checks: on a busy machine a spinning helper would
+// otherwise take the core from the caller or another process (-4% on a contended step without it).
+constexpr auto kSpinWithoutYield = std::chrono::microseconds(10);
 
 // Tells the core this is a spin loop (saves power, frees the sibling hyperthread).
 inline void relax() {
@@ -34,13 +37,16 @@ inline void relax() {
 // Spins until done() or kSpin has passed; returns done().
 template <typename Done>
 bool spin_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       relax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
+    const auto spent = std::chrono::steady_clock::now() - start;
+    if (spent >= kSpin) return done();
+    // Past the first few microseconds, let whoever shares this core on a busy machine run.
+    if (spent >= kSpinWithoutYield) std::this_thread::yield();
   }
 }
 
