@@ -1,8 +1,9 @@
 // Helper threads for one caller's parallel GEMM. Each calling thread (a virtual device, say) owns its
 // own helpers, started on first use and kept until that thread exits. Between calls helpers spin for
-// 50 us, yielding after the first 10 (back-to-back GEMMs skip the futex wake-up), and then sleep on a condition variable, so an idle
-// or oversubscribed machine loses at most that spin per call, and work is handed out in chunks through an atomic counter, so a descheduled helper never holds
-// the caller back by more than one chunk.
+// 50 us, yielding after the first 10 (back-to-back GEMMs skip the futex wake-up), and then sleep on a
+// condition variable, so an idle or oversubscribed machine loses at most that spin per call. Work is
+// handed out in chunks through an atomic counter, so a descheduled helper never holds the caller back
+// by more than one chunk.
 #pragma once
 #include <cstdint>
 #include <functional>
