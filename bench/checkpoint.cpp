@@ -130,9 +130,14 @@ double restore(const Setup& setup, const fs::path& dir, int64_t* wrong) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const fs::path scratch = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / fmt::format("dtrain_bench_checkpoint_{}", ::getpid());
-  fs::remove_all(scratch);
-  fs::create_directories(scratch);
+  // Works in a folder of its own inside the given one (never removing anything it did not create).
+  const fs::path parent = argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path();
+  const fs::path scratch = parent / fmt::format("dtrain_bench_checkpoint_{}", ::getpid());
+  fs::create_directories(parent);
+  if (!fs::create_directory(scratch)) {
+    fmt::print(stderr, "bench_checkpoint: {} exists already\n", scratch.string());
+    return 1;
+  }
   const fs::path dir = scratch / "ckpt";
   try {
     Setup saved = make_setup("{model: 8}", "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}");
