@@ -25,23 +25,18 @@ int run_eval(const CommandOptions& options) {
     config.data.test_split = options.split;
     config.data.test_split_where = Where{"--split " + options.split, 0, 0};
   }
-  MeshPtr mesh = build_mesh(config);
-  Shape example = config.data.example_shape();
-  BuiltModel built = build_model(config, mesh, example);
+  Engine engine = build_engine(config, train_options(config));
+  const BuiltModel& built = engine.built;
+  const MeshPtr& mesh = engine.mesh;
+  train::Trainer& trainer = *engine.trainer;
   check_model_matches(config, *built.model, index);
-  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
-  trainer.input_layout(int(example.size()) + 1);
 
   std::optional<data::TfidfVectorizer> vectorizer = saved_vectorizer(index);
   if (config.data.dataset == Dataset::imdb && !vectorizer) {
     throw UsageError(fmt::format("[eval] checkpoint {} holds no TF-IDF vectorizer, which IMDB evaluation needs", index.folder));
   }
   LoadedData data = load_data(config, false, vectorizer);
-  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
-  if (output.back() != data.num_classes) {
-    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
-                                                          output.back(), to_string(config.data.dataset), data.num_classes));
-  }
+  check_output_classes(config, *built.model, data.num_classes);
   QuietReporter quiet;
   train::SplitMetrics metrics = trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false));
   fmt::print("eval {} (step {}) on mesh {}, split {}: loss {:.8f} accuracy {:.8f} ({} examples)\n", index.folder,

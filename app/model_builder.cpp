@@ -105,6 +105,25 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
   return built;
 }
 
+Engine build_engine(const Config& config, train::TrainOptions options) {
+  Engine engine;
+  engine.mesh = build_mesh(config);
+  engine.example = config.data.example_shape();
+  engine.built = build_model(config, engine.mesh, engine.example);
+  print_warnings(engine.built);
+  engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
+  engine.trainer->input_layout(int(engine.example.size()) + 1);
+  return engine;
+}
+
+void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {
+  const Shape output = model.output_shape({config.data.batch_size, num_elements(config.data.example_shape())});
+  if (output.back() != classes) {
+    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
+                                                          output.back(), to_string(config.data.dataset), classes));
+  }
+}
+
 void print_warnings(const BuiltModel& built) {
   for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
 }

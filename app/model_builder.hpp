@@ -27,4 +27,17 @@ void print_warnings(const BuiltModel& built);
 std::vector<std::string> input_specs(const Config& config);
 train::TrainOptions train_options(const Config& config);
 
+// What every command builds from a config before it reads any data: the mesh, the model with its
+// layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked.
+struct Engine {
+  MeshPtr mesh;
+  Shape example;  // one example without the batch axis
+  BuiltModel built;
+  std::unique_ptr<train::Trainer> trainer;
+};
+Engine build_engine(const Config& config, train::TrainOptions options);
+
+// The model's last layer must have one unit per class of the data set (a config error otherwise).
+void check_output_classes(const Config& config, const nn::Sequential& model, int classes);
+
 }  // namespace dtrain

@@ -60,15 +60,15 @@ std::string bytes_text(double bytes) {
 
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
-  MeshPtr mesh = build_mesh(config);
-  Shape example = config.data.example_shape();
-  BuiltModel built = build_model(config, mesh, example);
-  print_warnings(built);
-  train::TrainOptions train = train_options(config);
-  train.epochs = 1;
-  train.max_steps = 1;
-  train.eval_every_epoch = false;
-  train::Trainer trainer(*built.model, mesh, input_specs(config), train);
+  train::TrainOptions one_step = train_options(config);
+  one_step.epochs = 1;
+  one_step.max_steps = 1;
+  one_step.eval_every_epoch = false;
+  Engine engine = build_engine(config, one_step);
+  const BuiltModel& built = engine.built;
+  const MeshPtr& mesh = engine.mesh;
+  const Shape& example = engine.example;
+  train::Trainer& trainer = *engine.trainer;
   Shape input_shape{config.data.batch_size};
   input_shape.insert(input_shape.end(), example.begin(), example.end());
   const Layout input = trainer.input_layout(int(input_shape.size()));

@@ -33,21 +33,15 @@ int run_resume(const CommandOptions& options) {
                config.data.shuffle.seed);
     config.data.shuffle.seed = saved.shuffle_seed;
   }
-  MeshPtr mesh = build_mesh(config);
-  Shape example = config.data.example_shape();
-  BuiltModel built = build_model(config, mesh, example);
-  print_warnings(built);
   const train::TrainOptions train_settings = train_options(config);
+  Engine engine = build_engine(config, train_settings);
+  const BuiltModel& built = engine.built;
+  const MeshPtr& mesh = engine.mesh;
+  train::Trainer& trainer = *engine.trainer;
   check_model_matches(config, *built.model, index, train_settings.make_optimizer()->name());
-  train::Trainer trainer(*built.model, mesh, input_specs(config), train_settings);
-  trainer.input_layout(int(example.size()) + 1);
 
   LoadedData data = load_data(config);
-  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
-  if (output.back() != data.num_classes) {
-    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
-                                                          output.back(), to_string(config.data.dataset), data.num_classes));
-  }
+  check_output_classes(config, *built.model, data.num_classes);
   if (data.vectorizer && !saved.vocabulary.empty() &&
       (data.vectorizer->vocabulary() != saved.vocabulary || data.vectorizer->idf() != saved.idf)) {
     throw UsageError(fmt::format("[resume] the training texts in {} give another TF-IDF vocabulary than checkpoint {} "

@@ -17,13 +17,11 @@ namespace dtrain {
 
 int run_train(const CommandOptions& options) {
   Config config = options.load_config();
-  MeshPtr mesh = build_mesh(config);
   // The model is checked against the config before any data is read.
-  Shape example = config.data.example_shape();
-  BuiltModel built = build_model(config, mesh, example);
-  print_warnings(built);
-  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
-  trainer.input_layout(int(example.size()) + 1);  // checks the input layout and batch divisibility now
+  Engine engine = build_engine(config, train_options(config));
+  const BuiltModel& built = engine.built;
+  const MeshPtr& mesh = engine.mesh;
+  train::Trainer& trainer = *engine.trainer;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
   if (saves && !options.overwrite && checkpoint::is_nonempty_dir(config.checkpoint.dir)) {
     throw UsageError(fmt::format("[train] checkpoint dir '{}' is not empty: pass --overwrite to replace its checkpoints, "
@@ -31,11 +29,7 @@ int run_train(const CommandOptions& options) {
   }
 
   LoadedData data = load_data(config);
-  const Shape output = built.model->output_shape({config.data.batch_size, num_elements(example)});
-  if (output.back() != data.num_classes) {
-    throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
-                                                          output.back(), to_string(config.data.dataset), data.num_classes));
-  }
+  check_output_classes(config, *built.model, data.num_classes);
   std::filesystem::create_directories(config.run_dir);
   if (data.vectorizer) data.vectorizer->save(config.run_dir);
 
