@@ -17,23 +17,14 @@
 #include "core/checkpoint/state.hpp"
 #include "core/device.hpp"
 #include "tests/spmd_harness.hpp"
+#include "tests/temp_folder.hpp"
 
 using namespace dtrain;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh empty folder, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / fmt::format("dtrain_test_{}_{}", name, ::getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-};
+using TempDir = testing::TempFolder;
 
 struct VariableDef {
   std::string path;

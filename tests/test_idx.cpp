@@ -9,18 +9,12 @@
 
 #include "core/error.hpp"
 #include "data/idx.hpp"
+#include "tests/temp_folder.hpp"
 
 using namespace dtrain::data;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path fresh_folder(const std::string& name) {
-  fs::path folder = fs::temp_directory_path() / ("dtrain_test_idx_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
-}
 
 void put_u32(std::string& bytes, uint32_t value) {
   for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(char((value >> shift) & 0xff));
@@ -60,7 +54,8 @@ fs::path source_folder() { return fs::path(__FILE__).parent_path().parent_path()
 }  // namespace
 
 TEST_CASE("IDX images and labels, raw or gzipped") {
-  fs::path folder = fresh_folder("ok");
+  dtrain::testing::TempFolder temp("idx_ok");
+  const fs::path& folder = temp.path;
   std::string images = images_bytes(3, 2, 4);
   write_raw(folder / "train-images-idx3-ubyte", images);
   write_gzip(folder / "train-labels-idx1-ubyte.gz", labels_bytes(3));
@@ -80,11 +75,11 @@ TEST_CASE("IDX images and labels, raw or gzipped") {
   std::string labels = labels_bytes(3);
   CHECK(read_maybe_gzipped((folder / "train-labels-idx1-ubyte.gz").string()) ==
         std::vector<uint8_t>(labels.begin(), labels.end()));
-  fs::remove_all(folder);
 }
 
 TEST_CASE("bad IDX files are usage errors that name the file") {
-  fs::path folder = fresh_folder("bad");
+  dtrain::testing::TempFolder temp("idx_bad");
+  const fs::path& folder = temp.path;
   auto message_of = [](auto&& call) -> std::string {
     try {
       call();
@@ -118,7 +113,6 @@ TEST_CASE("bad IDX files are usage errors that name the file") {
   write_raw(folder / "train-images-idx3-ubyte", images_bytes(3, 2, 2));
   write_raw(folder / "train-labels-idx1-ubyte", labels_bytes(4));
   CHECK(message_of([&] { load_idx_split(folder.string(), "train"); }).find("4 labels") != std::string::npos);
-  fs::remove_all(folder);
 }
 
 TEST_CASE("real MNIST files, when ../shared/data is there") {

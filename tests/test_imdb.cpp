@@ -8,21 +8,16 @@
 
 #include "core/error.hpp"
 #include "data/imdb.hpp"
+#include "tests/temp_folder.hpp"
 
 using namespace dtrain::data;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_folder(const std::string& name) {
-  fs::path folder = fs::temp_directory_path() / ("dtrain_test_imdb_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(folder);
-  return folder;
-}
-
 // DIR/aclImdb/{train,test}/{pos,neg}/<i>_<rating>.txt with text "<split> <label> review <i>".
-fs::path make_tree(const std::string& name, int per_folder) {
-  fs::path root = fresh_folder(name) / "aclImdb";
+fs::path make_tree(const fs::path& folder, int per_folder) {
+  fs::path root = folder / "aclImdb";
   for (const char* split : {"train", "test"}) {
     for (const char* label : {"pos", "neg"}) {
       fs::create_directories(root / split / label);
@@ -39,7 +34,8 @@ fs::path make_tree(const std::string& name, int per_folder) {
 }  // namespace
 
 TEST_CASE("read_imdb labels pos 1 and neg 0, in a fixed mixed order") {
-  fs::path root = make_tree("ok", 20);
+  dtrain::testing::TempFolder temp("imdb_ok");
+  fs::path root = make_tree(temp.path, 20);
   TextExamples train = read_imdb(root.string(), "train", 2);
   REQUIRE(train.texts.size() == 40);
   std::map<std::string, int> seen;
@@ -64,11 +60,11 @@ TEST_CASE("read_imdb labels pos 1 and neg 0, in a fixed mixed order") {
   TextExamples test = read_imdb(root.string(), "test");
   CHECK(test.texts.size() == 40);
   CHECK(test.texts[0].find("test ") == 0);
-  fs::remove_all(root.parent_path());
 }
 
 TEST_CASE("read_imdb errors name the path") {
-  fs::path root = make_tree("bad", 2);
+  dtrain::testing::TempFolder temp("imdb_bad");
+  fs::path root = make_tree(temp.path, 2);
   auto message_of = [](auto&& call) -> std::string {
     try {
       call();
@@ -84,5 +80,4 @@ TEST_CASE("read_imdb errors name the path") {
   // A review that cannot be read (a folder named like a review).
   fs::create_directories(root / "train" / "pos" / "99_1.txt");
   CHECK(message_of([&] { read_imdb(root.string(), "train"); }).find("99_1.txt") != std::string::npos);
-  fs::remove_all(root.parent_path());
 }
