@@ -19,10 +19,10 @@ class Layout {
   static Layout replicated(MeshPtr mesh, int rank);
   static Layout batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis = 0);
 
-  int rank() const { return int(specs_.size()); }
-  const std::vector<std::string>& specs() const { return specs_; }
-  const std::string& spec(int axis) const { return specs_.at(axis); }
-  bool is_sharded(int axis) const { return specs_.at(axis) != kUnsharded; }
+  int rank() const { return int(specs_->size()); }
+  const std::vector<std::string>& specs() const { return *specs_; }
+  const std::string& spec(int axis) const { return specs_->at(axis); }
+  bool is_sharded(int axis) const { return specs_->at(axis) != kUnsharded; }
   const Mesh& mesh() const { return *mesh_; }
   const MeshPtr& mesh_ptr() const { return mesh_; }
 
@@ -51,7 +51,8 @@ class Layout {
   bool operator!=(const Layout& other) const { return !(*this == other); }
 
  private:
-  std::vector<std::string> specs_;
+  // Shared and immutable: layouts are copied with every tensor, and a copy then allocates nothing.
+  std::shared_ptr<const std::vector<std::string>> specs_;
   MeshPtr mesh_;
 };
 
