@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -72,7 +74,7 @@ struct Call {
   std::vector<std::unique_ptr<float[]>> staged;  // staged path: copies of the sends, owned by the call
   std::vector<Request> requests;
   int first_member = -1;  // whose request the others are checked against
-  int posted = 0;         // members that posted their buffers
+  std::atomic<int> posted{0};  // members that posted their buffers (read without the mutex while spinning)
   int left = 0;           // members that returned (or threw); the last one erases the call
   std::string failure;    // set on a mismatch: every member throws it
   std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
@@ -309,7 +311,7 @@ class LocalCommunicator final : public Communicator {
       copy_of_send.reset(new float[staged]);
       copy(copy_of_send.get(), send, staged);
     }
-    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send));
+    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send), /*yield_first=*/true);
     work(*meeting.call);
     leave(meeting);
   }
@@ -337,6 +339,13 @@ class LocalCommunicator final : public Communicator {
     leave(meeting);
   }
 
+  // Yields the core until `ready()` or about 20 us have passed (then the caller sleeps on the condition).
+  template <typename Ready>
+  static void yield_until(Ready&& ready) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (!ready() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  }
+
   struct Meeting {
     std::shared_ptr<Call> call;
     CallKey key;
@@ -347,8 +356,10 @@ class LocalCommunicator final : public Communicator {
   // Throws on a mismatch or on abort. Only this wait can block on a missing peer, so only it gives way to
   // abort(): once all have posted, every member is sure to finish, and must, since peers may be using
   // its buffers.
+  // yield_first: small (staged) calls are latency-bound; their members first give the core to the peers
+  // still to arrive instead of sleeping at once.
   Meeting meet(const Group& group, const Request& request, const float* send, float* recv,
-               std::unique_ptr<float[]> staged = nullptr) {
+               std::unique_ptr<float[]> staged = nullptr, bool yield_first = false) {
     check_group(group);
     const int n = group.size();
     Meeting meeting{nullptr, CallKey(group.ranks, sequences_[group.ranks]++), n};
@@ -375,6 +386,13 @@ class LocalCommunicator final : public Communicator {
     }
     ++call.posted;
     if (call.posted == n && call.failure.empty()) call.changed.notify_all();
+    if (yield_first && call.posted < n) {
+      // With more ranks than cores a futex sleep and wake-up per member costs more than the peers'
+      // remaining work before a small collective.
+      lock.unlock();
+      yield_until([&] { return call.posted.load() == n; });
+      lock.lock();
+    }
     call.changed.wait(lock, [&] { return call.posted == n || state.aborted || !call.failure.empty(); });
     if (!call.failure.empty()) {
       std::string failure = call.failure;
