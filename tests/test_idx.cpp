@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "data/idx.hpp"
 #include "tests/temp_folder.hpp"
+#include "tests/usage_error.hpp"
 
 using namespace dtrain::data;
 namespace fs = std::filesystem;
@@ -80,14 +81,7 @@ TEST_CASE("IDX images and labels, raw or gzipped") {
 TEST_CASE("bad IDX files are usage errors that name the file") {
   dtrain::testing::TempFolder temp("idx_bad");
   const fs::path& folder = temp.path;
-  auto message_of = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const dtrain::UsageError& error) {
-      return error.what();
-    }
-    return "no error";
-  };
+  auto message_of = [](auto&& call) { return dtrain::testing::usage_error_message(call); };
   std::string truncated = images_bytes(3, 2, 4);
   truncated.pop_back();
   write_raw(folder / "short", truncated);

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "data/imdb.hpp"
 #include "tests/temp_folder.hpp"
+#include "tests/usage_error.hpp"
 
 using namespace dtrain::data;
 namespace fs = std::filesystem;
@@ -65,14 +66,7 @@ TEST_CASE("read_imdb labels pos 1 and neg 0, in a fixed mixed order") {
 TEST_CASE("read_imdb errors name the path") {
   dtrain::testing::TempFolder temp("imdb_bad");
   fs::path root = make_tree(temp.path, 2);
-  auto message_of = [](auto&& call) -> std::string {
-    try {
-      call();
-    } catch (const dtrain::UsageError& error) {
-      return error.what();
-    }
-    return "no error";
-  };
+  auto message_of = [](auto&& call) { return dtrain::testing::usage_error_message(call); };
   CHECK(message_of([&] { read_imdb((root / "nothing").string(), "train"); }).find("nothing") != std::string::npos);
   CHECK(message_of([&] { read_imdb(root.string(), "unsup"); }).find("unsup") != std::string::npos);
   fs::remove_all(root / "test" / "neg");
