@@ -4,12 +4,19 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/fibers.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {
 namespace {
 
-thread_local bool g_grad_enabled = true;
+// Gradient recording is per rank: a fiber-local flag (a non-null slot means "no grad"), so one rank's
+// NoGradGuard never leaks into another rank sharing its thread.
+bool grad_enabled_here() { return fibers::local(fibers::Slot::NoGrad) == nullptr; }
+void set_grad_enabled(bool enabled) {
+  static int marker;
+  fibers::local(fibers::Slot::NoGrad) = enabled ? nullptr : &marker;
+}
 
 // The layout a gradient of `value` takes: the same sharding, never partial.
 DTensor to_gradient_layout(const DTensor& grad, const DTensor& value) {
@@ -35,7 +42,7 @@ void Var::assign(DTensor value) {
 
 Var record(const std::string& op, DTensor output, const std::vector<Var>& inputs, VjpFn vjp) {
   bool needs = false;
-  if (g_grad_enabled) {
+  if (grad_enabled_here()) {
     for (const auto& input : inputs) needs = needs || input.requires_grad();
   }
   Var result(std::move(output), needs);
@@ -106,8 +113,8 @@ void backward(const Var& loss) {
   }
 }
 
-NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
-bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(grad_enabled_here()) { set_grad_enabled(false); }
+NoGradGuard::~NoGradGuard() { set_grad_enabled(previous_); }
+bool grad_enabled() { return grad_enabled_here(); }
 
 }  // namespace dtrain

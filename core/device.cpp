@@ -1,18 +1,22 @@
-// The current rank's context (thread-local) and run_spmd, which runs one program instance per mesh rank.
+// The current rank's context (fiber-local) and run_spmd, which runs one program instance per mesh rank.
 #include "core/device.hpp"
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "core/comm/local.hpp"
 #include "core/error.hpp"
+#include "core/fibers.hpp"
 
 namespace dtrain {
 namespace {
 
-thread_local DeviceContext* current = nullptr;
+// Per rank, not per thread: ranks are fibers, several to a thread.
+DeviceContext* current() { return static_cast<DeviceContext*>(fibers::local(fibers::Slot::Device)); }
+void make_current(DeviceContext* device) { fibers::local(fibers::Slot::Device) = device; }
 
 }  // namespace
 
@@ -25,13 +29,14 @@ Group DeviceContext::group(const std::vector<std::string>& dims) const {
 }
 
 DeviceContext& current_device() {
-  DTRAIN_CHECK(current != nullptr, "[device] no current device: ops must run inside run_spmd");
-  return *current;
+  DeviceContext* device = current();
+  DTRAIN_CHECK(device != nullptr, "[device] no current device: ops must run inside run_spmd");
+  return *device;
 }
 
-ScopedDevice::ScopedDevice(DeviceContext& context) : previous_(current) { current = &context; }
+ScopedDevice::ScopedDevice(DeviceContext& context) : previous_(current()) { make_current(&context); }
 
-ScopedDevice::~ScopedDevice() { current = previous_; }
+ScopedDevice::~ScopedDevice() { make_current(previous_); }
 
 void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
   DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
@@ -64,24 +69,19 @@ void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn
     world.abort(fmt::format("{} failed: {}", where, what));
   };
 
-  std::vector<std::thread> threads;
-  threads.reserve(size);
-  try {
-    for (int rank = 0; rank < size; ++rank) {
-      threads.emplace_back([&, rank, comm = world.communicator(rank)] {
-        try {
-          DeviceContext context{mesh, rank, comm.get()};
-          ScopedDevice scope(context);
-          fn(context);
-        } catch (...) {
-          fail(std::current_exception(), fmt::format("rank {}", rank));
-        }
-      });
+  // One fiber per rank, on as many OS threads as there are cores (no more than ranks).
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int rank = 0; rank < size; ++rank) comms.push_back(world.communicator(rank));
+  const int threads = std::max(1, std::min(size, int(std::thread::hardware_concurrency())));
+  fibers::run(size, threads, [&](int rank) {
+    try {
+      DeviceContext context{mesh, rank, comms[rank].get()};
+      ScopedDevice scope(context);
+      fn(context);
+    } catch (...) {
+      fail(std::current_exception(), fmt::format("rank {}", rank));
     }
-  } catch (...) {  // could not start every thread: stop those that started
-    fail(std::current_exception(), "starting the rank threads");
-  }
-  for (auto& thread : threads) thread.join();
+  });
   if (first_error) std::rethrow_exception(first_error);
 }
 

@@ -1,5 +1,5 @@
 // What one SPMD program instance (a rank) knows about itself: the mesh, its rank and its communicator.
-// run_spmd starts one thread per rank of the mesh and makes its context current in that thread, so ops
+// run_spmd runs one fiber per rank of the mesh (core/fibers.hpp) and makes its context current in it, so ops
 // find it with current_device().
 #pragma once
 #include <functional>
@@ -32,7 +32,7 @@ class ScopedDevice {
   DeviceContext* previous_;
 };
 
-// Runs fn on every rank of the mesh, one thread each, over a fresh in-process world. Returns when all
+// Runs fn on every rank of the mesh, one fiber each, over a fresh in-process world. Returns when all
 // are done; if any threw, the others are aborted and the first error is rethrown here.
 void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn);
 

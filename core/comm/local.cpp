@@ -1,5 +1,6 @@
 // The in-process backend. Ranks of a group meet in a `Call`, keyed by (group ranks, per-group call number):
-// each member posts its buffer pointers and waits on a condition variable until all have posted. Then:
+// each member posts its buffer pointers and waits (fibers::wait_until: other ranks of its thread run
+// meanwhile) until all have posted. Then:
 //
 // Shared path (large payloads): the data movement is cut into items (a range of one chunk), and members
 // claim items from a shared counter until none are left, reading and writing each other's buffers
@@ -20,9 +21,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <thread>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -30,6 +28,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/fibers.hpp"
 
 namespace dtrain {
 namespace {
@@ -77,9 +76,9 @@ struct Call {
   std::atomic<int> posted{0};  // members that posted their buffers (read without the mutex while spinning)
   int left = 0;           // members that returned (or threw); the last one erases the call
   std::string failure;    // set on a mismatch: every member throws it
+  std::atomic<bool> failed{false};  // failure is set (read without the mutex while waiting)
   std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
   std::atomic<size_t> done_items{0};
-  std::condition_variable changed;
 };
 
 using CallKey = std::pair<std::vector<int>, uint64_t>;
@@ -180,7 +179,7 @@ struct LocalWorld::State {
   explicit State(int size) : size(size) {}
   const int size;
   std::mutex mutex;
-  bool aborted = false;
+  std::atomic<bool> aborted{false};
   std::string abort_reason;
   std::map<CallKey, std::shared_ptr<Call>> calls;
 };
@@ -311,7 +310,7 @@ class LocalCommunicator final : public Communicator {
       copy_of_send.reset(new float[staged]);
       copy(copy_of_send.get(), send, staged);
     }
-    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send), /*yield_first=*/true);
+    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send));
     work(*meeting.call);
     leave(meeting);
   }
@@ -327,23 +326,10 @@ class LocalCommunicator final : public Communicator {
       size_t item = call.next_item.fetch_add(1);
       if (item >= items) break;
       work(call, item);
-      if (call.done_items.fetch_add(1) + 1 == items) {
-        std::lock_guard lock(state_->mutex);  // so a member about to wait cannot miss the wake-up
-        call.changed.notify_all();
-      }
+      if (call.done_items.fetch_add(1) + 1 == items) fibers::notify();
     }
-    {
-      std::unique_lock lock(state_->mutex);
-      call.changed.wait(lock, [&] { return call.done_items.load() >= items; });
-    }
+    fibers::wait_until([&] { return call.done_items.load() >= items; });
     leave(meeting);
-  }
-
-  // Yields the core until `ready()` or about 20 us have passed (then the caller sleeps on the condition).
-  template <typename Ready>
-  static void yield_until(Ready&& ready) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    while (!ready() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
   }
 
   struct Meeting {
@@ -356,10 +342,8 @@ class LocalCommunicator final : public Communicator {
   // Throws on a mismatch or on abort. Only this wait can block on a missing peer, so only it gives way to
   // abort(): once all have posted, every member is sure to finish, and must, since peers may be using
   // its buffers.
-  // yield_first: small (staged) calls are latency-bound; their members first give the core to the peers
-  // still to arrive instead of sleeping at once.
   Meeting meet(const Group& group, const Request& request, const float* send, float* recv,
-               std::unique_ptr<float[]> staged = nullptr, bool yield_first = false) {
+               std::unique_ptr<float[]> staged = nullptr) {
     check_group(group);
     const int n = group.size();
     Meeting meeting{nullptr, CallKey(group.ranks, sequences_[group.ranks]++), n};
@@ -382,18 +366,13 @@ class LocalCommunicator final : public Communicator {
           "called {}",
           fmt::join(group.ranks, ","), meeting.key.second, call.first_member, group.ranks[call.first_member],
           call.requests[call.first_member].describe(), group.index, rank_, request.describe());
-      call.changed.notify_all();
+      call.failed = true;
     }
     ++call.posted;
-    if (call.posted == n && call.failure.empty()) call.changed.notify_all();
-    if (yield_first && call.posted < n) {
-      // With more ranks than cores a futex sleep and wake-up per member costs more than the peers'
-      // remaining work before a small collective.
-      lock.unlock();
-      yield_until([&] { return call.posted.load() == n; });
-      lock.lock();
-    }
-    call.changed.wait(lock, [&] { return call.posted == n || state.aborted || !call.failure.empty(); });
+    lock.unlock();
+    fibers::notify();
+    fibers::wait_until([&] { return call.posted.load() == n || state.aborted.load() || call.failed.load(); });
+    lock.lock();
     if (!call.failure.empty()) {
       std::string failure = call.failure;
       leave_locked(meeting);
@@ -441,7 +420,7 @@ void LocalWorld::abort(const std::string& why) {
   if (state_->aborted) return;  // the first reason is the one worth reporting
   state_->aborted = true;
   state_->abort_reason = why;
-  for (auto& [key, call] : state_->calls) call->changed.notify_all();
+  fibers::notify();
 }
 
 }  // namespace dtrain

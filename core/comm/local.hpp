@@ -1,5 +1,5 @@
-// The in-process backend: N virtual devices, one thread each, exchanging through shared memory.
-// Waiting ranks block on a condition variable (no spinning), so 8 ranks run well on 2 cores.
+// The in-process backend: N virtual devices exchanging through shared memory. Waiting ranks wait with
+// fibers::wait_until: other ranks of their OS thread run meanwhile, so 8 ranks run well on 2 cores.
 // If one rank fails, abort() wakes every rank waiting in (or later entering) a collective with an
 // Error, so a run never hangs on a dead peer.
 #pragma once

@@ -1,0 +1,39 @@
+// Cooperative fibers: many SPMD ranks on few OS threads.
+//
+// With 8 virtual devices on 2 cores, one OS thread per rank pays a kernel context switch (and often a
+// futex sleep and wake-up) for every rank at every collective. Fibers switch in user space instead: a
+// rank waiting for its peers hands its thread to the next rank of that thread in a few nanoseconds.
+// Fiber i always runs on thread i % threads, so thread-local caches (GEMM packing buffers) stay valid;
+// a fiber only gives its thread away inside wait_until/yield, never in the middle of a kernel.
+#pragma once
+#include <functional>
+
+namespace dtrain::fibers {
+
+// Runs task(0) .. task(count - 1), each as a fiber, on `threads` OS threads (the calling thread is not
+// one of them). Returns when all have returned. task must not throw (catch inside it).
+void run(int count, int threads, const std::function<void(int index)>& task);
+
+// True inside a fiber started by run().
+bool in_fiber();
+
+// Lets the other fibers of this thread run (outside a fiber: the OS thread yields).
+void yield();
+
+// Returns once ready() is true. Meanwhile the other fibers of this thread run; when all of them wait
+// too, the thread spins briefly, then sleeps until notify() (or 1 ms passes). Whoever makes a waited-on
+// condition true must call notify() afterwards.
+void wait_until_impl(const std::function<bool()>& ready);
+template <typename Ready>
+void wait_until(Ready&& ready) {
+  if (ready()) return;  // the common case costs no std::function
+  wait_until_impl(std::function<bool()>(std::forward<Ready>(ready)));
+}
+void notify();
+
+// Per-fiber storage for what would otherwise be thread-local but must follow a rank (its device, its
+// no-grad mode): outside fibers each thread has its own slots.
+enum class Slot { Device, NoGrad, Count };
+void*& local(Slot slot);
+
+}  // namespace dtrain::fibers
