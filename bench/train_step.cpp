@@ -23,7 +23,9 @@ class StepTimes : public train::Reporter {
   void on_step(const train::StepMetrics& metrics) override { seconds.push_back(metrics.seconds); }
 };
 
-// Pixels in [0, 1) or TF-IDF-like sparse rows (3% non-zeros); labels cycle over the classes.
+// Pixels in [0, 1) (MNIST has about 19% non-zero pixels; these are dense, the harder case) or TF-IDF-like
+// sparse rows with 8% non-zeros, as the real IMDB vectors have (95 of 1200 on average over the training
+// split); labels cycle over the classes.
 data::Dataset generated(int64_t examples, const Shape& example, int classes, bool sparse) {
   const int64_t columns = num_elements(example);
   std::vector<int32_t> labels(examples);
@@ -42,7 +44,7 @@ data::Dataset generated(int64_t examples, const Shape& example, int classes, boo
   rows.columns = columns;
   for (int64_t e = 0; e < examples; ++e) {
     for (int64_t c = 0; c < columns; ++c) {
-      if (next() < 0.03f) {
+      if (next() < 0.08f) {
         rows.indices.push_back(int32_t(c));
         rows.values.push_back(next() * 4.0f);
       }
