@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
+#include "core/buffer_pool.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -20,9 +20,9 @@ const bool kMallocTuned = [] {
 }();
 
 std::shared_ptr<float[]> allocate(int64_t n) {
-  constexpr std::align_val_t kAlign{64};
-  float* p = static_cast<float*>(::operator new[](std::max<int64_t>(n, 1) * sizeof(float), kAlign));
-  return std::shared_ptr<float[]>(p, [](float* q) { ::operator delete[](q, std::align_val_t{64}); });
+  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * sizeof(float);
+  return std::shared_ptr<float[]>(static_cast<float*>(acquire_buffer(bytes)),
+                                  [bytes](float* buffer) { release_buffer(buffer, bytes); });
 }
 
 }  // namespace
