@@ -1,5 +1,6 @@
 #include "core/buffer_pool.hpp"
 
+#include <algorithm>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +58,12 @@ void release_buffer(void* buffer, size_t bytes) {
     return;
   }
   ::operator delete(buffer, kAlign);
+}
+
+std::shared_ptr<float[]> allocate_floats(size_t count) {
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+  return std::shared_ptr<float[]>(static_cast<float*>(acquire_buffer(bytes)),
+                                  [bytes](float* buffer) { release_buffer(buffer, bytes); });
 }
 
 }  // namespace dtrain

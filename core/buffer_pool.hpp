@@ -7,10 +7,14 @@
 // Ranks are fibers pinned to threads, so a rank's buffers come back to the thread that reuses them.
 #pragma once
 #include <cstddef>
+#include <memory>
 
 namespace dtrain {
 
 void* acquire_buffer(size_t bytes);               // never null; at least `bytes`, 64-byte aligned
 void release_buffer(void* buffer, size_t bytes);  // `bytes` as passed to acquire_buffer
+
+// `count` floats (at least one) from the pool, given back when the last owner lets go.
+std::shared_ptr<float[]> allocate_floats(size_t count);
 
 }  // namespace dtrain

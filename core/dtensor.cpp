@@ -193,8 +193,9 @@ DTensor redistribute(DTensor x, const Layout& target) {
       local = concat_chunks(received, n, chunk, axis);
       specs[to_axis] = dim;
     } else {
-      Tensor received = Tensor::uninitialized(Shape{int64_t(n) * local.size()});
-      comm.all_gather(group, local.data(), received.data(), local.size());
+      // Shared: in-process ranks receive one buffer, written once (read-only: writers check unique()).
+      Tensor received = Tensor::adopt(Shape{int64_t(n) * local.size()},
+                                      comm.all_gather_shared(group, local.data(), size_t(local.size())));
       local = concat_chunks(received, n, local.shape(), axis);
     }
     specs[axis] = kUnsharded;

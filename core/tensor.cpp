@@ -19,11 +19,7 @@ const bool kMallocTuned = [] {
   return true;
 }();
 
-std::shared_ptr<float[]> allocate(int64_t n) {
-  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * sizeof(float);
-  return std::shared_ptr<float[]>(static_cast<float*>(acquire_buffer(bytes)),
-                                  [bytes](float* buffer) { release_buffer(buffer, bytes); });
-}
+std::shared_ptr<float[]> allocate(int64_t n) { return allocate_floats(size_t(std::max<int64_t>(n, 0))); }
 
 }  // namespace
 
@@ -53,6 +49,16 @@ Tensor Tensor::uninitialized(Shape shape) {
   t.shape_ = std::move(shape);
   t.size_ = num_elements(t.shape_);
   t.data_ = allocate(t.size_);
+  return t;
+}
+
+Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data) {
+  for (int64_t extent : shape) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape));
+  DTRAIN_CHECK(data != nullptr, "[tensor] adopt needs a buffer");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = num_elements(t.shape_);
+  t.data_ = std::move(data);
   return t;
 }
 

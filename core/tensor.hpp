@@ -16,6 +16,8 @@ class Tensor {
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
   // Contents undefined: for outputs that a kernel overwrites completely (skips a pass over memory).
   static Tensor uninitialized(Shape shape);
+  // Wraps `data` (at least num_elements(shape) floats), sharing its ownership.
+  static Tensor adopt(Shape shape, std::shared_ptr<float[]> data);
 
   const Shape& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }

@@ -119,6 +119,26 @@ std::string check_all_gather(DeviceContext& device, const Group& group, size_t c
   return first_difference(recv, want);
 }
 
+// The shared variant: the same values, and in-process members of a group receive one and the same buffer.
+std::string check_all_gather_shared(DeviceContext& device, const Group& group, size_t count) {
+  std::vector<float> send(count);
+  for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
+  std::shared_ptr<float[]> shared = device.comm->all_gather_shared(group, send.data(), count);
+  std::vector<float> recv(shared.get(), shared.get() + count * group.size());
+  std::vector<float> want;
+  for (int m = 0; m < group.size(); ++m)
+    for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
+  std::string failure = first_difference(recv, want);
+  // Every member reports its buffer's address; all must agree.
+  std::vector<float> address(1), addresses(group.size());
+  const uintptr_t mine = reinterpret_cast<uintptr_t>(shared.get());
+  address[0] = float(mine % 16777213);  // exact in float32
+  device.comm->all_gather(group, address.data(), addresses.data(), 1);
+  for (float other : addresses)
+    if (other != address[0] && failure.empty()) failure = "members received different buffers";
+  return failure;
+}
+
 std::string check_reduce_scatter(DeviceContext& device, const Group& group, size_t count) {
   int n = group.size();
   // Member m's chunk c, element i: m + 1 + 100 * c + i % 13.
@@ -189,6 +209,11 @@ TEST_CASE("Mesh::group orders members by coordinate along the dims") {
 TEST_CASE("all_reduce sums and maxes over every group") { for_every_group(check_all_reduce); }
 
 TEST_CASE("all_gather concatenates in member order") { for_every_group(check_all_gather); }
+
+TEST_CASE("all_gather_shared concatenates in member order into one buffer for all") {
+  for_every_group(check_all_gather_shared);
+  for_every_group(check_all_gather_shared, kLargeCounts);
+}
 
 TEST_CASE("reduce_scatter gives each member the sum of its chunk") { for_every_group(check_reduce_scatter); }
 

@@ -112,6 +112,8 @@ void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& 
                        "[checkpoint] '{}' has shape {} in {} but {} in the config's model", target.name,
                        shape_string(record->global_shape), index.folder, shape_string(tensor.global_shape()));
     const Shape begin = tensor.local_offset(rank), extent = tensor.local().shape();
+    // Read into a buffer of this rank's own: the old one may be shared with other ranks (all_gather_shared).
+    if (!tensor.local().unique()) tensor.local() = Tensor::uninitialized(extent);
     const int axes = tensor.rank();
     int64_t covered = 0;
     for (const ShardRecord& shard : record->shards) {

@@ -6,6 +6,7 @@
 // unless a method says in-place.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ class Communicator {
   virtual void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) = 0;
   // recv = concatenation of every member's `count` elements, in member order.
   virtual void all_gather(const Group& group, const float* send, float* recv, size_t count) = 0;
+  // all_gather into a result the members may SHARE: in-process backends hand every member the same buffer
+  // (written once instead of once per member), so it is read-only unless the caller is its only owner.
+  // The default allocates one per member and calls all_gather.
+  virtual std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count);
   // send holds group.size() chunks of `count`; recv gets the sum over members of chunk `index`.
   virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;
   // send holds group.size() chunks of `count`; chunk j goes to member j; recv chunk i came from member i.

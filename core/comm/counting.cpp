@@ -12,6 +12,11 @@ void CountingCommunicator::all_gather(const Group& group, const float* send, flo
   inner_.all_gather(group, send, recv, count);
 }
 
+std::shared_ptr<float[]> CountingCommunicator::all_gather_shared(const Group& group, const float* send, size_t count) {
+  note("all_gather", group, count);
+  return inner_.all_gather_shared(group, send, count);
+}
+
 void CountingCommunicator::reduce_scatter(const Group& group, const float* send, float* recv, size_t count) {
   note("reduce_scatter", group, count * group.size());
   inner_.reduce_scatter(group, send, recv, count);

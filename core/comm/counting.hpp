@@ -24,6 +24,7 @@ class CountingCommunicator : public Communicator {
   std::string backend() const override { return inner_.backend(); }
   void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override;
   void all_gather(const Group& group, const float* send, float* recv, size_t count) override;
+  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override;
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override;
   void all_to_all(const Group& group, const float* send, float* recv, size_t count) override;
   void broadcast(const Group& group, float* data, size_t count, int root) override;

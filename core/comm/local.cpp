@@ -10,6 +10,7 @@
 //   all_reduce      a range: sum over members (in member order, so every replica gets bit-identical
 //                   values), stored into every member's buffer: each element read once, written once.
 //   all_gather      (member, range): stored into chunk `member` of every recv.
+//   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -27,18 +28,20 @@
 #include <mutex>
 #include <utility>
 
+#include "core/buffer_pool.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 
 namespace dtrain {
 namespace {
 
-enum class Kind { AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Barrier };
+enum class Kind { AllReduce, AllGather, AllGatherShared, ReduceScatter, AllToAll, Broadcast, Barrier };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::AllReduce: return "all_reduce";
     case Kind::AllGather: return "all_gather";
+    case Kind::AllGatherShared: return "all_gather_shared";
     case Kind::ReduceScatter: return "reduce_scatter";
     case Kind::AllToAll: return "all_to_all";
     case Kind::Broadcast: return "broadcast";
@@ -77,6 +80,7 @@ struct Call {
   int left = 0;           // members that returned (or threw); the last one erases the call
   std::string failure;    // set on a mismatch: every member throws it
   std::atomic<bool> failed{false};  // failure is set (read without the mutex while waiting)
+  std::shared_ptr<float[]> shared_result;  // all_gather_shared: the one buffer every member receives
   std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
   std::atomic<size_t> done_items{0};
 };
@@ -235,6 +239,17 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
+  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override {
+    const int n = group.size();
+    const Request request{Kind::AllGatherShared, count};
+    std::shared_ptr<float[]> result;
+    run_shared(group, request, send, nullptr, n * ceil_div(count, kItemCount), [&](const Call& call, size_t item) {
+      Piece p = piece(item, count);  // slot: the member whose send this is
+      copy(call.shared_result.get() + p.slot * count + p.offset, call.sends[p.slot] + p.offset, p.length);
+    }, &result);
+    return result;
+  }
+
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
     const Request request{Kind::ReduceScatter, count};
@@ -317,11 +332,13 @@ class LocalCommunicator final : public Communicator {
 
   // Shared path: meets the others, then claims and runs items (item = 0 .. items-1; `work` may touch every
   // member's buffers) until none are left, and returns when every item is finished.
+  // shared_result: for all_gather_shared, receives the buffer the call allocated for all members.
   template <typename Work>
   void run_shared(const Group& group, const Request& request, const float* send, float* recv, size_t items,
-                  Work&& work) {
+                  Work&& work, std::shared_ptr<float[]>* shared_result = nullptr) {
     Meeting meeting = meet(group, request, send, recv);
     Call& call = *meeting.call;
+    if (shared_result) *shared_result = call.shared_result;
     while (true) {
       size_t item = call.next_item.fetch_add(1);
       if (item >= items) break;
@@ -354,6 +371,8 @@ class LocalCommunicator final : public Communicator {
     if (!slot) slot = std::make_shared<Call>(n);
     meeting.call = slot;
     Call& call = *slot;
+    if (request.kind == Kind::AllGatherShared && !call.shared_result)
+      call.shared_result = allocate_floats(size_t(n) * request.count);
     call.sends[group.index] = staged ? staged.get() : send;
     call.recvs[group.index] = recv;
     call.staged[group.index] = std::move(staged);
