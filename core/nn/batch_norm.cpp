@@ -35,14 +35,14 @@ std::vector<VariableSpec> BatchNorm::variables(const Shape& input) const {
 Var BatchNorm::forward(const Var& x, ForwardContext& context) const {
   Var normalized;
   if (context.training || !options_.moving_statistics) {
-    Moments batch = moments(x, {0});
-    normalized = multiply(subtract(x, batch.mean), rsqrt(batch.variance, options_.epsilon));
+    NormalizedBatch batch = normalize_batch(x, options_.epsilon);
+    normalized = batch.output;
     if (context.training && options_.moving_statistics) {
       NoGradGuard no_grad;
       const float m = options_.momentum;
       for (auto [name, statistic] : {std::pair{"moving_mean", batch.mean}, std::pair{"moving_variance", batch.variance}}) {
         Var& moving = variable(context, name);
-        DTensor current = redistribute(statistic.value(), moving.value().layout());
+        DTensor current = redistribute(statistic, moving.value().layout());
         moving.assign(ops::add(ops::scale(moving.value(), m), ops::scale(current, 1.0f - m)));
       }
     }

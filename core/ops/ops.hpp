@@ -83,7 +83,13 @@ struct Moments {
 };
 // Mean and (biased) variance over `axes`, reduced over the GLOBAL tensor (all ranks sharding those axes).
 Moments moments(const Var& x, std::vector<int> axes);
-// (x - mean) / sqrt(variance + epsilon) with moments over axis 0, the global batch.
-Var batch_normalize(const Var& x, float epsilon);
+// (x - mean) / sqrt(variance + epsilon) with moments over axis 0, the global batch, for x [batch,
+// features] (either axis may be sharded). One fused op: one collective forward, one backward.
+struct NormalizedBatch {
+  Var output;
+  DTensor mean, variance;  // [features], the batch statistics (biased variance), not differentiated
+};
+NormalizedBatch normalize_batch(const Var& x, float epsilon);
+Var batch_normalize(const Var& x, float epsilon);  // normalize_batch(x, epsilon).output
 
 }  // namespace dtrain
