@@ -77,8 +77,9 @@ int run_plan(const CommandOptions& options) {
   fmt::print("input x: global {} layout {} -> local {} per device\n\n", shape_string(input_shape), input.specs_string(),
              shape_string(input.local_shape(input_shape)));
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
-             "local shape", "bytes/device", "updated in (slots)");
+             "local shape", "bytes/device", "update per device (and slots)");
   const int slots_per_variable = config.train.optimizer.kind == OptimizerKind::adam ? 2 : 0;
+  const int64_t min_sharded = one_step.make_optimizer()->min_sharded_elements();
   double variable_bytes = 0, trainable_bytes = 0, slot_bytes = 0;
   for (const auto& info : built.model->variables()) {
     const Layout& layout = info.choice.layout;
@@ -88,9 +89,11 @@ int run_plan(const CommandOptions& options) {
     std::string update = "-";
     if (info.trainable) {
       trainable_bytes += bytes;
-      const Layout updated = optim::update_layout(layout, info.shape);
-      slot_bytes += slots_per_variable * double(num_elements(updated.local_shape(info.shape))) * sizeof(float);
-      update = updated.specs_string();
+      const optim::FlatSharding sharding = optim::flat_sharding(layout, info.shape, min_sharded);
+      slot_bytes += slots_per_variable * double(sharding.chunk) * sizeof(float);
+      update = sharding.sharded() ? fmt::format("flat 1/{} over [{}]: {} of {} values", sharding.group_size,
+                                                fmt::join(sharding.dims, ", "), sharding.chunk, sharding.local_size)
+                                  : fmt::format("whole: {} values", sharding.local_size);
     }
     fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
                layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);

@@ -1,5 +1,6 @@
 // Sharded HDF5 checkpoints: saved on meshes {1}, {8}, {4,2}, {2,2,2} and restored onto each of the others,
-// every variable and optimizer slot comes back bitwise equal; the index's virtual datasets read through
+// every variable and optimizer slot comes back bitwise equal (slots flat-sharded in the optimizer, padded
+// chunks included, or whole, on either side); the index's virtual datasets read through
 // h5dump give the same values; the commit protocol keeps `latest` and max_to_keep; each error is clear.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ const std::vector<VariableDef> kVariables{{"dense1/kernel", {16, 24}, true},
                                           {"dense1/bias", {24}, true},
                                           {"bn/moving_mean", {24}, false},
                                           {"dense2/kernel", {24, 8}, true},
+                                          {"odd/kernel", {7, 5}, true},  // replicated: 35 values, odd chunks
                                           {"conv/kernel", {8, 4, 6}, true}};
 
 // One mesh and a layout per variable that uses its dims in different ways (slots follow their variable).
@@ -76,14 +78,17 @@ Tensor value_of(const std::string& name, const Shape& shape) {
   return testing::test_tensor(shape, seed);
 }
 
-// A rank's state on `mesh`: variables and Adam slots hold value_of(name) when `filled`, else zeros.
+// A rank's state on `mesh`: variables and Adam slots hold value_of(name) when `filled`, else zeros. The
+// optimizer flat-shards the update (and slots) of variables of min_sharded values or more (1: every variable
+// with a data-parallel dim, e.g. odd/kernel's 35 values in chunks of 5 on 8 ranks, the last padded).
 struct RankModel {
   nn::Parameters params;
   std::unique_ptr<optim::Optimizer> optimizer;
   train::Position position;
 };
 
-RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, const std::vector<VariableDef>& defs = kVariables) {
+RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, const std::vector<VariableDef>& defs = kVariables,
+                     int64_t min_sharded = 1) {
   RankModel state;
   for (const auto& def : defs) {
     Layout layout(mesh_case.specs.count(def.path) ? mesh_case.specs.at(def.path)
@@ -93,12 +98,15 @@ RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, const std
     state.params.add(def.path, Var(DTensor(def.shape, layout, pack(global, layout, rank)), def.trainable));
   }
   state.optimizer = optim::make_adam({});
-  state.optimizer->build(state.params);
+  state.optimizer->build(state.params, min_sharded);
   if (filled) {
     for (auto& [name, slot] : state.optimizer->slots()) {
       Tensor global = value_of("optimizer/" + name, slot->global_shape());
       slot->local() = pack(global, slot->layout(), rank);
     }
+    // An apply() without gradients changes no variable but takes the slots written above back into the
+    // optimizer's chunks: the save then gathers them again.
+    state.optimizer->apply(state.params);
     state.optimizer->set_iterations(7);
     state.position = {5, 1, 2};
   }
@@ -107,10 +115,11 @@ RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, const std
 
 checkpoint::SaveContext test_context() { return {"mesh: {}\n", 9, {"[UNK]", "movie"}, {1.5f, 2.25f}}; }
 
-void save_on(const MeshCase& mesh_case, const std::string& dir, int max_to_keep = 3, int64_t step = 5) {
+void save_on(const MeshCase& mesh_case, const std::string& dir, int max_to_keep = 3, int64_t step = 5,
+             int64_t min_sharded = 1) {
   checkpoint::CheckpointManager manager(dir, max_to_keep, test_context());
   run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
-    RankModel state = make_state(mesh_case, device.rank, true);
+    RankModel state = make_state(mesh_case, device.rank, true, kVariables, min_sharded);
     state.position.step = step;
     train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
     manager.save(rank_state, false);
@@ -119,16 +128,20 @@ void save_on(const MeshCase& mesh_case, const std::string& dir, int max_to_keep 
 
 // Restores the latest checkpoint in `dir` onto `mesh_case`; returns every tensor unpacked to its global value.
 std::map<std::string, Tensor> restore_on(const MeshCase& mesh_case, const std::string& dir, train::Position* position = nullptr,
-                                         int64_t* iterations = nullptr) {
+                                         int64_t* iterations = nullptr, int64_t min_sharded = 1) {
   checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(dir));
   const int n = mesh_case.mesh->size();
   std::map<std::string, std::vector<Tensor>> locals;
   std::map<std::string, std::pair<Shape, Layout>> meta;
   std::mutex mutex;
   run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
-    RankModel state = make_state(mesh_case, device.rank, false);
+    RankModel state = make_state(mesh_case, device.rank, false, kVariables, min_sharded);
     train::RankState rank_state{device.rank, state.params, *state.optimizer, state.position};
     checkpoint::restore(index, rank_state, true);
+    if (device.rank == 0 && iterations) *iterations = state.optimizer->iterations();
+    // Through the optimizer's chunks and back: an apply() without gradients slices the restored slots into
+    // this rank's chunks, slot_tensors() gathers them again.
+    state.optimizer->apply(state.params);
     std::vector<checkpoint::NamedTensor> all = checkpoint::variable_tensors(state.params);
     for (auto& slot : checkpoint::slot_tensors(*state.optimizer)) all.push_back(slot);
     std::lock_guard<std::mutex> lock(mutex);
@@ -139,7 +152,6 @@ std::map<std::string, Tensor> restore_on(const MeshCase& mesh_case, const std::s
       meta.insert({named.name, {named.tensor->global_shape(), named.tensor->layout()}});
     }
     if (device.rank == 0 && position) *position = state.position;
-    if (device.rank == 0 && iterations) *iterations = state.optimizer->iterations();
   });
   std::map<std::string, Tensor> globals;
   for (auto& [name, shards] : locals) globals[name] = unpack(meta.at(name).first, meta.at(name).second, shards);
@@ -196,17 +208,23 @@ std::vector<double> h5dump_values(const std::string& file, const std::string& da
 }  // namespace
 
 TEST_CASE("a checkpoint saved on any of {1}, {8}, {4,2}, {2,2,2} restores bitwise onto every other mesh") {
+  // Slots flat-sharded (min 1) or whole (a threshold above every variable here) on either side: the
+  // checkpoint holds them in their variables' layouts all the same.
+  const int64_t whole = 1 << 30;
+  for (auto [save_min, restore_min] : {std::pair<int64_t, int64_t>{1, 1}, {1, whole}, {whole, 1}}) {
   for (const MeshCase& saved : mesh_cases()) {
     TempDir dir("ckpt_reshard");
-    save_on(saved, dir.str());
+    save_on(saved, dir.str(), 3, 5, save_min);
     for (const MeshCase& restored : mesh_cases()) {
+      CAPTURE(save_min);
+      CAPTURE(restore_min);
       CAPTURE(saved.name);
       CAPTURE(restored.name);
       train::Position position;
       int64_t iterations = 0;
-      std::map<std::string, Tensor> globals = restore_on(restored, dir.str(), &position, &iterations);
-      // 5 variables and m, v for the 4 trainable ones.
-      CHECK(globals.size() == 5 + 2 * 4);
+      std::map<std::string, Tensor> globals = restore_on(restored, dir.str(), &position, &iterations, restore_min);
+      // 6 variables and m, v for the 5 trainable ones.
+      CHECK(globals.size() == 6 + 2 * 5);
       for (auto& [name, value] : globals) {
         CAPTURE(name);
         CHECK(bitwise_equal(value, value_of(name, value.shape())));
@@ -216,6 +234,7 @@ TEST_CASE("a checkpoint saved on any of {1}, {8}, {4,2}, {2,2,2} restores bitwis
       CHECK(position.batch_in_epoch == 2);
       CHECK(iterations == 7);
     }
+  }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
+#include "core/optim/optimizer.hpp"
 #include "tests/spmd_harness.hpp"
 
 using namespace dtrain;
@@ -34,13 +35,16 @@ data::Dataset generated(int64_t examples, int64_t columns) {
   return data::Dataset::dense(features.to_vector(), {columns}, std::move(labels));
 }
 
-// 8 batches of 32 an epoch; Adam, dropout and a Keras-style BatchNorm (moving statistics) on `mesh`.
+// 8 batches of 32 an epoch; Adam, dropout and a Keras-style BatchNorm (moving statistics) on `mesh`. With 400
+// input columns, dense1/kernel (400 x 96) has 19,200 values a device on {batch: 4, model: 2}: enough for
+// its update and Adam slots to be flat-sharded over batch (Adam's min_sharded_elements()), so the checkpoints
+// gather those slots and the resumed runs slice them back into chunks.
 std::string config_text(const std::string& mesh, const std::string& layouts) {
   return fmt::format(R"(
 mesh: {{dims: {}}}
 data: {{dataset: mnist, path: unused, batch_size: 32, shuffle: {{seed: 5}}, layout: [batch, unsharded]}}
 model:
-  - {{dense: 24, activation: relu, init: {{glorot_uniform: {{seed: [1, 2]}}}}}}
+  - {{dense: 96, activation: relu, init: {{glorot_uniform: {{seed: [1, 2]}}}}}}
   - {{batch_norm: {{momentum: 0.9}}, name: bn}}
   - {{dropout: 0.2, seed: [7, 7]}}
   - {{dense: 10, init: {{glorot_uniform: {{seed: [3, 4]}}}}}}
@@ -89,8 +93,18 @@ std::vector<double> train_losses(const Run& run, const data::Dataset& data, cons
 TEST_CASE("a run stopped after any checkpoint and resumed on the same mesh repeats the uninterrupted losses exactly") {
   const fs::path dir = fs::temp_directory_path() / fmt::format("dtrain_test_resume_{}", ::getpid());
   fs::remove_all(dir);
-  data::Dataset data = generated(8 * 32, 20);
+  data::Dataset data = generated(8 * 32, 400);
   const std::string mesh = "{batch: 4, model: 2}", layouts = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
+
+  bool flat_sharded = false;  // the premise: dense1/kernel's update and slots are flat-sharded on this mesh
+  const Run probe = make_run(mesh, layouts, data, 30);
+  for (const auto& info : probe.built.model->variables()) {
+    if (info.path == "dense1/kernel") {
+      const int64_t min_elements = optim::make_adam({})->min_sharded_elements();
+      flat_sharded = optim::flat_sharding(info.choice.layout, info.shape, min_elements).sharded();
+    }
+  }
+  REQUIRE(flat_sharded);
 
   const std::vector<double> whole = train_losses(make_run(mesh, layouts, data, 30), data, "", 0);
   REQUIRE(whole.size() == 30);

@@ -1,8 +1,13 @@
-// Optimizers: SGD and Adam against their formulas (Keras' Adam), and the sharded update (slots and the
-// update over the data-parallel dims) giving the same variables on every mesh and layout as one device.
+// Optimizers: SGD and Adam against their formulas (Keras' Adam), and the flat-sharded update (ZeRO-1: each
+// rank of a data-parallel group updates one chunk of a variable and keeps only that chunk of its slots)
+// giving the same variables and slots on every mesh and layout as one device, padded chunks included.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <functional>
+#include <mutex>
+#include <optional>
 
 #include "core/optim/optimizer.hpp"
 #include "tests/spmd_harness.hpp"
@@ -12,30 +17,69 @@ using namespace dtrain::testing;
 
 namespace {
 
-// Runs `steps` updates of w (layout `w_layout`) with loss = sum((x @ w) * r), x batch-sharded on the first
-// mesh dim; returns w and every slot, unpacked.
-std::vector<Tensor> train_steps(const MeshPtr& mesh, const Layout& w_layout, const Tensor& w0, const Tensor& x,
-                                const Tensor& r, int steps, bool adam, float epsilon = 1e-7f) {
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>()>;
+
+MakeOptimizer adam(float epsilon = 1e-7f) {
+  return [epsilon] { return optim::make_adam({0.01f, 0.9f, 0.999f, epsilon}); };
+}
+MakeOptimizer sgd() {
+  return [] { return optim::make_sgd(0.05f); };
+}
+
+// Where the variables live and how the batch is split: w [K,N] in w_layout, an optional bias b [N], and x
+// [B,K] batch-sharded on batch_dim (replicated when empty).
+struct Setup {
+  MeshPtr mesh;
+  Layout w_layout;
+  std::optional<Layout> b_layout;
+  std::string batch_dim;
+  std::optional<int64_t> min_sharded;  // the optimizer's own threshold when unset
+};
+
+struct Trained {
+  std::vector<Tensor> tensors;             // w, b (when given), then every slot in slots() order; global values
+  std::vector<std::vector<int64_t>> kept;  // [rank][variable]: the values a rank keeps for each slot
+};
+
+// Runs `steps` updates with loss = sum((x @ w [+ b]) * r).
+Trained train_steps(const Setup& setup, const Tensor& w0, const Tensor& b0, const Tensor& x, const Tensor& r, int steps,
+                    const MakeOptimizer& make_optimizer,
+                    const std::function<void(optim::Optimizer&, int rank)>& inspect = nullptr) {
+  const MeshPtr& mesh = setup.mesh;
   const int n = mesh->size();
   std::vector<std::vector<Tensor>> locals;  // [tensor][rank]
   std::vector<Layout> layouts;
   std::vector<Shape> shapes;
+  Trained trained;
+  trained.kept.resize(n);
   std::mutex mutex;
   run_spmd(mesh, [&](DeviceContext& device) {
     nn::Parameters params;
-    params.add("w", Var(DTensor(w0.shape(), w_layout, pack(w0, w_layout, device.rank)), true));
-    auto optimizer = adam ? optim::make_adam({0.01f, 0.9f, 0.999f, epsilon}) : optim::make_sgd(0.05f);
-    optimizer->build(params);
-    Layout x_layout = Layout::batch_sharded(mesh, mesh->dim_names()[0], 2);
+    params.add("w", Var(DTensor(w0.shape(), setup.w_layout, pack(w0, setup.w_layout, device.rank)), true));
+    if (setup.b_layout) {
+      params.add("b", Var(DTensor(b0.shape(), *setup.b_layout, pack(b0, *setup.b_layout, device.rank)), true));
+    }
+    std::unique_ptr<optim::Optimizer> optimizer = make_optimizer();
+    if (setup.min_sharded) {
+      optimizer->build(params, *setup.min_sharded);
+    } else {
+      optimizer->build(params);
+    }
+    Layout x_layout = setup.batch_dim.empty() ? Layout::replicated(mesh, 2)
+                                              : Layout::batch_sharded(mesh, setup.batch_dim, 2);
     Var input(DTensor(x.shape(), x_layout, pack(x, x_layout, device.rank)));
     Var weight(DTensor(r.shape(), Layout::replicated(mesh, 2), r.clone()));
     for (int step = 0; step < steps; ++step) {
-      backward(reduce_sum(multiply(matmul(input, params.at("w")), weight), {0, 1}));
+      Var y = matmul(input, params.at("w"));
+      if (setup.b_layout) y = add(y, params.at("b"));
+      backward(reduce_sum(multiply(y, weight), {0, 1}));
       optimizer->apply(params);
     }
-    std::lock_guard<std::mutex> lock(mutex);
+    if (inspect) inspect(*optimizer, device.rank);
     std::vector<const DTensor*> tensors{&params.at("w").value()};
-    for (auto& [name, slot] : optimizer->slots()) tensors.push_back(slot);
+    if (setup.b_layout) tensors.push_back(&params.at("b").value());
+    for (auto& [name, slot] : optimizer->slots()) tensors.push_back(slot);  // collective: outside the lock
+    std::lock_guard<std::mutex> lock(mutex);
     if (locals.empty()) {
       locals.assign(tensors.size(), std::vector<Tensor>(n));
       for (const DTensor* t : tensors) {
@@ -44,11 +88,47 @@ std::vector<Tensor> train_steps(const MeshPtr& mesh, const Layout& w_layout, con
       }
     }
     for (size_t i = 0; i < tensors.size(); ++i) locals[i][device.rank] = tensors[i]->local();
+    for (size_t v = 0; v < (setup.b_layout ? 2u : 1u); ++v) {
+      trained.kept[device.rank].push_back(optimizer->slot_values(v));
+    }
   });
-  std::vector<Tensor> result;
-  for (size_t i = 0; i < locals.size(); ++i) result.push_back(unpack(shapes[i], layouts[i], locals[i]));
-  return result;
+  for (size_t i = 0; i < locals.size(); ++i) trained.tensors.push_back(unpack(shapes[i], layouts[i], locals[i]));
+  return trained;
 }
+
+std::vector<Tensor> train_steps(const MeshPtr& mesh, const Layout& w_layout, const Tensor& w0, const Tensor& x,
+                                const Tensor& r, int steps, const MakeOptimizer& make_optimizer) {
+  Setup setup{mesh, w_layout, std::nullopt, mesh->dim_names()[0], std::nullopt};
+  return train_steps(setup, w0, Tensor(), x, r, steps, make_optimizer).tensors;
+}
+
+// Test data in multiples of 1/8: the gradients (x^T r and column sums of r) are then exact in float in any
+// summation order, so every mesh must give the single device's variables and slots up to the update's own
+// rounding, which is the same elementwise everywhere.
+Tensor eighths(const Shape& shape, int seed) {
+  Tensor t = test_tensor(shape, seed);
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = std::round(t[i] * 8.0f) / 8.0f;
+  return t;
+}
+
+// One optimizer slot "count": +1 on every element each update touches; SGD on the variable. Counts the
+// values this rank updated. Splits variables of 16,384 values or more.
+class CountingSgd : public optim::Optimizer {
+ public:
+  std::string name() const override { return "counting_sgd"; }
+  int64_t min_sharded_elements() const override { return 16384; }
+  std::atomic<int64_t> updated{0};
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"count"}; }
+  void update(float* w, const float* g, const std::vector<float*>& slots, int64_t size) override {
+    updated += size;
+    for (int64_t i = 0; i < size; ++i) {
+      slots[0][i] += 1.0f;
+      w[i] -= 0.05f * g[i];
+    }
+  }
+};
 
 }  // namespace
 
@@ -62,8 +142,8 @@ TEST_CASE("Adam and SGD follow their formulas") {
       for (int b = 0; b < 4; ++b) grad[i * 2 + j] += double(x[b * 3 + i]) * r[b * 2 + j];
 
   // The gradient does not depend on w, so two Adam steps have a closed form too.
-  std::vector<Tensor> adam = train_steps(single, Layout::replicated(single, 2), w0, x, r, 2, true);
-  std::vector<Tensor> sgd = train_steps(single, Layout::replicated(single, 2), w0, x, r, 2, false);
+  std::vector<Tensor> adam_result = train_steps(single, Layout::replicated(single, 2), w0, x, r, 2, adam());
+  std::vector<Tensor> sgd_result = train_steps(single, Layout::replicated(single, 2), w0, x, r, 2, sgd());
   for (int k = 0; k < 6; ++k) {
     double w = w0[k], m = 0, v = 0;
     for (int t = 1; t <= 2; ++t) {
@@ -72,10 +152,10 @@ TEST_CASE("Adam and SGD follow their formulas") {
       const double alpha = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
       w -= alpha * m / (std::sqrt(v) + 1e-7);
     }
-    CHECK(adam[0][k] == doctest::Approx(w).epsilon(1e-5));
-    CHECK(adam[1][k] == doctest::Approx(m).epsilon(1e-5));  // slot m
-    CHECK(adam[2][k] == doctest::Approx(v).epsilon(1e-5));  // slot v
-    CHECK(sgd[0][k] == doctest::Approx(w0[k] - 2 * 0.05 * grad[k]).epsilon(1e-5));
+    CHECK(adam_result[0][k] == doctest::Approx(w).epsilon(1e-5));
+    CHECK(adam_result[1][k] == doctest::Approx(m).epsilon(1e-5));  // slot m
+    CHECK(adam_result[2][k] == doctest::Approx(v).epsilon(1e-5));  // slot v
+    CHECK(sgd_result[0][k] == doctest::Approx(w0[k] - 2 * 0.05 * grad[k]).epsilon(1e-5));
   }
 }
 
@@ -85,9 +165,8 @@ TEST_CASE("sharded updates give every mesh and layout the single-device variable
   // Adam's epsilon is raised so that a gradient that is zero up to rounding (summed in another order on
   // another mesh) is not blown up to a full step either way: the test is about layouts, not that.
   MeshPtr single = make_mesh({"x"}, {1});
-  std::vector<Tensor> reference = train_steps(single, Layout::replicated(single, 2), w0, x, r, 3, true, 1e-3f);
-  CHECK(optim::update_layout(Layout::replicated(make_mesh({"x"}, {8}), 2), {512, 1024}).specs() ==
-        std::vector<std::string>{"x", kUnsharded});
+  std::vector<Tensor> reference = train_steps(single, Layout::replicated(single, 2), w0, x, r, 3, adam(1e-3f));
+  CHECK(optim::flat_sharding(Layout::replicated(make_mesh({"x"}, {8}), 2), {512, 1024}, 16384).chunk == 512 * 1024 / 8);
   for (const MeshPtr& mesh : {make_mesh({"x"}, {8}), make_mesh({"x", "y"}, {4, 2}), make_mesh({"x", "y", "z"}, {2, 2, 2})}) {
     std::vector<Layout> layouts{Layout::replicated(mesh, 2)};
     if (mesh->has_dim("y")) {  // model-parallel variables, updated sharded over the remaining dims
@@ -95,7 +174,7 @@ TEST_CASE("sharded updates give every mesh and layout the single-device variable
       layouts.emplace_back(std::vector<std::string>{"y", kUnsharded}, mesh);
     }
     for (const Layout& layout : layouts) {
-      std::vector<Tensor> got = train_steps(mesh, layout, w0, x, r, 3, true, 1e-3f);
+      std::vector<Tensor> got = train_steps(mesh, layout, w0, x, r, 3, adam(1e-3f));
       REQUIRE(got.size() == reference.size());
       for (size_t i = 0; i < got.size(); ++i) {
         std::string why;
@@ -104,4 +183,116 @@ TEST_CASE("sharded updates give every mesh and layout the single-device variable
       }
     }
   }
+}
+
+TEST_CASE("flat sharding: chunks of ceil(L/n) values over the unused mesh dims of size > 1") {
+  const std::string u = kUnsharded;
+  MeshPtr eight = make_mesh({"x"}, {8}), grid = make_mesh({"a", "one", "b"}, {2, 1, 3});
+  optim::FlatSharding s = optim::flat_sharding(Layout::replicated(eight, 2), {700, 500}, 16384);
+  CHECK(s.dims == std::vector<std::string>{"x"});
+  CHECK(s.group_size == 8);
+  CHECK(s.local_size == 350000);
+  CHECK(s.chunk == 43750);
+  s = optim::flat_sharding(Layout({u, "b"}, grid), {700, 501}, 1);  // local [700, 167]; over a only
+  CHECK(s.dims == std::vector<std::string>{"a"});
+  CHECK(s.chunk == 700 * 167 / 2);
+  s = optim::flat_sharding(Layout::replicated(grid, 1), {13}, 1);  // over a and b: 6 chunks of 3, the last 1 value
+  CHECK(s.dims == std::vector<std::string>{"a", "b"});
+  CHECK(s.chunk == 3);
+  CHECK(s.begin(4) == 12);
+  CHECK(s.count(4) == 1);
+  CHECK(s.begin(5) == 13);
+  CHECK(s.count(5) == 0);
+  // Whole: under the threshold, or no data-parallel dim left.
+  CHECK(!optim::flat_sharding(Layout::replicated(eight, 2), {7, 5}, 36).sharded());
+  CHECK(optim::flat_sharding(Layout::replicated(eight, 2), {7, 5}, 35).sharded());
+  CHECK(!optim::flat_sharding(Layout({"x", u}, eight), {800, 500}, 1).sharded());
+  CHECK(optim::flat_sharding(Layout({"x", u}, eight), {800, 500}, 1).chunk == 50000);
+  // The thresholds: SGD's update is cheap, so only larger variables are worth splitting.
+  CHECK(optim::make_sgd(0.1f)->min_sharded_elements() == 32768);
+  CHECK(optim::make_adam({})->min_sharded_elements() == 16384);
+}
+
+TEST_CASE("flat-sharded SGD and Adam give one device's variables and slots, with padded chunks and on 2-D meshes") {
+  const std::string u = kUnsharded;
+  MeshPtr single = make_mesh({"x"}, {1});
+  for (const Shape& w_shape : std::vector<Shape>{{700, 500}, {7, 5}, {1, 13}, {1, 1}}) {
+    const int64_t k = w_shape[0], n = w_shape[1];
+    Tensor w0 = test_tensor(w_shape, 11), b0 = test_tensor({n}, 12), x = eighths({24, k}, 13), r = eighths({24, n}, 14);
+    // Every (local) size is flat sharded here (min_sharded 1), however small.
+    MeshPtr eight = make_mesh({"x"}, {8}), three = make_mesh({"x"}, {3}), grid = make_mesh({"a", "b"}, {2, 2});
+    std::vector<Setup> setups{
+        {eight, Layout::replicated(eight, 2), Layout::replicated(eight, 1), "x", 1},
+        {three, Layout::replicated(three, 2), Layout::replicated(three, 1), "x", 1},  // chunks of 12, 12, 11
+        // x replicated: gradients arrive summed already; each rank slices its chunk.
+        {eight, Layout::replicated(eight, 2), Layout::replicated(eight, 1), "", 1},
+    };
+    // Variables sharded on a where they can be (updated over b, where the batch is split), else replicated.
+    Layout w_grid = n % 2 == 0   ? Layout({u, "a"}, grid)
+                    : k % 2 == 0 ? Layout({"a", u}, grid)
+                                 : Layout::replicated(grid, 2);
+    Layout b_grid = n % 2 == 0 ? Layout({"a"}, grid) : Layout::replicated(grid, 1);
+    setups.push_back({grid, w_grid, b_grid, "b", 1});
+    // Replicated on both dims with the batch split on a only: partial over a, already summed over b.
+    setups.push_back({grid, Layout::replicated(grid, 2), Layout::replicated(grid, 1), "a", 1});
+    for (bool use_adam : {false, true}) {
+      const MakeOptimizer make = use_adam ? adam() : sgd();
+      Setup one{single, Layout::replicated(single, 2), Layout::replicated(single, 1), "x", 1};
+      const std::vector<Tensor> reference = train_steps(one, w0, b0, x, r, 4, make).tensors;
+      REQUIRE(reference.size() == (use_adam ? 6u : 2u));
+      for (const Setup& setup : setups) {
+        const Trained got = train_steps(setup, w0, b0, x, r, 4, make);
+        REQUIRE(got.tensors.size() == reference.size());
+        for (size_t i = 0; i < reference.size(); ++i) {
+          std::string why;
+          INFO(shape_string(w_shape) << " " << (use_adam ? "adam" : "sgd") << " on " << setup.mesh->to_string() << " w "
+                                     << setup.w_layout.specs_string() << " batch on '" << setup.batch_dim << "' tensor "
+                                     << i << ": " << why);
+          CHECK(close(got.tensors[i], reference[i], 1e-6f, &why));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the update work and the slots are split: each element updated once per step, by one rank of its group") {
+  const int steps = 3;
+  auto counted = [&](const Setup& setup, const Shape& w_shape, std::vector<int64_t>* updated) {
+    Tensor w0 = test_tensor(w_shape, 21), x = eighths({24, w_shape[0]}, 22), r = eighths({24, w_shape[1]}, 23);
+    updated->assign(setup.mesh->size(), 0);
+    Trained trained = train_steps(
+        setup, w0, Tensor(), x, r, steps, [] { return std::make_unique<CountingSgd>(); },
+        [&](optim::Optimizer& optimizer, int rank) {
+          (*updated)[rank] = dynamic_cast<CountingSgd&>(optimizer).updated;
+        });
+    REQUIRE(trained.tensors.size() == 2);
+    // The gathered "count" slot: every element updated exactly once each step, whichever rank did it.
+    CHECK(close(trained.tensors[1], Tensor(w_shape, float(steps)), 0.0f));
+    return trained;
+  };
+  std::vector<int64_t> updated;
+
+  // 700 x 500 on {x: 8}: 43,750 values a rank, and that many kept per slot (the default threshold).
+  MeshPtr eight = make_mesh({"x"}, {8});
+  Trained trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x"}, {700, 500}, &updated);
+  for (int rank = 0; rank < 8; ++rank) {
+    CHECK(updated[rank] == steps * 43750);
+    CHECK(trained.kept[rank] == std::vector<int64_t>{43750});
+  }
+
+  // 7 x 5 on {x: 3} (sharded, min 1): chunks of 12, 12 and 11 values.
+  MeshPtr three = make_mesh({"x"}, {3});
+  trained = counted({three, Layout::replicated(three, 2), std::nullopt, "x", 1}, {7, 5}, &updated);
+  CHECK(updated == std::vector<int64_t>{steps * 12, steps * 12, steps * 11});
+  CHECK(trained.kept[2] == std::vector<int64_t>{12});
+
+  // On {a: 2, b: 2} sharded on a: split over b only, 2 x 250 = 500 values each; each rank's group along b.
+  MeshPtr grid = make_mesh({"a", "b"}, {2, 2});
+  counted({grid, Layout({kUnsharded, "a"}, grid), std::nullopt, "b", 1}, {2, 500}, &updated);
+  CHECK(updated == std::vector<int64_t>(4, steps * 250));
+
+  // Under the threshold: whole on every rank, as before.
+  trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x"}, {7, 5}, &updated);
+  CHECK(updated == std::vector<int64_t>(8, steps * 35));
+  CHECK(trained.kept[0] == std::vector<int64_t>{35});
 }

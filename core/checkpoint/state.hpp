@@ -11,6 +11,8 @@
 namespace dtrain::checkpoint {
 
 std::vector<NamedTensor> variable_tensors(nn::Parameters& params);
+// Collective (Optimizer::slots() gathers flat-sharded slots): every rank calls it. The tensors are the
+// slots in their variables' layouts; what is written into them reaches the optimizer at its next apply().
 std::vector<NamedTensor> slot_tensors(optim::Optimizer& optimizer);
 
 // Restores every variable, and with_optimizer the optimizer's slots and iterations too; sets the position.

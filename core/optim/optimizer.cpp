@@ -9,45 +9,99 @@
 
 namespace dtrain::optim {
 
-Layout update_layout(const Layout& layout, const Shape& shape, int64_t min_elements) {
-  if (num_elements(shape) < min_elements) return layout;
-  std::vector<std::string> specs = layout.specs();
+FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min_elements) {
+  FlatSharding sharding;
+  sharding.local_size = num_elements(layout.local_shape(shape));
+  sharding.chunk = sharding.local_size;
+  if (sharding.local_size < min_elements) return sharding;
   const Mesh& mesh = layout.mesh();
+  int n = 1;
   for (int d = 0; d < mesh.num_dims(); ++d) {
     const std::string& dim = mesh.dim_names()[d];
     if (mesh.dim_sizes()[d] == 1 || layout.axis_of(dim) >= 0) continue;
-    for (size_t axis = 0; axis < specs.size(); ++axis) {
-      if (specs[axis] != kUnsharded || shape[axis] % mesh.dim_sizes()[d] != 0) continue;
-      specs[axis] = dim;
-      break;
-    }
+    sharding.dims.push_back(dim);
+    n *= mesh.dim_sizes()[d];
   }
-  return Layout(specs, layout.mesh_ptr());
+  if (n == 1) return sharding;
+  sharding.group_size = n;
+  sharding.chunk = (sharding.local_size + n - 1) / n;
+  return sharding;
 }
 
-void Optimizer::build(nn::Parameters& params) {
+void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
   entries_.clear();
+  const size_t num_slots = slot_names().size();
+  int64_t scratch = 0;
   for (const auto& path : params.paths()) {
     Var& var = params.at(path);
     if (!var.requires_grad()) continue;
     var.state()->keep_partial_grad = true;
     const DTensor& value = var.value();
-    Layout layout = update_layout(value.layout(), value.global_shape());
-    Entry entry{path, layout, {}};
-    for (size_t i = 0; i < slot_names().size(); ++i) {
-      entry.slots.emplace_back(value.global_shape(), layout, Tensor(layout.local_shape(value.global_shape())));
+    Entry entry{path, value.global_shape(), value.layout(),
+                flat_sharding(value.layout(), value.global_shape(), min_elements), {}, {}, {}};
+    const FlatSharding& sharding = entry.sharding;
+    if (sharding.sharded()) {
+      entry.group = current_device().group(sharding.dims);
+      DTRAIN_CHECK(entry.group.size() == sharding.group_size, "[{}] {}: group of {} ranks for {} chunks", name(), path,
+                   entry.group.size(), sharding.group_size);
+      for (size_t i = 0; i < num_slots; ++i) entry.chunks.emplace_back(Shape{sharding.chunk});
+      const int64_t padded = sharding.group_size * sharding.chunk;
+      scratch = std::max(scratch, 2 * sharding.chunk + (padded != sharding.local_size ? padded : 0));
+    } else {
+      for (size_t i = 0; i < num_slots; ++i) {
+        entry.full.emplace_back(entry.shape, entry.layout, Tensor(entry.layout.local_shape(entry.shape)));
+      }
     }
     entries_.push_back(std::move(entry));
   }
+  scratch_ = scratch > 0 ? Tensor::uninitialized({scratch}) : Tensor();
+}
+
+int64_t Optimizer::slot_values(size_t index) const {
+  const Entry& entry = entries_.at(index);
+  return entry.sharding.sharded() ? entry.sharding.chunk : entry.sharding.local_size;
 }
 
 std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
+  DeviceContext* device = nullptr;
+  for (auto& entry : entries_) {
+    if (!entry.sharding.sharded() || !entry.full.empty()) continue;
+    if (device == nullptr) device = &current_device();
+    const size_t chunk = size_t(entry.sharding.chunk);
+    for (const Tensor& slot_chunk : entry.chunks) {
+      Tensor gathered = Tensor::uninitialized({int64_t(chunk) * entry.sharding.group_size});
+      device->comm->all_gather(entry.group, slot_chunk.data(), gathered.data(), chunk);
+      entry.full.emplace_back(entry.shape, entry.layout, gathered.slice_view(0, entry.layout.local_shape(entry.shape)));
+    }
+  }
   std::vector<std::pair<std::string, DTensor*>> named;
   const std::vector<std::string> names = slot_names();
   for (auto& entry : entries_) {
-    for (size_t i = 0; i < names.size(); ++i) named.push_back({entry.path + "/" + names[i], &entry.slots[i]});
+    for (size_t i = 0; i < names.size(); ++i) named.push_back({entry.path + "/" + names[i], &entry.full[i]});
   }
   return named;
+}
+
+void Optimizer::take_back_gathered_slots() {
+  for (auto& entry : entries_) {
+    if (!entry.sharding.sharded() || entry.full.empty()) continue;
+    const int64_t begin = entry.sharding.begin(entry.group.index), count = entry.sharding.count(entry.group.index);
+    for (size_t i = 0; i < entry.chunks.size(); ++i) {
+      const Tensor& gathered = entry.full[i].local();
+      DTRAIN_CHECK(gathered.size() == entry.sharding.local_size, "[{}] slot {} of {} holds {} values, not {}",
+                   name(), i, entry.path, gathered.size(), entry.sharding.local_size);
+      std::copy_n(gathered.data() + begin, count, entry.chunks[i].data());
+    }
+    entry.full.clear();
+  }
+}
+
+void Optimizer::run_update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size) {
+  parallel_update(size, [&](int64_t begin, int64_t end) {
+    std::vector<float*> shifted;
+    for (float* slot : slots) shifted.push_back(slot + begin);
+    update(value + begin, grad + begin, shifted, end - begin);
+  });
 }
 
 namespace {
@@ -82,19 +136,58 @@ void sum_small_gradients_together(std::vector<DTensor*> grads) {
 
 }  // namespace
 
+void Optimizer::apply_sharded(Entry& entry, Var& var, DTensor grad) {
+  DeviceContext& device = current_device();
+  const FlatSharding& sharding = entry.sharding;
+  const int64_t local_size = sharding.local_size, chunk = sharding.chunk;
+  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
+  const int64_t padded = sharding.group_size * chunk;
+  const Tensor& value = var.value().local();
+  DTRAIN_CHECK(var.value().layout() == entry.layout && value.size() == local_size,
+               "[{}] {} changed layout since build: {}", name(), entry.path, var.value().describe());
+  float* grad_chunk = scratch_.data();
+  float* value_chunk = grad_chunk + chunk;
+  const float* g = grad_chunk;
+  if (grad.layout() == entry.layout && grad.partial() == sharding.dims) {
+    // The usual case: summands over the group; each member receives the sum of its chunk.
+    const float* send = grad.local().data();
+    if (padded != local_size) {
+      float* buffer = value_chunk + chunk;
+      std::copy_n(send, local_size, buffer);
+      std::fill(buffer + local_size, buffer + padded, 0.0f);
+      send = buffer;
+    }
+    device.comm->reduce_scatter(entry.group, send, grad_chunk, size_t(chunk));
+  } else {
+    // Already summed (or pending over only some of the dims, or in another layout): sum what is pending
+    // in the variable's layout, then every member reads its own chunk.
+    grad = redistribute(std::move(grad), entry.layout);
+    g = grad.local().data() + begin;
+  }
+  std::copy_n(value.data() + begin, count, value_chunk);
+  std::vector<float*> slots;
+  for (Tensor& slot : entry.chunks) slots.push_back(slot.data());
+  run_update(value_chunk, g, slots, count);
+  // The chunks back into the variable's shard, in a new buffer that in-process ranks share (written once;
+  // read-only from then on: the next step slices it, the checkpoint reader replaces it with its own).
+  std::shared_ptr<float[]> gathered = device.comm->all_gather_shared(entry.group, value_chunk, size_t(chunk));
+  const Shape local_shape = value.shape();
+  var.assign(DTensor(entry.shape, entry.layout, Tensor::adopt(local_shape, std::move(gathered))));
+}
+
 void Optimizer::apply(nn::Parameters& params) {
   DTRAIN_CHECK(!entries_.empty() || params.paths().empty(), "[{}] apply before build", name());
   ++iterations_;
+  take_back_gathered_slots();
   std::vector<DTensor*> small;
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
-    if (!var.has_grad()) continue;
+    if (entry.sharding.sharded() || !var.has_grad()) continue;
     DTensor& grad = *var.state()->grad;
     // Large gradients are summed in place on their own: copying them into a bucket costs more than the
     // rendezvous it saves.
     constexpr int64_t kBucketMaxElements = 1 << 16;
-    if (grad.is_partial() && grad.layout() == var.value().layout() && entry.update_layout == grad.layout() &&
-        grad.local().size() <= kBucketMaxElements) {
+    if (grad.is_partial() && grad.layout() == entry.layout && grad.local().size() <= kBucketMaxElements) {
       small.push_back(&grad);
     }
   }
@@ -102,23 +195,17 @@ void Optimizer::apply(nn::Parameters& params) {
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;
-    // Sum the gradient into this rank's block (reduce_scatter over the data-parallel dims).
-    DTensor grad = redistribute(std::move(*var.state()->grad), entry.update_layout);
-    // This rank's block of the variable: a slice, no communication (the variable itself when the update
-    // layout is the variable's, so the update is in place).
-    DTensor block = redistribute(var.value(), entry.update_layout);
-    std::vector<float*> slots;
-    for (auto& slot : entry.slots) slots.push_back(slot.local().data());
-    float* value = block.local().data();
-    const float* g = grad.local().data();
-    const int64_t size = block.local().size();
-    parallel_update(size, [&](int64_t begin, int64_t end) {
-      std::vector<float*> shifted;
-      for (float* slot : slots) shifted.push_back(slot + begin);
-      update(value + begin, g + begin, shifted, end - begin);
-    });
-    var.assign(redistribute(std::move(block), var.value().layout()));  // all_gather the blocks back
+    DTensor grad = std::move(*var.state()->grad);
     var.zero_grad();
+    if (entry.sharding.sharded()) {
+      apply_sharded(entry, var, std::move(grad));
+      continue;
+    }
+    // Updated whole, in place, on every rank: the gradient summed over the data-parallel dims (all_reduce).
+    grad = redistribute(std::move(grad), entry.layout);
+    std::vector<float*> slots;
+    for (DTensor& slot : entry.full) slots.push_back(slot.local().data());
+    run_update(var.value().local().data(), grad.local().data(), slots, grad.local().size());
   }
 }
 

@@ -1,35 +1,80 @@
 // Optimizers update each trainable variable from its gradient, one rank at a time, on shards.
 //
-// Data-parallel dims are not wasted on repeated work (ZeRO-1 in the layout algebra): a variable's update
-// layout is its own layout, further sharded over each mesh dim it does not use, where an unsharded axis
-// divides evenly. Its slots live in that layout. A step moves the (usually partial) gradient there with
-// reduce_scatter, updates this rank's block, and all-gathers the new values back into the variable's
-// layout: the same traffic as an all-reduce, 1/n of the update work and of the slot memory.
+// Data-parallel dims are not wasted on repeated work (ZeRO-1 with flat sharding, as DeepSpeed does it).
+// A variable's data-parallel dims D are the mesh dims of size > 1 that its layout does not use: the ranks
+// of one group along D hold the same shard of the variable (L values, contiguous) and, after backward,
+// summands of its gradient. That shard is cut into n = |group| chunks of c = ceil(L / n) values (the
+// last one padded); member i of the group owns chunk i:
+//   - apply() reduce-scatters the partial gradient so each member gets the sum of its chunk (a gradient
+//     that is already summed is just sliced; one pending over only some of D is all-reduced first),
+//     updates its chunk of the variable with its chunks of the slots, and all-gathers the chunks into a
+//     new buffer for the variable's shard (all_gather_shared: in-process ranks share it, so the values
+//     are never written in place afterwards): the traffic of one all-reduce, 1/n of the update work, and
+//     slots of c values (not L) per rank.
+//   - Variables whose shard is under the optimizer's min_sharded_elements() values are updated whole, in
+//     place, on every rank (their gradients summed together in one bucketed all_reduce): splitting them
+//     costs two rendezvous of the group and saves less. So is any variable with no data-parallel dim.
+//     The threshold is measured per optimizer (sgd.cpp, adam.cpp): the costlier the update of a value,
+//     the smaller the variables worth splitting.
+//
+// Checkpoints see slots in their variable's layout, whatever the mesh: slots() is a collective that
+// all-gathers each slot's chunks into a DTensor laid out like its variable, held by the optimizer and
+// returned by pointer. Those DTensors are the slots' values until the next apply(), which first slices
+// this rank's chunks back out of them (so a restore writes into what slots() returned, a save reads it)
+// and then frees them. Slots of variables updated whole are such DTensors all the time.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/comm/communicator.hpp"
 #include "core/nn/layer.hpp"
 
 namespace dtrain::optim {
+
+// How a variable's update is split over its data-parallel dims (see the header comment).
+struct FlatSharding {
+  std::vector<std::string> dims;  // D, in mesh order; empty when the update is whole
+  int group_size = 1;             // n: the product of D's sizes (1: updated whole on every rank)
+  int64_t local_size = 0;         // L: values in a rank's shard of the variable
+  int64_t chunk = 0;              // c = ceil(L / n): values a rank updates (and keeps per slot)
+
+  bool sharded() const { return group_size > 1; }
+  // Member `index`'s chunk: [begin, begin + count) of the shard (count < chunk for the last, maybe 0).
+  int64_t begin(int index) const { return std::min(int64_t(index) * chunk, local_size); }
+  int64_t count(int index) const { return std::min(chunk, local_size - begin(index)); }
+};
+
+// The flat sharding of a variable of `shape` in `layout`; whole under `min_elements` local values.
+FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min_elements);
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
 
-  // Chooses each trainable variable's update layout and creates its slots (zeros). Marks the variables
-  // so backward() leaves their gradients partial (the update sums them with reduce_scatter).
-  void build(nn::Parameters& params);
-  // One update of every trainable variable that has a gradient; clears the gradients.
+  // Chooses each trainable variable's flat sharding (variables under `min_elements` local values, by
+  // default min_sharded_elements(), are updated whole) and creates its slots (zeros). Marks the variables
+  // so backward() leaves their gradients partial (the update sums them). Runs on every rank (run_spmd).
+  void build(nn::Parameters& params) { build(params, min_sharded_elements()); }
+  void build(nn::Parameters& params, int64_t min_elements);
+  // Variables whose shard has fewer values are updated whole on every rank (see the header comment).
+  virtual int64_t min_sharded_elements() const = 0;
+  // One update of every trainable variable that has a gradient; clears the gradients. Collective.
   void apply(nn::Parameters& params);
-  // Named state for checkpoints, e.g. ("dense1/kernel/m", slot); stable order.
+  // Named state for checkpoints, e.g. ("dense1/kernel/m", slot), stable order; each slot in its variable's
+  // layout. Collective (gathers the chunks); the DTensors stay valid and authoritative until the next
+  // apply(), which reads writes to them back (see the header comment).
   std::vector<std::pair<std::string, DTensor*>> slots();
 
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t iterations) { iterations_ = iterations; }
+
+  // The values this rank updates, and keeps per slot, of trainable variable `index` (build order): c for a
+  // flat-sharded update, L for a whole one.
+  int64_t slot_values(size_t index) const;
 
  protected:
   // "m", "v" for Adam; none for SGD.
@@ -41,16 +86,21 @@ class Optimizer {
  private:
   struct Entry {
     std::string path;
-    Layout update_layout;
-    std::vector<DTensor> slots;
+    Shape shape;
+    Layout layout;  // the variable's
+    FlatSharding sharding;
+    Group group;                 // the ranks along sharding.dims (sharded entries)
+    std::vector<Tensor> chunks;  // sharded: this rank's chunk of each slot (c values)
+    std::vector<DTensor> full;   // whole: the slots; sharded: the slots gathered by slots(), until apply()
   };
+  void apply_sharded(Entry& entry, Var& var, DTensor grad);
+  void take_back_gathered_slots();
+  void run_update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size);
+
   std::vector<Entry> entries_;
+  Tensor scratch_;  // sharded updates: the rank's chunk of the gradient and of the variable, a padded send
   int64_t iterations_ = 0;
 };
-
-// The layout a variable is updated in (see the header comment); variables under `min_elements` are
-// updated whole, where splitting them would cost more than it saves.
-Layout update_layout(const Layout& layout, const Shape& shape, int64_t min_elements = 1 << 18);
 
 struct AdamOptions {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Keras defaults
