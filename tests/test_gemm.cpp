@@ -1,6 +1,9 @@
 // GEMM kernels against the three-loop reference: every transpose combination, ragged and block-crossing
-// shapes, alpha/beta, NaN-filled C with beta = 0, one and two threads; cuBLAS too when a GPU is present.
+// shapes, alpha/beta, NaN-filled C with beta = 0, one and two threads, sparse left operands (TF-IDF
+// batches) and when gemm takes the sparse path; cuBLAS too when a GPU is present.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +19,7 @@
 #include "core/kernels/cpu.hpp"
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/gemm_blocked.hpp"
+#include "core/kernels/gemm_sparse.hpp"
 #include "core/kernels/gemm_workers.hpp"
 
 namespace {
@@ -34,12 +38,22 @@ std::vector<float> random_values(int64_t count, uint32_t seed) {
   return values;
 }
 
+// Random values in [-1, 1], each non-zero with probability `density` (a TF-IDF batch is about 0.08).
+std::vector<float> random_sparse_values(int64_t count, double density, uint32_t seed) {
+  std::vector<float> values = random_values(count, seed);
+  std::mt19937 engine(seed + 1000);
+  std::bernoulli_distribution keep(density);
+  for (auto& value : values)
+    if (!keep(engine)) value = 0.0f;
+  return values;
+}
 
 // Runs `gemm` and the reference on the same random operands and a C prefilled with `c_fill` (random
-// when c_fill is 0) and checks every element. Operands lie in [-1, 1], so |error| grows at most with k.
+// when c_fill is 0) and checks every element; A's values are non-zero with probability a_density.
+// Operands lie in [-1, 1], so |error| grows at most with k.
 template <class Gemm>
 void check_against_reference(Gemm gemm, bool trans_a, bool trans_b, Shape3 shape, float alpha, float beta,
-                             float c_fill = 0.0f) {
+                             float c_fill = 0.0f, double a_density = 1.0) {
   const auto [m, n, k] = shape;
   CAPTURE(trans_a);
   CAPTURE(trans_b);
@@ -48,7 +62,8 @@ void check_against_reference(Gemm gemm, bool trans_a, bool trans_b, Shape3 shape
   CAPTURE(k);
   CAPTURE(alpha);
   CAPTURE(beta);
-  const auto a = random_values(m * k, uint32_t(1 + m + 7 * k));
+  CAPTURE(a_density);
+  const auto a = random_sparse_values(m * k, a_density, uint32_t(1 + m + 7 * k));
   const auto b = random_values(k * n, uint32_t(2 + n + 11 * k));
   std::vector<float> c = c_fill == 0.0f ? random_values(m * n, 3) : std::vector<float>(size_t(m * n), c_fill);
   std::vector<float> expected = c;
@@ -217,6 +232,253 @@ TEST_CASE("gemm from several calling threads at once") {
     });
   for (auto& caller : callers) caller.join();
   CHECK(failures == std::vector<int>{0, 0, 0});
+}
+
+namespace {
+
+// Sparse left operands: the IMDB first layer (TF-IDF batch x 1200 inputs x 48 units: the forward X * W,
+// and with trans_a the kernel gradient X^T * G, 1200 x 48 over the batch) and ragged shapes: n off the
+// 8-float vectors and the 64-column panels, a single row, column or depth.
+const std::vector<Shape3> kSparseShapes = {
+    {8, 48, 1200}, {64, 48, 1200}, {1200, 48, 8}, {1200, 48, 64},                 // IMDB
+    {5, 13, 37},   {9, 1, 50},     {1, 48, 300},  {17, 29, 1},    {3, 70, 200},  // ragged
+    {6, 129, 41},  {33, 64, 65},   {1, 1, 1},                                     // panels, tiny
+};
+const std::vector<double> kDensities = {0.0, 0.01, 0.08, 0.3, 1.0};
+
+// gemm_sparse as a Gemm for check_against_reference (it takes no transposed B).
+void sparse_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+                   float beta, float* c) {
+  dtrain::kernels::gemm_sparse(ta, tb, m, n, k, alpha, a, b, beta, c, 1);
+}
+
+// A copy of `values` that ends where an inaccessible page begins: touching one float past it crashes.
+class FloatsBeforeGuardPage {
+ public:
+  explicit FloatsBeforeGuardPage(const std::vector<float>& values) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    data_bytes_ = (values.size() * sizeof(float) + page - 1) / page * page;
+    base_ = mmap(nullptr, data_bytes_ + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base_ != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(base_) + data_bytes_, page, PROT_NONE) == 0);
+    data_ = reinterpret_cast<float*>(static_cast<char*>(base_) + data_bytes_) - values.size();
+    std::copy(values.begin(), values.end(), data_);
+  }
+  ~FloatsBeforeGuardPage() { munmap(base_, data_bytes_ + size_t(sysconf(_SC_PAGESIZE))); }
+  FloatsBeforeGuardPage(const FloatsBeforeGuardPage&) = delete;
+  FloatsBeforeGuardPage& operator=(const FloatsBeforeGuardPage&) = delete;
+
+  float* data() const { return data_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t data_bytes_ = 0;
+  float* data_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("gemm with a sparse A matches the reference at every density, transpose combination and shape") {
+  const float nan = std::nanf("");
+  for (const double density : kDensities)
+    for (const auto& shape : kSparseShapes)
+      for (int combo = 0; combo < 4; ++combo) {
+        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 1.0f, 0.0f, 0.0f, density);
+        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 0.5f, -1.5f, 0.0f, density);
+        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, -2.0f, 0.0f, nan, density);
+      }
+}
+
+TEST_CASE("the sparse kernel matches the reference at every density, dense A included") {
+  using dtrain::kernels::gemm_sparse;
+  if (!dtrain::kernels::gemm_sparse_available()) {
+    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
+    return;
+  }
+  const float nan = std::nanf("");
+  for (const double density : kDensities)
+    for (const auto& shape : kSparseShapes)
+      for (const bool trans_a : {false, true}) {
+        check_against_reference(sparse_kernel, trans_a, false, shape, 1.0f, 0.0f, 0.0f, density);
+        check_against_reference(sparse_kernel, trans_a, false, shape, 0.5f, -1.5f, 0.0f, density);
+        check_against_reference(sparse_kernel, trans_a, false, shape, -2.0f, 1.0f, 0.0f, density);
+        check_against_reference(sparse_kernel, trans_a, false, shape, 3.0f, 0.0f, nan, density);
+      }
+  // A wide product: several 64-column panels of B with a ragged last one, MNIST's first layer.
+  check_against_reference(sparse_kernel, false, false, Shape3{16, 700, 784}, 1.0f, 0.5f, 0.0f, 0.19);
+  check_against_reference(sparse_kernel, true, false, Shape3{784, 700, 16}, 1.0f, 0.0f, nan, 0.19);
+  // B stored transposed is the dense kernels' job.
+  std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4);
+  CHECK_THROWS_AS(gemm_sparse(false, true, 2, 2, 2, 1.0f, a.data(), b.data(), 0.0f, c.data(), 1), dtrain::Error);
+}
+
+TEST_CASE("the sparse kernel on several threads matches the reference, bit for bit the single-threaded result") {
+  using dtrain::kernels::gemm_sparse;
+  if (!dtrain::kernels::gemm_sparse_available()) {
+    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
+    return;
+  }
+  // Enough non-zeros x n for the rows of C to be shared out: MNIST's first layer and the IMDB gradient.
+  for (const bool trans_a : {false, true})
+    for (const Shape3 shape : {Shape3{128, 700, 784}, Shape3{1200, 48, 64}, Shape3{7, 130, 900}}) {
+      const auto [m, n, k] = shape;
+      CAPTURE(trans_a);
+      CAPTURE(m);
+      const auto a = random_sparse_values(m * k, 0.19, 70), b = random_values(k * n, 71), c0 = random_values(m * n, 72);
+      std::vector<float> single = c0;
+      gemm_sparse(trans_a, false, m, n, k, 0.5f, a.data(), b.data(), -1.5f, single.data(), 1);
+      for (const int threads : {2, 3}) {
+        CAPTURE(threads);
+        auto on_threads = [threads](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                                    const float* b, float beta, float* c) {
+          gemm_sparse(ta, tb, m, n, k, alpha, a, b, beta, c, threads);
+        };
+        check_against_reference(on_threads, trans_a, false, shape, 1.0f, 0.0f, std::nanf(""), 0.19);
+        std::vector<float> shared = c0;
+        gemm_sparse(trans_a, false, m, n, k, 0.5f, a.data(), b.data(), -1.5f, shared.data(), threads);
+        CHECK(shared == single);
+      }
+    }
+}
+
+TEST_CASE("the sparse kernel reads and writes nothing past the ends of A, B and C") {
+  // Each operand ends at an inaccessible page; n and k are off the 8-float vectors (masked loads and
+  // stores, scalar tails), and beta != 0 makes it read C too.
+  if (!dtrain::kernels::gemm_sparse_available()) {
+    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
+    return;
+  }
+  for (const Shape3 shape : {Shape3{5, 13, 37}, Shape3{3, 69, 11}, Shape3{2, 1, 3}})
+    for (const bool trans_a : {false, true}) {
+      const auto [m, n, k] = shape;
+      CAPTURE(m);
+      CAPTURE(n);
+      CAPTURE(k);
+      CAPTURE(trans_a);
+      const auto a_values = random_sparse_values(m * k, 0.5, 60), b_values = random_values(k * n, 61);
+      const auto c_values = random_values(m * n, 62);
+      const FloatsBeforeGuardPage a(a_values), b(b_values), c(c_values);
+      CHECK(dtrain::kernels::gemm_takes_sparse_path(trans_a, false, m, n, k, 1.0f, a.data()) ==
+            dtrain::kernels::gemm_takes_sparse_path(trans_a, false, m, n, k, 1.0f, a_values.data()));
+      dtrain::kernels::gemm_sparse(trans_a, false, m, n, k, 1.0f, a.data(), b.data(), 0.5f, c.data(), 1);
+      std::vector<float> expected = c_values;
+      gemm_reference(trans_a, false, m, n, k, 1.0f, a_values.data(), b_values.data(), 0.5f, expected.data());
+      for (int64_t i = 0; i < m * n; ++i) CHECK(std::abs(c.data()[i] - expected[size_t(i)]) <= 1e-5f);
+    }
+}
+
+TEST_CASE("the sparse kernel: empty sizes, NaN and negative zero in A") {
+  using dtrain::kernels::gemm_sparse;
+  if (!dtrain::kernels::gemm_sparse_available()) {
+    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
+    return;
+  }
+  const float nan = std::nanf("");
+  for (const bool trans_a : {false, true}) {
+    CAPTURE(trans_a);
+    // k = 0: C becomes beta * C, and 0 when beta = 0 even over NaNs; m = 0 or n = 0 touch nothing.
+    std::vector<float> c = {nan, nan, nan, nan};
+    gemm_sparse(trans_a, false, 2, 2, 0, 1.0f, nullptr, nullptr, 0.0f, c.data(), 1);
+    CHECK(c == std::vector<float>{0, 0, 0, 0});
+    c = {1, 2, 3, 4};
+    gemm_sparse(trans_a, false, 2, 2, 0, 1.0f, nullptr, nullptr, 3.0f, c.data(), 1);
+    CHECK(c == std::vector<float>{3, 6, 9, 12});
+    gemm_sparse(trans_a, false, 0, 2, 3, 1.0f, nullptr, nullptr, 0.0f, nullptr, 1);
+    gemm_sparse(trans_a, false, 2, 0, 3, 1.0f, nullptr, nullptr, 0.0f, nullptr, 1);
+  }
+  // op(A) = [NaN 0 0; 0 -0 2] (stored either way): NaN is a non-zero and spreads over its row of C;
+  // -0 is a zero.
+  const std::vector<float> a = {nan, 0, 0, 0, -0.0f, 2}, a_t = {nan, 0, 0, -0.0f, 0, 2};
+  const std::vector<float> b = {1, 2, 3, 4, 5, 6};  // 3 x 2
+  for (const bool trans_a : {false, true}) {
+    CAPTURE(trans_a);
+    std::vector<float> c(4, 7.0f);
+    gemm_sparse(trans_a, false, 2, 2, 3, 1.0f, trans_a ? a_t.data() : a.data(), b.data(), 0.0f, c.data(), 1);
+    CHECK(std::isnan(c[0]));
+    CHECK(std::isnan(c[1]));
+    CHECK(c[2] == 10.0f);
+    CHECK(c[3] == 12.0f);
+  }
+}
+
+TEST_CASE("gemm takes the sparse path for TF-IDF and MNIST-like batches and the blocked kernel for dense operands") {
+  using namespace dtrain::kernels;
+  if (!gemm_sparse_available() || !gemm_blocked_available()) {
+    MESSAGE("skipped: this build has no AVX2/FMA kernels");
+    CHECK_FALSE(gemm_takes_sparse_path(false, false, 1, 1, 1, 1.0f, std::vector<float>{0.0f}.data()));
+    return;
+  }
+  // A TF-IDF batch (64 and 8 examples x 1200 columns) as the forward's X and the gradient's X^T.
+  for (const int64_t batch : {int64_t(8), int64_t(64)}) {
+    CAPTURE(batch);
+    const auto x = random_sparse_values(batch * 1200, 0.08, uint32_t(20 + batch));
+    CHECK(gemm_takes_sparse_path(false, false, batch, 48, 1200, 1.0f, x.data()));
+    CHECK(gemm_takes_sparse_path(true, false, 1200, 48, batch, 1.0f, x.data()));
+    // Not with B transposed, nor for calls with nothing to multiply.
+    CHECK_FALSE(gemm_takes_sparse_path(false, true, batch, 48, 1200, 1.0f, x.data()));
+    CHECK_FALSE(gemm_takes_sparse_path(false, false, batch, 48, 1200, 0.0f, x.data()));
+    CHECK_FALSE(gemm_takes_sparse_path(false, false, batch, 0, 1200, 1.0f, x.data()));
+    CHECK_FALSE(gemm_takes_sparse_path(false, false, 0, 48, 1200, 1.0f, x.data()));
+  }
+  // MNIST-like pixels (19% non-zero) too: the sparse kernel measured about 2x faster there.
+  const auto pixels = random_sparse_values(16 * 784, 0.19, 31);
+  CHECK(gemm_takes_sparse_path(false, false, 16, 700, 784, 1.0f, pixels.data()));
+  CHECK(gemm_takes_sparse_path(true, false, 784, 700, 16, 1.0f, pixels.data()));
+  // Dense operands: random values, ReLU-like activations (half zeros), all NaN.
+  const auto dense = random_values(16 * 784, 30);
+  const auto activations = random_sparse_values(16 * 784, 0.5, 32);
+  const std::vector<float> nans(16 * 784, std::nanf(""));
+  for (const auto* a : {&dense, &activations, &nans}) {
+    CHECK_FALSE(gemm_takes_sparse_path(false, false, 16, 700, 784, 1.0f, a->data()));
+    CHECK_FALSE(gemm_takes_sparse_path(true, false, 784, 700, 16, 1.0f, a->data()));
+  }
+  // The threshold counts non-zeros: at kSparseMaxDensity the sparse path, one more non-zero not.
+  const int64_t at_threshold = int64_t(kSparseMaxDensity * 100 * 100);
+  std::vector<float> a(100 * 100, 0.0f);
+  std::fill(a.begin(), a.begin() + at_threshold, 1.0f);
+  CHECK(gemm_takes_sparse_path(false, false, 100, 10, 100, 1.0f, a.data()));
+  a[size_t(at_threshold)] = -1.0f;
+  CHECK_FALSE(gemm_takes_sparse_path(false, false, 100, 10, 100, 1.0f, a.data()));
+
+  // And gemm follows it: for the IMDB batch its C is bitwise the sparse kernel's, which the blocked
+  // kernel's is not (it sums in another order), and for a dense A bitwise the blocked kernel's.
+  ThreadsGuard guard(1);
+  const auto x = random_sparse_values(64 * 1200, 0.08, 40), w = random_values(1200 * 48, 41);
+  std::vector<float> from_gemm(64 * 48), from_sparse(64 * 48), from_blocked(64 * 48);
+  gemm(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_gemm.data());
+  gemm_sparse(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_sparse.data(), 1);
+  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_blocked.data(), 1);
+  CHECK(from_gemm == from_sparse);
+  CHECK(from_gemm != from_blocked);
+  const auto x_dense = random_values(64 * 1200, 42);
+  gemm(false, false, 64, 48, 1200, 1.0f, x_dense.data(), w.data(), 0.0f, from_gemm.data());
+  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x_dense.data(), w.data(), 0.0f, from_blocked.data(), 1);
+  CHECK(from_gemm == from_blocked);
+}
+
+TEST_CASE("sparse gemm is deterministic: the same op(A) gives the same bits at any thread count, stored either way") {
+  const int64_t batch = 64, inputs = 1200, units = 48;
+  const auto x = random_sparse_values(batch * inputs, 0.08, 50);
+  const auto w = random_values(inputs * units, 51), g = random_values(batch * units, 52);
+  std::vector<float> x_t(x.size());  // X stored transposed: inputs x batch
+  for (int64_t r = 0; r < batch; ++r)
+    for (int64_t col = 0; col < inputs; ++col) x_t[size_t(col * batch + r)] = x[size_t(r * inputs + col)];
+  std::vector<float> forward_first, gradient_first;
+  for (const int threads : {1, 2, 1}) {
+    ThreadsGuard guard(threads);
+    CAPTURE(threads);
+    std::vector<float> forward(size_t(batch * units)), forward_from_t(forward.size()), gradient(size_t(inputs * units));
+    dtrain::kernels::gemm(false, false, batch, units, inputs, 1.0f, x.data(), w.data(), 0.0f, forward.data());
+    dtrain::kernels::gemm(true, false, batch, units, inputs, 1.0f, x_t.data(), w.data(), 0.0f, forward_from_t.data());
+    dtrain::kernels::gemm(true, false, inputs, units, batch, 1.0f, x.data(), g.data(), 0.0f, gradient.data());
+    if (forward_first.empty()) {
+      forward_first = forward;
+      gradient_first = gradient;
+    }
+    CHECK(forward == forward_first);
+    CHECK(forward_from_t == forward_first);
+    CHECK(gradient == gradient_first);
+  }
 }
 
 TEST_CASE("gemm_cuda matches the reference on a GPU") {

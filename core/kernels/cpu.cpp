@@ -1,5 +1,6 @@
-// gemm: the AVX2/FMA blocked kernel when the build has it (about 1.3x Eigen's GEBP on this project's
-// shapes), else Eigen. gemm_reference: three plain loops with double accumulation.
+// gemm: the sparse kernel when op(A) is mostly zeros (TF-IDF, MNIST pixels), else the AVX2/FMA blocked kernel
+// when the build has it (about 1.3x Eigen's GEBP on this project's shapes), else Eigen.
+// gemm_reference: three plain loops with double accumulation.
 #include "core/kernels/cpu.hpp"
 
 #include <Eigen/Core>
@@ -7,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/kernels/gemm_blocked.hpp"
+#include "core/kernels/gemm_sparse.hpp"
 
 namespace dtrain::kernels {
 
@@ -62,7 +64,9 @@ void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c) {
   check_shape("gemm", m, n, k);
-  if (gemm_blocked_available())
+  if (gemm_takes_sparse_path(trans_a, trans_b, m, n, k, alpha, a))
+    gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, gemm_threads());
+  else if (gemm_blocked_available())
     gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, gemm_threads());
   else
     gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
