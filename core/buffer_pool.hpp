@@ -2,9 +2,8 @@
 //
 // A training step frees and allocates the same buffers every step. Aligned allocations bypass glibc's
 // fast per-thread caches (every one went through _int_malloc/_int_free and malloc_consolidate: ~15% of
-// the IMDB step). Freed buffers are kept in a cache of the freeing thread, by size class (1/8-octave
-// steps, so at most 12.5% is wasted), and handed out again; a thread keeps at most 256 MB this way.
-// Ranks are fibers pinned to threads, so a rank's buffers come back to the thread that reuses them.
+// the IMDB step). Freed buffers are kept by size class (1/8-octave steps, so at most 12.5% is wasted)
+// and handed out again: a few per class on the freeing thread, the rest (up to 128 MB) for the process.
 #pragma once
 #include <cstddef>
 #include <memory>
