@@ -289,12 +289,18 @@ TEST_CASE("gemm with a sparse A matches the reference at every density, transpos
       }
 }
 
+namespace {
+// True (and says so) when this build has no sparse kernel to test.
+bool sparse_kernel_missing() {
+  if (dtrain::kernels::gemm_sparse_available()) return false;
+  MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
+  return true;
+}
+}  // namespace
+
 TEST_CASE("the sparse kernel matches the reference at every density, dense A included") {
   using dtrain::kernels::gemm_sparse;
-  if (!dtrain::kernels::gemm_sparse_available()) {
-    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
-    return;
-  }
+  if (sparse_kernel_missing()) return;
   const float nan = std::nanf("");
   for (const double density : kDensities)
     for (const auto& shape : kSparseShapes)
@@ -314,10 +320,7 @@ TEST_CASE("the sparse kernel matches the reference at every density, dense A inc
 
 TEST_CASE("the sparse kernel on several threads matches the reference, bit for bit the single-threaded result") {
   using dtrain::kernels::gemm_sparse;
-  if (!dtrain::kernels::gemm_sparse_available()) {
-    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
-    return;
-  }
+  if (sparse_kernel_missing()) return;
   // Enough non-zeros x n for the rows of C to be shared out: MNIST's first layer and the IMDB gradient.
   for (const bool trans_a : {false, true})
     for (const Shape3 shape : {Shape3{128, 700, 784}, Shape3{1200, 48, 64}, Shape3{7, 130, 900}}) {
@@ -344,10 +347,7 @@ TEST_CASE("the sparse kernel on several threads matches the reference, bit for b
 TEST_CASE("the sparse kernel reads and writes nothing past the ends of A, B and C") {
   // Each operand ends at an inaccessible page; n and k are off the 8-float vectors (masked loads and
   // stores, scalar tails), and beta != 0 makes it read C too.
-  if (!dtrain::kernels::gemm_sparse_available()) {
-    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
-    return;
-  }
+  if (sparse_kernel_missing()) return;
   for (const Shape3 shape : {Shape3{5, 13, 37}, Shape3{3, 69, 11}, Shape3{2, 1, 3}})
     for (const bool trans_a : {false, true}) {
       const auto [m, n, k] = shape;
@@ -369,10 +369,7 @@ TEST_CASE("the sparse kernel reads and writes nothing past the ends of A, B and 
 
 TEST_CASE("the sparse kernel: empty sizes, NaN and negative zero in A") {
   using dtrain::kernels::gemm_sparse;
-  if (!dtrain::kernels::gemm_sparse_available()) {
-    MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
-    return;
-  }
+  if (sparse_kernel_missing()) return;
   const float nan = std::nanf("");
   for (const bool trans_a : {false, true}) {
     CAPTURE(trans_a);
