@@ -23,6 +23,14 @@ struct VarState {
   std::shared_ptr<Node> producer;  // null for leaves
   // A leaf whose gradient may stay partial (pending sums): its optimizer sums it where it updates.
   bool keep_partial_grad = false;
+  // A leaf whose optimizer can take a matmul's weight gradient x^T g as the pair (x, g), unmultiplied:
+  // with data parallelism it gathers x and g (small) and computes only the rows it updates, instead of
+  // every rank computing all of x_r^T g_r and summing them (large). Set by the optimizer.
+  bool accepts_grad_factors = false;
+  struct GradFactors {
+    DTensor x, g;  // the gradient is matmul(x, g, transpose_a = true)
+  };
+  std::vector<GradFactors> grad_factors;  // pending terms of the gradient, beside `grad`
 };
 
 class Var {
@@ -37,8 +45,11 @@ class Var {
   bool defined() const { return state_ != nullptr; }
   // The gradient accumulated by backward(); throws if there is none.
   const DTensor& grad() const;
-  bool has_grad() const { return state_->grad.has_value(); }
-  void zero_grad() { state_->grad.reset(); }
+  bool has_grad() const { return state_->grad.has_value() || !state_->grad_factors.empty(); }
+  void zero_grad() {
+    state_->grad.reset();
+    state_->grad_factors.clear();
+  }
   // Replaces the value in place (optimizers); the layout must stay.
   void assign(DTensor value);
 

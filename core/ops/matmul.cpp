@@ -55,13 +55,20 @@ namespace dtrain {
 Var matmul(const Var& a, const Var& b, bool transpose_a, bool transpose_b) {
   DTensor av = a.value(), bv = b.value();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // A weight (leaf) whose optimizer takes its gradient as factors: hand it (a, g) instead of a^T g.
+  std::weak_ptr<VarState> factor_sink;
+  if (need_b && b.is_leaf() && b.state()->accepts_grad_factors && !transpose_a && !transpose_b) factor_sink = b.state();
   return record("matmul", ops::matmul(av, bv, transpose_a, transpose_b), {a, b},
                 [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
                   // C = A'B' with A' = op(a), B' = op(b): dA' = g B'^T, dB' = A'^T g. Skip what nobody needs
                   // (the input batch's gradient is a whole GEMM).
                   std::optional<DTensor> da, db;
                   if (need_a) da = transpose_a ? ops::matmul(bv, g, transpose_b, true) : ops::matmul(g, bv, false, !transpose_b);
-                  if (need_b) db = transpose_b ? ops::matmul(g, av, true, transpose_a) : ops::matmul(av, g, !transpose_a, false);
+                  if (auto sink = factor_sink.lock()) {
+                    sink->grad_factors.push_back({av, g});
+                  } else if (need_b) {
+                    db = transpose_b ? ops::matmul(g, av, true, transpose_a) : ops::matmul(av, g, !transpose_a, false);
+                  }
                   return {da, db};
                 });
 }

@@ -5,6 +5,8 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/cpu.hpp"
+#include "core/ops/ops.hpp"
 #include "core/optim/parallel_update.hpp"
 
 namespace dtrain::optim {
@@ -41,6 +43,7 @@ void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
                 flat_sharding(value.layout(), value.global_shape(), min_elements), {}, {}, {}};
     const FlatSharding& sharding = entry.sharding;
     if (sharding.sharded()) {
+      var.state()->accepts_grad_factors = true;
       entry.group = current_device().group(sharding.dims);
       DTRAIN_CHECK(entry.group.size() == sharding.group_size, "[{}] {}: group of {} ranks for {} chunks", name(), path,
                    entry.group.size(), sharding.group_size);
@@ -136,7 +139,47 @@ void sum_small_gradients_together(std::vector<DTensor*> grads) {
 
 }  // namespace
 
-void Optimizer::apply_sharded(Entry& entry, Var& var, DTensor grad) {
+namespace {
+
+// Whether x^T g, computed from x and g gathered over `dims` (one mesh dim, the batch), gives the variable's
+// local shard in `layout`: x [D, a] and g [D, b] for a variable [a, b], none of them pending sums.
+bool factors_line_up(const VarState::GradFactors& f, const Layout& layout, const std::vector<std::string>& dims) {
+  return dims.size() == 1 && f.x.rank() == 2 && f.g.rank() == 2 && !f.x.is_partial() && !f.g.is_partial() &&
+         f.x.layout().spec(0) == dims[0] && f.g.layout().spec(0) == dims[0] && f.x.layout().spec(1) == layout.spec(0) &&
+         f.g.layout().spec(1) == layout.spec(1);
+}
+
+}  // namespace
+
+void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors,
+                                   float* grad_chunk) {
+  Communicator& comm = *current_device().comm;
+  const FlatSharding& sharding = entry.sharding;
+  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
+  const Shape local_shape = entry.layout.local_shape(entry.shape);
+  const int64_t rows = local_shape[0], cols = local_shape[1];
+  std::fill(grad_chunk, grad_chunk + sharding.chunk, 0.0f);
+  for (const auto& f : factors) {
+    const Tensor& x = f.x.local();
+    const Tensor& g = f.g.local();
+    const int64_t batch = x.dim(0) * sharding.group_size;
+    std::shared_ptr<float[]> x_all = comm.all_gather_shared(entry.group, x.data(), size_t(x.size()));
+    std::shared_ptr<float[]> g_all = comm.all_gather_shared(entry.group, g.data(), size_t(g.size()));
+    if (count == 0) continue;
+    // The rows [first, last) of x^T g that hold this chunk; x's columns of them, packed for the GEMM.
+    const int64_t first = begin / cols, last = std::min(rows, (begin + count + cols - 1) / cols);
+    Tensor x_columns = Tensor::uninitialized({batch, last - first});
+    for (int64_t r = 0; r < batch; ++r)
+      std::copy_n(x_all.get() + r * rows + first, last - first, x_columns.data() + r * (last - first));
+    Tensor product = Tensor::uninitialized({last - first, cols});
+    kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), 0.0f, product.data());
+    const float* part = product.data() + (begin - first * cols);
+    for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
+  }
+}
+
+void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad_in,
+                              std::vector<VarState::GradFactors> factors) {
   DeviceContext& device = current_device();
   const FlatSharding& sharding = entry.sharding;
   const int64_t local_size = sharding.local_size, chunk = sharding.chunk;
@@ -148,9 +191,22 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, DTensor grad) {
   float* grad_chunk = scratch_.data();
   float* value_chunk = grad_chunk + chunk;
   const float* g = grad_chunk;
-  if (grad.layout() == entry.layout && grad.partial() == sharding.dims) {
+  const bool from_factors =
+      !grad_in && !factors.empty() &&
+      std::all_of(factors.begin(), factors.end(), [&](const auto& f) { return factors_line_up(f, entry.layout, sharding.dims); });
+  std::optional<DTensor> grad = std::move(grad_in);
+  if (!from_factors) {  // multiply the factors out and sum all terms the general way
+    for (const auto& f : factors) {
+      DTensor term = ops::matmul(f.x, f.g, true, false);
+      grad = grad ? ops::add(redistribute(std::move(*grad), entry.layout), redistribute(std::move(term), entry.layout))
+                  : std::move(term);
+    }
+  }
+  if (from_factors) {
+    chunk_from_factors(entry, factors, grad_chunk);
+  } else if (grad->layout() == entry.layout && grad->partial() == sharding.dims) {
     // The usual case: summands over the group; each member receives the sum of its chunk.
-    const float* send = grad.local().data();
+    const float* send = grad->local().data();
     if (padded != local_size) {
       float* buffer = value_chunk + chunk;
       std::copy_n(send, local_size, buffer);
@@ -161,8 +217,8 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, DTensor grad) {
   } else {
     // Already summed (or pending over only some of the dims, or in another layout): sum what is pending
     // in the variable's layout, then every member reads its own chunk.
-    grad = redistribute(std::move(grad), entry.layout);
-    g = grad.local().data() + begin;
+    grad = redistribute(std::move(*grad), entry.layout);
+    g = grad->local().data() + begin;
   }
   std::copy_n(value.data() + begin, count, value_chunk);
   std::vector<float*> slots;
@@ -182,7 +238,7 @@ void Optimizer::apply(nn::Parameters& params) {
   std::vector<DTensor*> small;
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
-    if (entry.sharding.sharded() || !var.has_grad()) continue;
+    if (entry.sharding.sharded() || !var.state()->grad) continue;
     DTensor& grad = *var.state()->grad;
     // Large gradients are summed in place on their own: copying them into a bucket costs more than the
     // rendezvous it saves.
@@ -195,12 +251,15 @@ void Optimizer::apply(nn::Parameters& params) {
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;
-    DTensor grad = std::move(*var.state()->grad);
-    var.zero_grad();
     if (entry.sharding.sharded()) {
-      apply_sharded(entry, var, std::move(grad));
+      std::optional<DTensor> grad = std::move(var.state()->grad);
+      std::vector<VarState::GradFactors> factors = std::move(var.state()->grad_factors);
+      var.zero_grad();
+      apply_sharded(entry, var, std::move(grad), std::move(factors));
       continue;
     }
+    DTensor grad = std::move(*var.state()->grad);
+    var.zero_grad();
     // Updated whole, in place, on every rank: the gradient summed over the data-parallel dims (all_reduce).
     grad = redistribute(std::move(grad), entry.layout);
     std::vector<float*> slots;

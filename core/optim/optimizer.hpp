@@ -11,6 +11,11 @@
 //     new buffer for the variable's shard (all_gather_shared: in-process ranks share it, so the values
 //     are never written in place afterwards): the traffic of one all-reduce, 1/n of the update work, and
 //     slots of c values (not L) per rank.
+//   - A weight gradient x^T g from a matmul arrives as its factors (x, g) (VarState::grad_factors) when
+//     the layouts line up: each member then gathers x and g over the group (the whole batch: small) and
+//     computes just the rows of x^T g its chunk needs, with the whole batch as the inner dimension,
+//     instead of every member computing all of x_r^T g_r (a thin, inefficient GEMM) for the
+//     reduce-scatter to read n of them back (memory traffic of n gradients). Same sums, other rounding.
 //   - Variables whose shard is under the optimizer's min_sharded_elements() values are updated whole, in
 //     place, on every rank (their gradients summed together in one bucketed all_reduce): splitting them
 //     costs two rendezvous of the group and saves less. So is any variable with no data-parallel dim.
@@ -25,6 +30,7 @@
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,7 +99,9 @@ class Optimizer {
     std::vector<Tensor> chunks;  // sharded: this rank's chunk of each slot (c values)
     std::vector<DTensor> full;   // whole: the slots; sharded: the slots gathered by slots(), until apply()
   };
-  void apply_sharded(Entry& entry, Var& var, DTensor grad);
+  void apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad, std::vector<VarState::GradFactors> factors);
+  // This rank's chunk of sum(x^T g) over the factors, from the group's gathered x and g (full batch).
+  void chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors, float* grad_chunk);
   void take_back_gathered_slots();
   void run_update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size);
 
