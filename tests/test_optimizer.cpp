@@ -296,3 +296,31 @@ TEST_CASE("the update work and the slots are split: each element updated once pe
   CHECK(updated == std::vector<int64_t>(8, steps * 35));
   CHECK(trained.kept[0] == std::vector<int64_t>{35});
 }
+
+TEST_CASE("a data-parallel matmul weight's gradient reaches a flat-sharded optimizer as factors, and only then") {
+  const Tensor w0 = eighths({64, 12}, 1), x = eighths({16, 64}, 2), r = eighths({16, 12}, 3);
+  for (const bool sharded : {true, false}) {
+    CAPTURE(sharded);
+    auto mesh = make_mesh({"x"}, {8});
+    std::atomic<int> with_factors{0}, with_grad{0}, cleared{0};
+    run_spmd(mesh, [&](DeviceContext& device) {
+      nn::Parameters params;
+      const Layout replicated = Layout::replicated(mesh, 2);
+      params.add("w", Var(DTensor(w0.shape(), replicated, w0.clone()), true));
+      auto optimizer = optim::make_sgd(0.05f);
+      optimizer->build(params, sharded ? 1 : 1 << 30);  // 768 values: flat-sharded or whole
+      const Layout x_layout = Layout::batch_sharded(mesh, "x", 2);
+      Var input(DTensor(x.shape(), x_layout, pack(x, x_layout, device.rank)));
+      Var weight(DTensor(r.shape(), replicated, r.clone()));
+      backward(reduce_sum(multiply(matmul(input, params.at("w")), weight), {0, 1}));
+      const VarState& state = *params.at("w").state();
+      with_factors += int(state.grad_factors.size());
+      with_grad += int(state.grad.has_value());
+      optimizer->apply(params);
+      cleared += int(!params.at("w").has_grad());
+    });
+    CHECK(cleared.load() == 8);
+    CHECK(with_factors.load() == (sharded ? 8 : 0));
+    CHECK(with_grad.load() == (sharded ? 0 : 8));
+  }
+}
