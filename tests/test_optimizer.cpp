@@ -121,11 +121,11 @@ class CountingSgd : public optim::Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"count"}; }
-  void update(float* w, const float* g, const std::vector<float*>& slots, int64_t size) override {
+  void update(float* out, const float* in, const float* g, const std::vector<float*>& slots, int64_t size) override {
     updated += size;
     for (int64_t i = 0; i < size; ++i) {
       slots[0][i] += 1.0f;
-      w[i] -= 0.05f * g[i];
+      out[i] = in[i] - 0.05f * g[i];
     }
   }
 };
@@ -274,7 +274,7 @@ TEST_CASE("the update work and the slots are split: each element updated once pe
 
   // 700 x 500 on {x: 8}: 43,750 values a rank, and that many kept per slot (the default threshold).
   MeshPtr eight = make_mesh({"x"}, {8});
-  Trained trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x"}, {700, 500}, &updated);
+  Trained trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x", std::nullopt}, {700, 500}, &updated);
   for (int rank = 0; rank < 8; ++rank) {
     CHECK(updated[rank] == steps * 43750);
     CHECK(trained.kept[rank] == std::vector<int64_t>{43750});
@@ -292,7 +292,7 @@ TEST_CASE("the update work and the slots are split: each element updated once pe
   CHECK(updated == std::vector<int64_t>(4, steps * 250));
 
   // Under the threshold: whole on every rank, as before.
-  trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x"}, {7, 5}, &updated);
+  trained = counted({eight, Layout::replicated(eight, 2), std::nullopt, "x", std::nullopt}, {7, 5}, &updated);
   CHECK(updated == std::vector<int64_t>(8, steps * 35));
   CHECK(trained.kept[0] == std::vector<int64_t>{35});
 }

@@ -25,7 +25,7 @@ class Adam : public Optimizer {
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
-  void update(float* w, const float* g, const std::vector<float*>& slots, int64_t size) override {
+  void update(float* out, const float* in, const float* g, const std::vector<float*>& slots, int64_t size) override {
     const double t = double(iterations());
     const float b1 = options_.beta_1, b2 = options_.beta_2, eps = options_.epsilon;
     const float alpha = float(options_.learning_rate * std::sqrt(1.0 - std::pow(double(b2), t)) /
@@ -35,7 +35,7 @@ class Adam : public Optimizer {
     for (int64_t i = 0; i < size; ++i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
       v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+      out[i] = in[i] - alpha * m[i] / (std::sqrt(v[i]) + eps);
     }
   }
 

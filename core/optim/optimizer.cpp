@@ -99,11 +99,12 @@ void Optimizer::take_back_gathered_slots() {
   }
 }
 
-void Optimizer::run_update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size) {
+void Optimizer::run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots,
+                           int64_t size) {
   parallel_update(size, [&](int64_t begin, int64_t end) {
     std::vector<float*> shifted;
     for (float* slot : slots) shifted.push_back(slot + begin);
-    update(value + begin, grad + begin, shifted, end - begin);
+    update(out + begin, in + begin, grad + begin, shifted, end - begin);
   });
 }
 
@@ -158,7 +159,7 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
   const Shape local_shape = entry.layout.local_shape(entry.shape);
   const int64_t rows = local_shape[0], cols = local_shape[1];
-  std::fill(grad_chunk, grad_chunk + sharding.chunk, 0.0f);
+  bool first_term = true;
   for (const auto& f : factors) {
     const Tensor& x = f.x.local();
     const Tensor& g = f.g.local();
@@ -174,7 +175,12 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
     Tensor product = Tensor::uninitialized({last - first, cols});
     kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), 0.0f, product.data());
     const float* part = product.data() + (begin - first * cols);
-    for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
+    if (first_term) {
+      std::copy_n(part, count, grad_chunk);
+    } else {
+      for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
+    }
+    first_term = false;
   }
 }
 
@@ -220,10 +226,9 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
     grad = redistribute(std::move(*grad), entry.layout);
     g = grad->local().data() + begin;
   }
-  std::copy_n(value.data() + begin, count, value_chunk);
   std::vector<float*> slots;
   for (Tensor& slot : entry.chunks) slots.push_back(slot.data());
-  run_update(value_chunk, g, slots, count);
+  run_update(value_chunk, value.data() + begin, g, slots, count);
   // The chunks back into the variable's shard, in a new buffer that in-process ranks share (written once;
   // read-only from then on: the next step slices it, the checkpoint reader replaces it with its own).
   std::shared_ptr<float[]> gathered = device.comm->all_gather_shared(entry.group, value_chunk, size_t(chunk));
@@ -264,7 +269,8 @@ void Optimizer::apply(nn::Parameters& params) {
     grad = redistribute(std::move(grad), entry.layout);
     std::vector<float*> slots;
     for (DTensor& slot : entry.full) slots.push_back(slot.local().data());
-    run_update(var.value().local().data(), grad.local().data(), slots, grad.local().size());
+    float* values = var.value().local().data();
+    run_update(values, values, grad.local().data(), slots, grad.local().size());
   }
 }
 

@@ -85,9 +85,11 @@ class Optimizer {
  protected:
   // "m", "v" for Adam; none for SGD.
   virtual std::vector<std::string> slot_names() const = 0;
-  // Updates `size` values of one block in place; `slots` follow slot_names(). iterations() already
-  // counts this step.
-  virtual void update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size) = 0;
+  // Writes the updated `size` values of one block to `out` from the old ones in `in` (the same pointer
+  // for an update in place; a flat-sharded update reads the shared variable and writes its own chunk,
+  // saving a copy); `slots` follow slot_names(). iterations() already counts this step.
+  virtual void update(float* out, const float* in, const float* grad, const std::vector<float*>& slots,
+                      int64_t size) = 0;
 
  private:
   struct Entry {
@@ -103,7 +105,7 @@ class Optimizer {
   // This rank's chunk of sum(x^T g) over the factors, from the group's gathered x and g (full batch).
   void chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors, float* grad_chunk);
   void take_back_gathered_slots();
-  void run_update(float* value, const float* grad, const std::vector<float*>& slots, int64_t size);
+  void run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots, int64_t size);
 
   std::vector<Entry> entries_;
   Tensor scratch_;  // sharded updates: the rank's chunk of the gradient and of the variable, a padded send

@@ -18,9 +18,9 @@ class Sgd : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {}; }
-  void update(float* w, const float* g, const std::vector<float*>&, int64_t size) override {
+  void update(float* out, const float* in, const float* g, const std::vector<float*>&, int64_t size) override {
     const float lr = learning_rate_;
-    for (int64_t i = 0; i < size; ++i) w[i] -= lr * g[i];
+    for (int64_t i = 0; i < size; ++i) out[i] = in[i] - lr * g[i];
   }
 
  private:
