@@ -139,6 +139,23 @@ std::string check_all_gather_shared(DeviceContext& device, const Group& group, s
   return failure;
 }
 
+// The in-place variant: each member writes its own chunk; all receive the whole, in one buffer.
+std::string check_all_gather_shared_in_place(DeviceContext& device, const Group& group, size_t count) {
+  std::shared_ptr<float[]> shared = device.comm->all_gather_shared_in_place(group, count, [&](float* chunk) {
+    for (size_t i = 0; i < count; ++i) chunk[i] = value(group.index, i);
+  });
+  std::vector<float> recv(shared.get(), shared.get() + count * group.size());
+  std::vector<float> want;
+  for (int m = 0; m < group.size(); ++m)
+    for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
+  std::string failure = first_difference(recv, want);
+  std::vector<float> address{float(reinterpret_cast<uintptr_t>(shared.get()) % 16777213)}, addresses(group.size());
+  device.comm->all_gather(group, address.data(), addresses.data(), 1);
+  for (float other : addresses)
+    if (other != address[0] && failure.empty()) failure = "members received different buffers";
+  return failure;
+}
+
 std::string check_reduce_scatter(DeviceContext& device, const Group& group, size_t count) {
   int n = group.size();
   // Member m's chunk c, element i: m + 1 + 100 * c + i % 13.
@@ -213,6 +230,11 @@ TEST_CASE("all_gather concatenates in member order") { for_every_group(check_all
 TEST_CASE("all_gather_shared concatenates in member order into one buffer for all") {
   for_every_group(check_all_gather_shared);
   for_every_group(check_all_gather_shared, kLargeCounts);
+}
+
+TEST_CASE("all_gather_shared_in_place: members write their chunks into one buffer for all") {
+  for_every_group(check_all_gather_shared_in_place);
+  for_every_group(check_all_gather_shared_in_place, kLargeCounts);
 }
 
 TEST_CASE("reduce_scatter gives each member the sum of its chunk") { for_every_group(check_reduce_scatter); }

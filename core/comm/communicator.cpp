@@ -10,4 +10,11 @@ std::shared_ptr<float[]> Communicator::all_gather_shared(const Group& group, con
   return result;
 }
 
+std::shared_ptr<float[]> Communicator::all_gather_shared_in_place(const Group& group, size_t count,
+                                                                 const std::function<void(float*)>& write_chunk) {
+  std::shared_ptr<float[]> mine = allocate_floats(count);
+  write_chunk(mine.get());
+  return all_gather_shared(group, mine.get(), count);
+}
+
 }  // namespace dtrain

@@ -6,6 +6,7 @@
 // unless a method says in-place.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ class Communicator {
   // (written once instead of once per member), so it is read-only unless the caller is its only owner.
   // The default allocates one per member and calls all_gather.
   virtual std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count);
+  // The same, with no send buffer: write_chunk(chunk) writes this member's `count` floats straight into
+  // the result (an optimizer writes its updated chunk there, saving a copy). Returns once every member
+  // has written. The default writes into a temporary and calls all_gather_shared.
+  virtual std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
+                                                              const std::function<void(float* chunk)>& write_chunk);
   // send holds group.size() chunks of `count`; recv gets the sum over members of chunk `index`.
   virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;
   // send holds group.size() chunks of `count`; chunk j goes to member j; recv chunk i came from member i.

@@ -12,6 +12,12 @@ void CountingCommunicator::all_gather(const Group& group, const float* send, flo
   inner_.all_gather(group, send, recv, count);
 }
 
+std::shared_ptr<float[]> CountingCommunicator::all_gather_shared_in_place(
+    const Group& group, size_t count, const std::function<void(float*)>& write_chunk) {
+  note("all_gather", group, count);
+  return inner_.all_gather_shared_in_place(group, count, write_chunk);
+}
+
 std::shared_ptr<float[]> CountingCommunicator::all_gather_shared(const Group& group, const float* send, size_t count) {
   note("all_gather", group, count);
   return inner_.all_gather_shared(group, send, count);

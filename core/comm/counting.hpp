@@ -25,6 +25,8 @@ class CountingCommunicator : public Communicator {
   void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override;
   void all_gather(const Group& group, const float* send, float* recv, size_t count) override;
   std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override;
+  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
+                                                      const std::function<void(float*)>& write_chunk) override;
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override;
   void all_to_all(const Group& group, const float* send, float* recv, size_t count) override;
   void broadcast(const Group& group, float* data, size_t count, int root) override;

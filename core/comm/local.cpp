@@ -11,6 +11,7 @@
 //                   values), stored into every member's buffer: each element read once, written once.
 //   all_gather      (member, range): stored into chunk `member` of every recv.
 //   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
+// all_gather_shared_in_place has no items: each member writes its own chunk of the one result.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -24,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -35,13 +37,14 @@
 namespace dtrain {
 namespace {
 
-enum class Kind { AllReduce, AllGather, AllGatherShared, ReduceScatter, AllToAll, Broadcast, Barrier };
+enum class Kind { AllReduce, AllGather, AllGatherShared, AllGatherInPlace, ReduceScatter, AllToAll, Broadcast, Barrier };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::AllReduce: return "all_reduce";
     case Kind::AllGather: return "all_gather";
     case Kind::AllGatherShared: return "all_gather_shared";
+    case Kind::AllGatherInPlace: return "all_gather_shared_in_place";
     case Kind::ReduceScatter: return "reduce_scatter";
     case Kind::AllToAll: return "all_to_all";
     case Kind::Broadcast: return "broadcast";
@@ -250,6 +253,26 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
+  // Each member writes its own chunk of the call's result, then waits for the others' (they read it next).
+  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
+                                                      const std::function<void(float*)>& write_chunk) override {
+    const size_t n = size_t(group.size());
+    Meeting meeting = meet(group, {Kind::AllGatherInPlace, count}, nullptr, nullptr);
+    Call& call = *meeting.call;
+    std::shared_ptr<float[]> result = call.shared_result;
+    std::exception_ptr failed;
+    try {
+      write_chunk(result.get() + size_t(group.index) * count);
+    } catch (...) {  // still counted as done: the peers must not wait forever
+      failed = std::current_exception();
+    }
+    if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
+    fibers::wait_until([&] { return call.done_items.load() >= n; });
+    leave(meeting);
+    if (failed) std::rethrow_exception(failed);
+    return result;
+  }
+
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
     const Request request{Kind::ReduceScatter, count};
@@ -371,7 +394,7 @@ class LocalCommunicator final : public Communicator {
     if (!slot) slot = std::make_shared<Call>(n);
     meeting.call = slot;
     Call& call = *slot;
-    if (request.kind == Kind::AllGatherShared && !call.shared_result)
+    if ((request.kind == Kind::AllGatherShared || request.kind == Kind::AllGatherInPlace) && !call.shared_result)
       call.shared_result = allocate_floats(size_t(n) * request.count);
     call.sends[group.index] = staged ? staged.get() : send;
     call.recvs[group.index] = recv;

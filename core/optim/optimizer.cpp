@@ -49,7 +49,7 @@ void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
                    entry.group.size(), sharding.group_size);
       for (size_t i = 0; i < num_slots; ++i) entry.chunks.emplace_back(Shape{sharding.chunk});
       const int64_t padded = sharding.group_size * sharding.chunk;
-      scratch = std::max(scratch, 2 * sharding.chunk + (padded != sharding.local_size ? padded : 0));
+      scratch = std::max(scratch, sharding.chunk + (padded != sharding.local_size ? padded : 0));
     } else {
       for (size_t i = 0; i < num_slots; ++i) {
         entry.full.emplace_back(entry.shape, entry.layout, Tensor(entry.layout.local_shape(entry.shape)));
@@ -172,13 +172,18 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
     Tensor x_columns = Tensor::uninitialized({batch, last - first});
     for (int64_t r = 0; r < batch; ++r)
       std::copy_n(x_all.get() + r * rows + first, last - first, x_columns.data() + r * (last - first));
-    Tensor product = Tensor::uninitialized({last - first, cols});
-    kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), 0.0f, product.data());
-    const float* part = product.data() + (begin - first * cols);
-    if (first_term) {
-      std::copy_n(part, count, grad_chunk);
+    if (begin % cols == 0 && count % cols == 0) {  // whole rows: the GEMM writes (or adds to) the chunk
+      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), first_term ? 0.0f : 1.0f,
+                    grad_chunk);
     } else {
-      for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
+      Tensor product = Tensor::uninitialized({last - first, cols});
+      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), 0.0f, product.data());
+      const float* part = product.data() + (begin - first * cols);
+      if (first_term) {
+        std::copy_n(part, count, grad_chunk);
+      } else {
+        for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
+      }
     }
     first_term = false;
   }
@@ -195,7 +200,6 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
   DTRAIN_CHECK(var.value().layout() == entry.layout && value.size() == local_size,
                "[{}] {} changed layout since build: {}", name(), entry.path, var.value().describe());
   float* grad_chunk = scratch_.data();
-  float* value_chunk = grad_chunk + chunk;
   const float* g = grad_chunk;
   const bool from_factors =
       !grad_in && !factors.empty() &&
@@ -214,7 +218,7 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
     // The usual case: summands over the group; each member receives the sum of its chunk.
     const float* send = grad->local().data();
     if (padded != local_size) {
-      float* buffer = value_chunk + chunk;
+      float* buffer = grad_chunk + chunk;
       std::copy_n(send, local_size, buffer);
       std::fill(buffer + local_size, buffer + padded, 0.0f);
       send = buffer;
@@ -228,10 +232,14 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
   }
   std::vector<float*> slots;
   for (Tensor& slot : entry.chunks) slots.push_back(slot.data());
-  run_update(value_chunk, value.data() + begin, g, slots, count);
-  // The chunks back into the variable's shard, in a new buffer that in-process ranks share (written once;
-  // read-only from then on: the next step slices it, the checkpoint reader replaces it with its own).
-  std::shared_ptr<float[]> gathered = device.comm->all_gather_shared(entry.group, value_chunk, size_t(chunk));
+  // The updated chunks go straight into a new buffer for the variable's shard, which in-process ranks
+  // share (written once; read-only from then on: the next step reads it, the checkpoint reader replaces
+  // it with its own). The old values are read from the old buffer, still the variable's until assign.
+  std::shared_ptr<float[]> gathered =
+      device.comm->all_gather_shared_in_place(entry.group, size_t(chunk), [&](float* mine) {
+        run_update(mine, value.data() + begin, g, slots, count);
+        std::fill(mine + count, mine + chunk, 0.0f);  // the last chunk's padding
+      });
   const Shape local_shape = value.shape();
   var.assign(DTensor(entry.shape, entry.layout, Tensor::adopt(local_shape, std::move(gathered))));
 }
