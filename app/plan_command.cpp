@@ -98,7 +98,9 @@ int run_plan(const CommandOptions& options) {
     fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
                layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);
   }
-  fmt::print("\nper device: variables {}, gradients {}, optimizer slots {} ({}); {} parameters in all\n",
+  // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
+  // only its chunk (its gradient arrives as factors, see core/optim/optimizer.hpp).
+  fmt::print("\nper device: variables {}, gradients up to {}, optimizer slots {} ({}); {} parameters in all\n",
              bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
              to_string(config.train.optimizer.kind), built.model->num_parameters());
 
