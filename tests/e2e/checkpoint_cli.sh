@@ -3,6 +3,7 @@
 # inspect -> eval on DP/MP/SP meshes (same loss/accuracy) -> resume -> predict; SIGKILL mid-save; error exits.
 # Usage: checkpoint_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
 
 dtrain=$(realpath "$1")
 work=$(mktemp -d)
@@ -12,11 +13,6 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$work"
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 
 # expect CODE PATTERN -- ARGS...: runs dtrain ARGS; checks the exit code and that stdout+stderr match PATTERN.
 expect() {
@@ -178,5 +174,4 @@ expect 2 "dense1/kernel' has shape \(784,64\) in the model but \(784,32\)" -- ev
 expect 2 "holds no checkpoint" -- eval --config dp.yaml --checkpoint data
 check "latest untouched by the failures" test "$(latest ckpt)" = ckpt-24 -a "$(latest killed)" = ckpt-16
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+report

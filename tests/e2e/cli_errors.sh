@@ -2,17 +2,13 @@
 # End-to-end: the real `dtrain` binary on bad configs and bad command lines. Each must exit 2 (usage)
 # with "dtrain: error: FILE:LINE:COL: ..." on stderr; --help exits 0. Usage: cli_errors.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
 
 dtrain=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 mkdir -p data/aclImdb
-
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 
 # expect CODE PATTERN -- ARGS...: runs dtrain ARGS, checks the exit code and that stderr (or, for
 # code 0, stdout) matches the extended regex PATTERN.
@@ -105,5 +101,4 @@ expect 2 "dtrain: error: good.yaml:7:15: .*divisible by 3, the size of mesh dim 
 "$dtrain" plan --config good.yaml --set train.max_steps=1 >/dev/null 2>"$work/stderr" || true
 if grep -Eq "good.yaml:[0-9]+:[0-9]+:|--set" "$work/stderr"; then bad "a valid config was refused: $(cat "$work/stderr")"; else ok; fi
 
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+report

@@ -3,6 +3,7 @@
 # training images) data-parallel and model-parallel, and IMDB with Keras-exact TF-IDF. Says "skipped" otherwise.
 # Usage: real_data.sh DTRAIN SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
 
 dtrain=$(realpath "$1")
 source_dir=$(realpath "${2:-.}")
@@ -16,18 +17,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$source_dir"
 
-passed=0
-failed=0
 # accuracy_at_least MIN LOG: the last "test accuracy: X" line of LOG is >= MIN
 accuracy_at_least() {
   local got
   got=$(grep -E "^test accuracy: " "$2" | tail -1 | awk '{print $3}')
   if [[ -n "$got" ]] && awk -v a="$got" -v b="$1" 'BEGIN { exit !(a >= b) }'; then
-    passed=$((passed + 1))
+    ok
     echo "ok: $3: test accuracy $got >= $1"
   else
-    failed=$((failed + 1))
-    echo "FAIL: $3: test accuracy '${got}' < $1" >&2
+    bad "$3: test accuracy '${got}' < $1"
     tail -5 "$2" >&2
   fi
 }
@@ -46,12 +44,10 @@ tar -xzf "$shared/aclImdb_v1.tar.gz" -C "$work"
 # The acceptance figure is 85% (measured 85.5%); the test leaves room for float-rounding drift.
 accuracy_at_least 0.84 "$work/imdb.log" "imdb_dp_adam, mesh {batch: 8}, 2 epochs"
 if [[ "$(head -3 "$work/imdb/vocabulary.txt" | tr '\n' ' ')" == "[UNK] the and " ]]; then
-  passed=$((passed + 1))
+  ok
   echo "ok: vocabulary.txt starts [UNK] the and"
 else
-  failed=$((failed + 1))
-  echo "FAIL: vocabulary.txt starts $(head -3 "$work/imdb/vocabulary.txt" | tr '\n' ' ')" >&2
+  bad "vocabulary.txt starts $(head -3 "$work/imdb/vocabulary.txt" | tr '\n' ' ')"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+report
