@@ -122,12 +122,16 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
       }
     }
     if (group.size() > 1) current_device().comm->all_reduce(group, sums.data(), sums.size(), ReduceOp::Sum);
+    std::vector<float> mean_g(features), mean_gx(features);
+    for (int64_t f = 0; f < features; ++f) {
+      mean_g[f] = float(sums[f] / total);
+      mean_gx[f] = float(sums[features + f] / total);
+    }
     Tensor dx = Tensor::uninitialized(gl.shape());
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t f = 0; f < features; ++f) {
-        const float mean_g = float(sums[f] / total), mean_gx = float(sums[features + f] / total);
         const int64_t i = r * features + f;
-        dx.data()[i] = (*inverse_std)[f] * (gl.data()[i] - mean_g - xhat.data()[i] * mean_gx);
+        dx.data()[i] = (*inverse_std)[f] * (gl.data()[i] - mean_g[f] - xhat.data()[i] * mean_gx[f]);
       }
     }
     return {DTensor(normalized.global_shape(), normalized.layout(), dx)};
