@@ -57,8 +57,8 @@ void write_shards(const std::string& folder, const std::vector<NamedTensor>& ten
       const DTensor& tensor = *named->tensor;
       held.lock();
       h5::Handle dataset = h5::create_dataset(file, named->name, tensor.local().shape());
-      h5::write_attribute(dataset, "global_shape", std::vector<int64_t>(tensor.global_shape()));
-      h5::write_attribute(dataset, "offset", std::vector<int64_t>(tensor.local_offset(rank)));
+      h5::write_attribute(dataset, "global_shape", tensor.global_shape().vec());
+      h5::write_attribute(dataset, "offset", tensor.local_offset(rank).vec());
       h5::write_attribute(dataset, "layout", tensor.layout().to_string());
       if (tensor.local().size() > 0) {
         h5::check_status(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.local().data()),
@@ -111,7 +111,7 @@ void write_index(const std::string& folder, const CheckpointMeta& meta, const st
                          fmt::format("virtual dataset {}", tensor.name));
       }
       h5::Handle dataset = h5::create_dataset(file, tensor.name, tensor.global_shape, create);
-      h5::write_attribute(dataset, "global_shape", std::vector<int64_t>(tensor.global_shape));
+      h5::write_attribute(dataset, "global_shape", tensor.global_shape.vec());
       h5::write_attribute(dataset, "layout", tensor.layout);
     }
   }
