@@ -1,22 +1,33 @@
 #include "core/layout.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include "core/error.hpp"
 
 namespace dtrain {
 
-Layout::Layout(std::vector<std::string> specs, MeshPtr mesh)
-    : specs_(std::make_shared<const std::vector<std::string>>(std::move(specs))), mesh_(std::move(mesh)) {
+Layout::Layout(std::vector<std::string> specs, MeshPtr mesh) : rank_(int(specs.size())), mesh_(std::move(mesh)) {
   DTRAIN_CHECK(mesh_ != nullptr, "[layout] no mesh");
-  std::set<std::string> used;
-  for (const auto& spec : *specs_) {
+  const auto text = [&] { return fmt::format("[{}]", fmt::join(specs, ", ")); };
+  DTRAIN_CHECK_USAGE(rank_ <= kMaxRank, "[layout] {} has more than {} axes", text(), kMaxRank);
+  const std::vector<std::string>& names = mesh_->dim_names();
+  for (int axis = 0; axis < rank_; ++axis) {
+    const std::string& spec = specs[size_t(axis)];
+    dims_[axis] = -1;
     if (spec == kUnsharded) continue;
-    DTRAIN_CHECK_USAGE(mesh_->has_dim(spec), "[layout] {} names unknown mesh dim '{}' (the mesh has: {})",
-                       specs_string(), spec, fmt::join(mesh_->dim_names(), ", "));
-    DTRAIN_CHECK_USAGE(used.insert(spec).second, "[layout] {} uses mesh dim '{}' twice", specs_string(), spec);
+    const auto found = std::find(names.begin(), names.end(), spec);
+    DTRAIN_CHECK_USAGE(found != names.end(), "[layout] {} names unknown mesh dim '{}' (the mesh has: {})", text(), spec,
+                       fmt::join(names, ", "));
+    dims_[axis] = int8_t(found - names.begin());
+    DTRAIN_CHECK_USAGE(std::find(dims_, dims_ + axis, dims_[axis]) == dims_ + axis, "[layout] {} uses mesh dim '{}' twice",
+                       text(), spec);
   }
+}
+
+std::vector<std::string> Layout::specs() const {
+  std::vector<std::string> result;
+  for (int axis = 0; axis < rank_; ++axis) result.push_back(spec(axis));
+  return result;
 }
 
 Layout Layout::replicated(MeshPtr mesh, int rank) {
@@ -31,27 +42,28 @@ Layout Layout::batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int
 }
 
 int Layout::axis_of(const std::string& dim) const {
-  auto it = std::find(specs_->begin(), specs_->end(), dim);
-  return it == specs_->end() ? -1 : int(it - specs_->begin());
+  const std::vector<std::string>& names = mesh_->dim_names();
+  const auto found = std::find(names.begin(), names.end(), dim);
+  if (found == names.end()) return -1;
+  const int8_t* at = std::find(dims_, dims_ + rank_, int8_t(found - names.begin()));
+  return at == dims_ + rank_ ? -1 : int(at - dims_);
 }
 
-int Layout::num_shards(int axis) const { return is_sharded(axis) ? mesh_->dim_size(specs_->at(axis)) : 1; }
-
 bool Layout::fully_replicated() const {
-  return std::all_of(specs_->begin(), specs_->end(), [](const std::string& s) { return s == kUnsharded; });
+  return std::all_of(dims_, dims_ + rank_, [](int8_t dim) { return dim < 0; });
 }
 
 Layout Layout::erase(std::vector<int> axes) const {
   std::vector<std::string> kept;
   for (int axis : axes) DTRAIN_CHECK(axis >= 0 && axis < rank(), "[layout] erase: axis {} out of range", axis);
   for (int i = 0; i < rank(); ++i) {
-    if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back((*specs_)[i]);
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(spec(i));
   }
   return Layout(std::move(kept), mesh_);
 }
 
 Layout Layout::with_spec(int axis, const std::string& spec) const {
-  std::vector<std::string> specs = *specs_;
+  std::vector<std::string> specs = this->specs();
   specs.at(axis) = spec;
   return Layout(std::move(specs), mesh_);
 }
@@ -63,7 +75,7 @@ void Layout::check_shape(const Shape& global_shape) const {
     int shards = num_shards(axis);
     DTRAIN_CHECK_USAGE(global_shape[axis] % shards == 0,
                        "[layout] axis {} of {} has extent {}, not divisible by mesh dim '{}' of size {}", axis,
-                       shape_string(global_shape), global_shape[axis], (*specs_)[axis], shards);
+                       shape_string(global_shape), global_shape[axis], spec(axis), shards);
   }
 }
 
@@ -78,15 +90,15 @@ Shape Layout::local_offset(const Shape& global_shape, int device_rank) const {
   Shape local = local_shape(global_shape);
   Shape offset(rank(), 0);
   for (int axis = 0; axis < rank(); ++axis) {
-    if (is_sharded(axis)) offset[axis] = int64_t(mesh_->coord(device_rank, (*specs_)[axis])) * local[axis];
+    if (is_sharded(axis)) offset[axis] = int64_t(mesh_->coord_at(device_rank, dims_[axis])) * local[axis];
   }
   return offset;
 }
 
-std::string Layout::specs_string() const { return fmt::format("[{}]", fmt::join(*specs_, ", ")); }
+std::string Layout::specs_string() const { return fmt::format("[{}]", fmt::join(specs(), ", ")); }
 
 std::string Layout::to_string() const {
-  return fmt::format("sharding_specs:{}, mesh:{}", fmt::join(*specs_, ","), mesh_->to_string());
+  return fmt::format("sharding_specs:{}, mesh:{}", fmt::join(specs(), ","), mesh_->to_string());
 }
 
 Layout Layout::from_string(const std::string& text) {
@@ -110,7 +122,8 @@ Layout Layout::from_string(const std::string& text) {
 }
 
 bool Layout::operator==(const Layout& other) const {
-  return (specs_ == other.specs_ || *specs_ == *other.specs_) && (mesh_ == other.mesh_ || *mesh_ == *other.mesh_);
+  return rank_ == other.rank_ && std::equal(dims_, dims_ + rank_, other.dims_) &&
+         (mesh_ == other.mesh_ || *mesh_ == *other.mesh_);
 }
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/mesh.hpp"
 #include "core/shape.hpp"
 
@@ -19,17 +20,28 @@ class Layout {
   static Layout replicated(MeshPtr mesh, int rank);
   static Layout batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis = 0);
 
-  int rank() const { return int(specs_->size()); }
-  const std::vector<std::string>& specs() const { return *specs_; }
-  const std::string& spec(int axis) const { return specs_->at(axis); }
-  bool is_sharded(int axis) const { return specs_->at(axis) != kUnsharded; }
+  int rank() const { return rank_; }
+  std::vector<std::string> specs() const;
+  const std::string& spec(int axis) const {
+    const int dim = dim_at(axis);
+    return dim < 0 ? kUnsharded : mesh_->dim_names()[size_t(dim)];
+  }
+  bool is_sharded(int axis) const { return dim_at(axis) >= 0; }
+  // The mesh dim index that shards `axis`, or -1.
+  int dim_at(int axis) const {
+    DTRAIN_CHECK(axis >= 0 && axis < rank_, "[layout] axis {} out of range for rank {}", axis, rank_);
+    return dims_[axis];
+  }
   const Mesh& mesh() const { return *mesh_; }
   const MeshPtr& mesh_ptr() const { return mesh_; }
 
   // The axis that `dim` shards, or -1.
   int axis_of(const std::string& dim) const;
   // How many blocks an axis is cut into (1 when unsharded).
-  int num_shards(int axis) const;
+  int num_shards(int axis) const {
+    const int dim = dim_at(axis);
+    return dim < 0 ? 1 : mesh_->dim_sizes()[size_t(dim)];
+  }
   bool fully_replicated() const;
 
   // DTensor's Layout.delete: the layout without the given axes.
@@ -51,8 +63,11 @@ class Layout {
   bool operator!=(const Layout& other) const { return !(*this == other); }
 
  private:
-  // Shared and immutable: layouts are copied with every tensor, and a copy then allocates nothing.
-  std::shared_ptr<const std::vector<std::string>> specs_;
+  // Each axis' sharding as a mesh dim index (-1: unsharded), inline: layouts are built and compared in
+  // every op, and names would mean allocations and string compares.
+  static constexpr int kMaxRank = Shape::kMaxRank;
+  int8_t dims_[kMaxRank] = {};
+  int rank_ = 0;
   MeshPtr mesh_;
 };
 

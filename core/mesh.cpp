@@ -79,14 +79,12 @@ int Mesh::rank_of(const std::vector<int>& coords) const {
 std::vector<int> Mesh::group(int rank, const std::vector<std::string>& dims) const {
   std::vector<bool> varies(dim_names_.size(), false);
   for (const auto& dim : dims) varies[dim_index(dim)] = true;
-  std::vector<int> base = coords(rank);
   std::vector<int> members;
   // Enumerate all ranks, keep those equal to `rank` on the fixed dims; row-major order over the varying
   // dims follows from enumerating ranks in increasing order.
   for (int r = 0; r < size_; ++r) {
-    std::vector<int> c = coords(r);
     bool same = true;
-    for (size_t i = 0; i < c.size() && same; ++i) same = varies[i] || c[i] == base[i];
+    for (int i = 0; i < num_dims() && same; ++i) same = varies[size_t(i)] || coord_at(r, i) == coord_at(rank, i);
     if (same) members.push_back(r);
   }
   return members;

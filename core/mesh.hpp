@@ -24,7 +24,12 @@ class Mesh {
 
   std::vector<int> coords(int rank) const;
   int rank_of(const std::vector<int>& coords) const;
-  int coord(int rank, const std::string& dim) const { return coords(rank)[dim_index(dim)]; }
+  int coord(int rank, const std::string& dim) const { return coords(rank)[size_t(dim_index(dim))]; }
+  // rank's coordinate along the dim at index `dim` (no allocation: layouts ask this in every op).
+  int coord_at(int rank, int dim) const {
+    for (int i = num_dims() - 1; i > dim; --i) rank /= dim_sizes_[size_t(i)];
+    return rank % dim_sizes_[size_t(dim)];
+  }
 
   // The ranks that share `rank`'s coordinates on every dim not in `dims`, ordered row-major by their
   // coordinates along `dims` (taken in mesh order). For one dim, a member's index is its coordinate.
