@@ -1,7 +1,6 @@
 #include "core/autograd.hpp"
 
-#include <unordered_map>
-#include <unordered_set>
+#include <atomic>
 
 #include "core/error.hpp"
 #include "core/fibers.hpp"
@@ -60,38 +59,44 @@ void backward(const Var& loss) {
   DTRAIN_CHECK(loss.value().rank() == 0, "[backward] the loss must be a scalar, not {}", loss.value().describe());
   if (!loss.requires_grad()) return;
 
+  // Each call marks the states it visits with its own number (ranks run backward concurrently, each on
+  // its own graph, so the numbers only need to be unique).
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t visit = calls.fetch_add(1) + 1;
+
   // Topological order of the states that lead to the loss (depth-first, iterative).
   std::vector<VarState*> order;
-  std::unordered_set<VarState*> visited;
   std::vector<std::pair<VarState*, size_t>> stack{{loss.state().get(), 0}};
-  visited.insert(loss.state().get());
+  loss.state()->backward_visit = visit;
   while (!stack.empty()) {
     auto& [state, next] = stack.back();
     const auto* node = state->producer.get();
     if (node && next < node->inputs.size()) {
       VarState* input = node->inputs[next++].get();
-      if (input->requires_grad && visited.insert(input).second) stack.push_back({input, 0});
+      if (input->requires_grad && input->backward_visit != visit) {
+        input->backward_visit = visit;
+        input->backward_pending.reset();
+        stack.push_back({input, 0});
+      }
       continue;
     }
     order.push_back(state);
     stack.pop_back();
   }
 
-  std::unordered_map<VarState*, DTensor> pending;
   const DTensor& value = loss.value();
-  Layout scalar = value.layout();
-  pending.emplace(loss.state().get(), DTensor({}, scalar, Tensor({}, 1.0f)));
+  loss.state()->backward_pending = DTensor({}, value.layout(), Tensor({}, 1.0f));
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     VarState* state = *it;
-    auto found = pending.find(state);
-    if (found == pending.end()) continue;
-    DTensor grad = state->keep_partial_grad ? found->second : to_gradient_layout(found->second, state->value);
-    pending.erase(found);
+    if (!state->backward_pending) continue;
+    DTensor pending = std::move(*state->backward_pending);
+    state->backward_pending.reset();
+    DTensor grad = state->keep_partial_grad ? std::move(pending) : to_gradient_layout(pending, state->value);
     if (!state->producer) {
       if (state->grad) {
         state->grad = ops::add(*state->grad, grad);
       } else {
-        state->grad = grad;
+        state->grad = std::move(grad);
       }
       continue;
     }
@@ -102,12 +107,11 @@ void backward(const Var& loss) {
     for (size_t i = 0; i < input_grads.size(); ++i) {
       VarState* input = node.inputs[i].get();
       if (!input->requires_grad || !input_grads[i]) continue;
-      DTensor g = input->keep_partial_grad ? *input_grads[i] : to_gradient_layout(*input_grads[i], input->value);
-      auto slot = pending.find(input);
-      if (slot == pending.end()) {
-        pending.emplace(input, std::move(g));
+      DTensor g = input->keep_partial_grad ? std::move(*input_grads[i]) : to_gradient_layout(*input_grads[i], input->value);
+      if (!input->backward_pending) {
+        input->backward_pending = std::move(g);
       } else {
-        slot->second = ops::add(slot->second, g);
+        input->backward_pending = ops::add(*input->backward_pending, g);
       }
     }
   }

@@ -31,6 +31,11 @@ struct VarState {
     DTensor x, g;  // the gradient is matmul(x, g, transpose_a = true)
   };
   std::vector<GradFactors> grad_factors;  // pending terms of the gradient, beside `grad`
+  // backward()'s bookkeeping, kept here rather than in hash maps keyed by state (a step walks ~20 states
+  // per rank; the maps' allocations cost more than the walk): the call that last visited this state, and
+  // the gradient summed so far for it during that call.
+  uint64_t backward_visit = 0;
+  std::optional<DTensor> backward_pending;
 };
 
 class Var {
