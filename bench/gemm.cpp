@@ -118,7 +118,7 @@ void run_sparse(const Case& c) {
   });
   spot_check(c, a, b, out);
   const double blocked_s = median_seconds([&] {
-    dtrain::kernels::gemm_blocked(c.trans_a, false, c.m, c.n, c.k, 1.0f, a.data(), b.data(), 0.0f, out.data(),
+    dtrain::kernels::gemm_blocked(c.trans_a, false, c.m, c.n, c.k, 1.0f, a.data(), c.trans_a ? c.m : c.k, b.data(), 0.0f, out.data(),
                                   c.threads);
   });
   spot_check(c, a, b, out);

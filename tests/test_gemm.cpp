@@ -87,6 +87,20 @@ const std::vector<Shape3> kShapes = {
     {130, 300, 70},  {300, 20, 64}, {64, 64, 64},                                   // parallel by columns, rows
 };
 
+// kernels::gemm on packed operands (the overload without lda).
+void packed_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
+                 float* c) {
+  dtrain::kernels::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+}
+
+// A copied into stored rows `lda` floats apart, the gaps filled with NaN: a kernel that reads past a
+// row's end, or steps by the row length instead of lda, shows NaNs or wrong values.
+std::vector<float> widen_rows(const std::vector<float>& a, int64_t rows, int64_t cols, int64_t lda) {
+  std::vector<float> wide(size_t(rows * lda), std::nanf(""));
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(a.begin() + r * cols, cols, wide.begin() + r * lda);
+  return wide;
+}
+
 struct ThreadsGuard {
   explicit ThreadsGuard(int threads) { dtrain::kernels::set_gemm_threads(threads); }
   ~ThreadsGuard() { dtrain::kernels::set_gemm_threads(1); }
@@ -101,7 +115,7 @@ TEST_CASE("gemm matches the reference for every transpose combination, shape and
     CHECK(dtrain::kernels::gemm_threads() == threads);
     for (const auto& shape : kShapes)
       for (int combo = 0; combo < 4; ++combo)
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 1.0f, 0.0f);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, 1.0f, 0.0f);
   }
 }
 
@@ -110,8 +124,8 @@ TEST_CASE("gemm applies alpha and beta") {
     ThreadsGuard guard(threads);
     for (const Shape3 shape : {Shape3{7, 13, 5}, Shape3{130, 300, 270}})
       for (int combo = 0; combo < 4; ++combo) {
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 0.5f, -1.5f);
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, -2.0f, 1.0f);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, 0.5f, -1.5f);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, -2.0f, 1.0f);
       }
   }
 }
@@ -121,7 +135,7 @@ TEST_CASE("gemm with beta = 0 ignores NaNs already in C") {
   for (int threads : {1, 2}) {
     ThreadsGuard guard(threads);
     for (const Shape3 shape : {Shape3{7, 13, 5}, Shape3{130, 300, 270}, Shape3{16, 70, 20}})
-      check_against_reference(dtrain::kernels::gemm, false, true, shape, 1.5f, 0.0f, nan);
+      check_against_reference(packed_gemm, false, true, shape, 1.5f, 0.0f, nan);
   }
   // Nothing to multiply: C becomes beta * C, and 0 when beta = 0 even over NaNs.
   std::vector<float> c = {nan, nan, nan, nan};
@@ -130,6 +144,40 @@ TEST_CASE("gemm with beta = 0 ignores NaNs already in C") {
   c = {1, 2, 3, 4};
   dtrain::kernels::gemm(false, false, 2, 2, 0, 1.0f, nullptr, nullptr, 3.0f, c.data());
   CHECK(c == std::vector<float>{3, 6, 9, 12});
+}
+
+TEST_CASE("gemm with a row stride for A (lda) equals the packed product, on every engine and density") {
+  using dtrain::kernels::gemm_blocked;
+  using dtrain::kernels::gemm_eigen;
+  for (double density : {1.0, 0.08}) {  // the dense engines, then the sparse path
+    for (int combo = 0; combo < 4; ++combo) {
+      const bool ta = combo & 1, tb = combo & 2;
+      for (const Shape3 shape : {Shape3{7, 13, 5}, Shape3{150, 48, 64}, Shape3{64, 48, 150}}) {
+        const auto [m, n, k] = shape;
+        CAPTURE(density);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(m);
+        const int64_t rows = ta ? k : m, cols = ta ? m : k, lda = cols + 37;
+        const auto a = random_sparse_values(m * k, density, 5);
+        const auto b = random_values(k * n, 6);
+        const auto wide = widen_rows(a, rows, cols, lda);
+        std::vector<float> expected(size_t(m * n)), c(size_t(m * n));
+        dtrain::kernels::gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, expected.data());
+        dtrain::kernels::gemm(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data());
+        CHECK(c == expected);
+        gemm_eigen(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data());
+        for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(c[i] - expected[i]) <= 1e-4f);
+        if (dtrain::kernels::gemm_blocked_available()) {
+          std::vector<float> packed(c.size());
+          gemm_blocked(ta, tb, m, n, k, 1.0f, a.data(), cols, b.data(), 0.0f, packed.data(), 1);
+          gemm_blocked(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data(), 1);
+          CHECK(c == packed);
+        }
+      }
+    }
+  }
+  CHECK_THROWS_AS(dtrain::kernels::gemm(false, false, 2, 2, 3, 1.0f, nullptr, 2, nullptr, 0.0f, nullptr), dtrain::Error);
 }
 
 TEST_CASE("gemm of a known product") {
@@ -150,7 +198,10 @@ TEST_CASE("both CPU engines match the reference, including the uncached parallel
   const std::vector<Shape3> shapes = {{7, 13, 5}, {150, 47, 517}, {300, 20, 64}};
   for (const auto& shape : shapes)
     for (int combo = 0; combo < 4; ++combo)
-      check_against_reference(gemm_eigen, combo & 1, combo & 2, shape, 0.5f, -1.5f);
+      check_against_reference(
+          [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
+             float* c) { gemm_eigen(ta, tb, m, n, k, alpha, a, ta ? m : k, b, beta, c); },
+          combo & 1, combo & 2, shape, 0.5f, -1.5f);
   if (!dtrain::kernels::gemm_blocked_available()) {
     MESSAGE("skipped the blocked kernel: this build has no AVX2/FMA");
     return;
@@ -158,7 +209,7 @@ TEST_CASE("both CPU engines match the reference, including the uncached parallel
   for (int threads : {1, 2, 3}) {
     auto blocked = [threads](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                              const float* b, float beta, float* c) {
-      gemm_blocked(ta, tb, m, n, k, alpha, a, b, beta, c, threads);
+      gemm_blocked(ta, tb, m, n, k, alpha, a, ta ? m : k, b, beta, c, threads);
     };
     CAPTURE(threads);
     for (const auto& shape : shapes)
@@ -283,9 +334,9 @@ TEST_CASE("gemm with a sparse A matches the reference at every density, transpos
   for (const double density : kDensities)
     for (const auto& shape : kSparseShapes)
       for (int combo = 0; combo < 4; ++combo) {
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 1.0f, 0.0f, 0.0f, density);
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, 0.5f, -1.5f, 0.0f, density);
-        check_against_reference(dtrain::kernels::gemm, combo & 1, combo & 2, shape, -2.0f, 0.0f, nan, density);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, 1.0f, 0.0f, 0.0f, density);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, 0.5f, -1.5f, 0.0f, density);
+        check_against_reference(packed_gemm, combo & 1, combo & 2, shape, -2.0f, 0.0f, nan, density);
       }
 }
 
@@ -444,12 +495,12 @@ TEST_CASE("gemm takes the sparse path for TF-IDF and MNIST-like batches and the 
   std::vector<float> from_gemm(64 * 48), from_sparse(64 * 48), from_blocked(64 * 48);
   gemm(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_gemm.data());
   gemm_sparse(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_sparse.data(), 1);
-  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x.data(), w.data(), 0.0f, from_blocked.data(), 1);
+  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x.data(), 1200, w.data(), 0.0f, from_blocked.data(), 1);
   CHECK(from_gemm == from_sparse);
   CHECK(from_gemm != from_blocked);
   const auto x_dense = random_values(64 * 1200, 42);
   gemm(false, false, 64, 48, 1200, 1.0f, x_dense.data(), w.data(), 0.0f, from_gemm.data());
-  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x_dense.data(), w.data(), 0.0f, from_blocked.data(), 1);
+  gemm_blocked(false, false, 64, 48, 1200, 1.0f, x_dense.data(), 1200, w.data(), 0.0f, from_blocked.data(), 1);
   CHECK(from_gemm == from_blocked);
 }
 

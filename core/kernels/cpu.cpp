@@ -28,7 +28,7 @@ void check_shape(const char* where, int64_t m, int64_t n, int64_t k) {
 
 }  // namespace
 
-void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, float beta, float* c) {
   check_shape("gemm_eigen", m, n, k);
   using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -41,7 +41,8 @@ void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
       result *= beta;
     return;
   }
-  const Eigen::Map<const Matrix> a_stored(a, trans_a ? k : m, trans_a ? m : k);
+  const Eigen::Map<const Matrix, 0, Eigen::OuterStride<>> a_stored(a, trans_a ? k : m, trans_a ? m : k,
+                                                                   Eigen::OuterStride<>(lda));
   const Eigen::Map<const Matrix> b_stored(b, trans_b ? n : k, trans_b ? k : n);
   auto accumulate = [&](const auto& op_a, const auto& op_b) {
     if (beta == 0.0f) {
@@ -63,13 +64,18 @@ void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c) {
+  gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, beta, c);
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, float beta, float* c) {
   check_shape("gemm", m, n, k);
-  if (gemm_takes_sparse_path(trans_a, trans_b, m, n, k, alpha, a))
-    gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, gemm_threads());
-  else if (gemm_blocked_available())
-    gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, gemm_threads());
+  DTRAIN_CHECK(lda >= (trans_a ? m : k), "[gemm] lda {} is shorter than A's stored rows ({})", lda, trans_a ? m : k);
+  if (try_gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads())) return;
+  if (gemm_blocked_available())
+    gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads());
   else
-    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
 }
 
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

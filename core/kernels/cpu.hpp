@@ -8,6 +8,10 @@ namespace dtrain::kernels {
 // trans_a), op(B) is k x n (B is n x k when trans_b). beta == 0 ignores C's old contents (NaNs too).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c);
+// The same with A's stored rows `lda` floats apart (at least their length: k, or m when trans_a): a block
+// of columns of a wider matrix, multiplied in place instead of copied out first.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, float beta, float* c);
 // The same contract, three plain loops: the reference the fast kernel is tested against.
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     const float* b, float beta, float* c);

@@ -382,14 +382,14 @@ void gemm_parallel(const Problem& problem, int threads) {
 
 bool gemm_blocked_available() { return true; }
 
-void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                   const float* b, float beta, float* c, int threads) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {  // nothing to multiply: C = beta * C
     for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return;
   }
-  const Problem problem{trans_a ? View{a, 1, m} : View{a, k, 1},
+  const Problem problem{trans_a ? View{a, 1, lda} : View{a, lda, 1},
                         trans_b ? View{b, 1, k} : View{b, n, 1},
                         m,
                         n,
@@ -409,7 +409,7 @@ void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 
 bool gemm_blocked_available() { return false; }
 
-void gemm_blocked(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {
+void gemm_blocked(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, float, float*, int) {
   throw Error("[gemm_blocked] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
 }
 

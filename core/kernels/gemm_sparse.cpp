@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -30,6 +31,9 @@ constexpr int64_t kPanelCols = 8 * kPanelVectors;
 constexpr int64_t kScanBlock = 1024;
 // Below this many multiply-adds (non-zeros x n) a second thread costs more than it saves.
 constexpr int64_t kMinParallelWork = int64_t(64) * 64 * 64;
+
+// The most non-zeros op(A) (m x k) may have for gemm to take the sparse path.
+int64_t max_sparse_nonzeros(int64_t m, int64_t k) { return int64_t(kSparseMaxDensity * double(m * k)); }
 
 // A non-zero of a compressed row: its column and value side by side, so dealing entries out to other
 // rows (transpose_rows) writes one place, not two.
@@ -86,15 +90,19 @@ int64_t count_nonzeros(const float* values, int64_t count, int64_t stop_above) {
   return nonzeros;
 }
 
-// Compresses the `rows` stored rows of `a` (`cols` values each) into `out`. Each 8 values are packed
-// whole (no branch per value): the non-zeros and their columns go to the front and the write position
-// moves on by their count.
-void compress_rows(const float* a, int64_t rows, int64_t cols, CompressedRows& out) {
+// Compresses the `rows` stored rows of `a` (`cols` values each, `stride` apart) into `out`. Each 8 values
+// are packed whole (no branch per value): the non-zeros and their columns go to the front and the write
+// position moves on by their count. Gives up, returning false, as soon as more than max_nonzeros are
+// found (checked after each row): the caller then takes a dense kernel, having read about as much of A
+// as counting its non-zeros first would have.
+bool compress_rows(const float* a, int64_t rows, int64_t cols, int64_t stride, int64_t max_nonzeros,
+                   CompressedRows& out) {
   DTRAIN_CHECK(cols <= INT32_MAX, "[gemm_sparse] rows of {} values do not fit 32-bit indices", cols);
   out.row_starts.resize(size_t(rows + 1));
   Entry* entries = out.entries.data();
   int64_t entry = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    if (entry > max_nonzeros) return false;
     out.row_starts[size_t(r)] = entry;
     // Room for a whole row and a whole-vector write past it; growing by doubling (rather than counting
     // the non-zeros first) saves a pass over A.
@@ -102,7 +110,7 @@ void compress_rows(const float* a, int64_t rows, int64_t cols, CompressedRows& o
       out.entries.resize(std::max(2 * out.entries.size(), size_t(entry + cols + 8)));
       entries = out.entries.data();
     }
-    const float* row = a + r * cols;
+    const float* row = a + r * stride;
     int64_t p = 0;
     for (; p + 8 <= cols; p += 8) {
       const __m256 chunk = _mm256_loadu_ps(row + p);
@@ -123,6 +131,7 @@ void compress_rows(const float* a, int64_t rows, int64_t cols, CompressedRows& o
     }
   }
   out.row_starts[size_t(rows)] = entry;
+  return entry <= max_nonzeros;
 }
 
 // The rows of op(A) = A^T from A's compressed stored rows: entry (p, i) of `stored` becomes entry (i, p)
@@ -227,27 +236,28 @@ bool gemm_sparse_available() { return true; }
 
 bool gemm_takes_sparse_path(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a) {
   if (trans_b || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return false;
-  const int64_t max_nonzeros = int64_t(kSparseMaxDensity * double(m * k));
+  const int64_t max_nonzeros = max_sparse_nonzeros(m, k);
   return count_nonzeros(a, m * k, max_nonzeros) <= max_nonzeros;
 }
 
-void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 const float* b, float beta, float* c, int threads) {
-  DTRAIN_CHECK(!trans_b, "[gemm_sparse] B must not be transposed");
-  DTRAIN_CHECK(m >= 0 && n >= 0 && k >= 0, "[gemm_sparse] negative size m={} n={} k={}", m, n, k);
-  if (m == 0 || n == 0) return;
+namespace {
+
+// C = alpha * op(A) * B + beta * C through compressed rows of op(A), unless A has more than max_nonzeros
+// non-zeros: then nothing is written and the answer is false.
+bool sparse_product(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                    int64_t max_nonzeros, const float* b, float beta, float* c, int threads) {
   CompressedRows& a_rows = compressed_rows_scratch(0);
   if (trans_a) {
     CompressedRows& stored_rows = compressed_rows_scratch(1);
-    compress_rows(a, k, m, stored_rows);
+    if (!compress_rows(a, k, m, lda, max_nonzeros, stored_rows)) return false;
     transpose_rows(stored_rows, k, m, a_rows);
-  } else {
-    compress_rows(a, m, k, a_rows);
+  } else if (!compress_rows(a, m, k, lda, max_nonzeros, a_rows)) {
+    return false;
   }
   const int64_t work = a_rows.row_starts[size_t(m)] * n;
   if (threads <= 1 || work < kMinParallelWork || m < 2) {
     multiply_rows(a_rows, 0, m, n, alpha, b, beta, c);
-    return;
+    return true;
   }
   // Bands of rows of C handed out through an atomic counter, about four per thread so a late helper
   // holds the caller back little; a row is computed the same whichever thread takes it.
@@ -259,6 +269,27 @@ void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
     while ((index = next_band.fetch_add(1, std::memory_order_relaxed)) < bands)
       multiply_rows(a_rows, index * band, std::min(m, (index + 1) * band), n, alpha, b, beta, c);
   });
+  return true;
+}
+
+}  // namespace
+
+bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, float beta, float* c, int threads) {
+  if (trans_b || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return false;
+  return sparse_product(trans_a, m, n, k, alpha, a, lda, max_sparse_nonzeros(m, k), b, beta, c, threads);
+}
+
+void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 const float* b, float beta, float* c, int threads) {
+  DTRAIN_CHECK(!trans_b, "[gemm_sparse] B must not be transposed");
+  DTRAIN_CHECK(m >= 0 && n >= 0 && k >= 0, "[gemm_sparse] negative size m={} n={} k={}", m, n, k);
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) {  // nothing to multiply: C = beta * C
+    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  sparse_product(trans_a, m, n, k, alpha, a, trans_a ? m : k, std::numeric_limits<int64_t>::max(), b, beta, c, threads);
 }
 
 #else  // no AVX2/FMA in this build: gemm() stays on the dense kernels
@@ -266,6 +297,11 @@ void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
 bool gemm_sparse_available() { return false; }
 
 bool gemm_takes_sparse_path(bool, bool, int64_t, int64_t, int64_t, float, const float*) { return false; }
+
+bool try_gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, float, float*,
+                     int) {
+  return false;
+}
 
 void gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {
   throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");

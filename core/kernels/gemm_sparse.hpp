@@ -27,6 +27,12 @@ bool gemm_sparse_available();
 // it is known to be too dense.
 bool gemm_takes_sparse_path(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a);
 
+// gemm's sparse path in one pass over A: when gemm_takes_sparse_path would say yes, computes C (lda: the
+// distance between A's stored rows) and returns true; else writes nothing and returns false, having
+// stopped reading A about where the density scan would have.
+bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, float beta, float* c, int threads);
+
 // gemm()'s contract for !trans_b at any density. `threads` is how many threads this call may use (1
 // never spawns; the rows of C are shared out when there is enough work). Each C[i, j] adds op(A)'s
 // non-zeros in ascending p, so the bits depend on op(A) and B alone: not on threads, earlier calls, or

@@ -167,17 +167,15 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
     std::shared_ptr<float[]> x_all = comm.all_gather_shared(entry.group, x.data(), size_t(x.size()));
     std::shared_ptr<float[]> g_all = comm.all_gather_shared(entry.group, g.data(), size_t(g.size()));
     if (count == 0) continue;
-    // The rows [first, last) of x^T g that hold this chunk; x's columns of them, packed for the GEMM.
+    // The rows [first, last) of x^T g that hold this chunk: x's columns [first, last), read in place.
     const int64_t first = begin / cols, last = std::min(rows, (begin + count + cols - 1) / cols);
-    Tensor x_columns = Tensor::uninitialized({batch, last - first});
-    for (int64_t r = 0; r < batch; ++r)
-      std::copy_n(x_all.get() + r * rows + first, last - first, x_columns.data() + r * (last - first));
+    const float* x_columns = x_all.get() + first;
     if (begin % cols == 0 && count % cols == 0) {  // whole rows: the GEMM writes (or adds to) the chunk
-      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), first_term ? 0.0f : 1.0f,
+      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns, rows, g_all.get(), first_term ? 0.0f : 1.0f,
                     grad_chunk);
     } else {
       Tensor product = Tensor::uninitialized({last - first, cols});
-      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns.data(), g_all.get(), 0.0f, product.data());
+      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns, rows, g_all.get(), 0.0f, product.data());
       const float* part = product.data() + (begin - first * cols);
       if (first_term) {
         std::copy_n(part, count, grad_chunk);

@@ -18,7 +18,8 @@ class BatchSource {
   // must depend only on the epoch, never on the mesh.
   virtual std::vector<int64_t> order(int64_t epoch) const = 0;
   // out: (row_end-row_begin) x (column_end-column_begin) floats of examples ids[row_begin..row_end), with
-  // features flattened row-major and cut to columns [column_begin, column_end).
+  // features flattened row-major and cut to columns [column_begin, column_end). Writes every one of them
+  // (out is not cleared first).
   virtual void fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, int64_t column_begin,
                              int64_t column_end, float* out) const = 0;
   // Class ids as floats.

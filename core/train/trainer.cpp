@@ -34,7 +34,7 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
     column_begin = offset[1];
     column_end = column_begin + local[1];
   }
-  Tensor x(local);
+  Tensor x = Tensor::uninitialized(local);  // fill_features writes every value
   source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
   Tensor y({row_end - row_begin});
   source.fill_labels(ids, row_begin, row_end, y.data());
