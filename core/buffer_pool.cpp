@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/spin_lock.hpp"
+
 namespace dtrain {
 namespace {
 
@@ -44,7 +46,7 @@ struct Shelf {
 };
 
 // Two levels, like malloc's own: a thread's shelf (no locking; a few buffers per class) in front of one
-// shelf for the process (a mutex). Buffers often die on another thread than the one that made them (a
+// shelf for the process (a spin lock). Buffers often die on another thread than the one that made them (a
 // gathered buffer the ranks of two threads share); with thread shelves alone, the freeing thread's
 // shelf grew while the allocating thread kept asking the system for more.
 constexpr size_t kPerThreadPerClass = 16;
@@ -56,7 +58,7 @@ struct ThreadShelf {
 };
 
 struct SharedShelf {
-  std::mutex mutex;
+  SpinLock mutex;
   Shelf shelf;
 };
 

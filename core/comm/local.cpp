@@ -33,6 +33,7 @@
 #include "core/buffer_pool.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
+#include "core/spin_lock.hpp"
 
 namespace dtrain {
 namespace {
@@ -185,7 +186,7 @@ Piece piece(size_t item, size_t count) {
 struct LocalWorld::State {
   explicit State(int size) : size(size) {}
   const int size;
-  std::mutex mutex;
+  SpinLock mutex;
   std::atomic<bool> aborted{false};
   std::string abort_reason;
   std::map<CallKey, std::shared_ptr<Call>> calls;
