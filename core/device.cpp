@@ -20,12 +20,26 @@ void make_current(DeviceContext* device) { fibers::local(fibers::Slot::Device) =
 
 }  // namespace
 
-Group DeviceContext::group(const std::vector<std::string>& dims) const {
+const Group& DeviceContext::group(const std::vector<std::string>& dims) const {
+  for (const auto& cached : groups_)
+    if (cached->dims == dims) return cached->group;
+  return remember(dims);
+}
+
+const Group& DeviceContext::group_along(const std::string& dim) const {
+  for (const auto& cached : groups_)
+    if (cached->dims.size() == 1 && cached->dims[0] == dim) return cached->group;
+  return remember({dim});
+}
+
+const Group& DeviceContext::remember(std::vector<std::string> dims) const {
   DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
-  Group result;
-  result.ranks = mesh->group(rank, dims);
-  result.index = int(std::find(result.ranks.begin(), result.ranks.end(), rank) - result.ranks.begin());
-  return result;
+  auto cached = std::make_unique<CachedGroup>();
+  cached->group.ranks = mesh->group(rank, dims);
+  cached->group.index = int(std::find(cached->group.ranks.begin(), cached->group.ranks.end(), rank) - cached->group.ranks.begin());
+  cached->dims = std::move(dims);
+  groups_.push_back(std::move(cached));
+  return groups_.back()->group;
 }
 
 DeviceContext& current_device() {

@@ -3,6 +3,7 @@
 // find it with current_device().
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,24 @@
 namespace dtrain {
 
 struct DeviceContext {
+  DeviceContext(MeshPtr mesh, int rank, Communicator* comm) : mesh(std::move(mesh)), rank(rank), comm(comm) {}
+
   MeshPtr mesh;
   int rank = 0;
   Communicator* comm = nullptr;
 
-  // The group of ranks along `dims` that contains this rank.
-  Group group(const std::vector<std::string>& dims) const;
+  // The group of ranks along `dims` (group_along: along one dim) that contains this rank. Computed once
+  // per dims and kept: ops ask for it on every collective. The reference lives as long as this context.
+  const Group& group(const std::vector<std::string>& dims) const;
+  const Group& group_along(const std::string& dim) const;
+
+ private:
+  struct CachedGroup {
+    std::vector<std::string> dims;
+    Group group;
+  };
+  const Group& remember(std::vector<std::string> dims) const;
+  mutable std::vector<std::unique_ptr<CachedGroup>> groups_;  // this rank's fiber only: no lock
 };
 
 DeviceContext& current_device();  // throws outside run_spmd

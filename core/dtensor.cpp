@@ -161,7 +161,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
 
   // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
   for (const auto& dim : x.partial()) {
-    Group group = device.group({dim});
+    const Group& group = device.group_along(dim);
     int axis = target.axis_of(dim);
     if (axis >= 0 && specs[axis] == kUnsharded && group.size() > 1) {
       Tensor chunks = split_chunks(local, axis, group.size());
@@ -181,7 +181,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
   for (int axis = 0; axis < x.rank(); ++axis) {
     const std::string dim = specs[axis];
     if (dim == kUnsharded || target.spec(axis) == dim) continue;
-    Group group = device.group({dim});
+    const Group& group = device.group_along(dim);
     const int n = group.size();
     int to_axis = target.axis_of(dim);
     if (to_axis >= 0 && specs[to_axis] == kUnsharded) {

@@ -26,7 +26,7 @@ namespace {
 Group batch_group(const Layout& layout) {
   const DeviceContext& device = current_device();
   if (!layout.is_sharded(0)) return Group{{device.rank}, 0};
-  return device.group({layout.spec(0)});
+  return device.group_along(layout.spec(0));
 }
 
 // Per-feature mean and biased variance of the global batch, replicated over the batch group.

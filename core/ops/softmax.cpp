@@ -15,7 +15,7 @@ void reduce_over_classes(const Layout& layout, Tensor& t, ReduceOp op) {
   const std::string& dim = layout.spec(layout.rank() - 1);
   if (dim == kUnsharded) return;
   DeviceContext& device = current_device();
-  Group group = device.group({dim});
+  const Group& group = device.group_along(dim);
   if (group.size() > 1) device.comm->all_reduce(group, t.data(), t.size(), op);
 }
 
@@ -124,7 +124,7 @@ DTensor argmax(const DTensor& a_in) {
   Tensor all = best;
   if (dim != kUnsharded) {
     DeviceContext& device = current_device();
-    Group group = device.group({dim});
+    const Group& group = device.group_along(dim);
     members = group.size();
     all = Tensor({members, rows, 2});
     device.comm->all_gather(group, best.data(), all.data(), best.size());
