@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -178,6 +179,24 @@ TEST_CASE("gemm with a row stride for A (lda) equals the packed product, on ever
     }
   }
   CHECK_THROWS_AS(dtrain::kernels::gemm(false, false, 2, 2, 3, 1.0f, nullptr, 2, nullptr, 0.0f, nullptr), dtrain::Error);
+}
+
+TEST_CASE("try_gemm_sparse takes exactly the cases gemm_takes_sparse_path names, either side of the limit") {
+  if (!dtrain::kernels::gemm_sparse_available()) return;
+  for (double density : {0.0, 0.1, 0.2, 0.215, 0.22, 0.225, 0.25, 0.5, 1.0}) {
+    for (bool ta : {false, true}) {
+      const int64_t m = 40, n = 24, k = 100;
+      CAPTURE(density);
+      CAPTURE(ta);
+      const auto a = random_sparse_values(m * k, density, 11);
+      const auto b = random_values(k * n, 12);
+      std::vector<float> c(size_t(m * n), -7.0f);
+      const bool took = dtrain::kernels::try_gemm_sparse(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), 0.0f,
+                                                          c.data(), 1);
+      CHECK(took == dtrain::kernels::gemm_takes_sparse_path(ta, false, m, n, k, 1.0f, a.data()));
+      if (!took) CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == -7.0f; }));  // nothing written
+    }
+  }
 }
 
 TEST_CASE("gemm of a known product") {
