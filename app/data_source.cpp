@@ -25,6 +25,16 @@ void DatasetSource::fill_features(std::span<const int64_t> ids, int64_t row_begi
   dataset_.densify(ids, row_begin, row_end, column_begin, column_end, out);
 }
 
+std::shared_ptr<const CompressedRows> DatasetSource::compressed_features(std::span<const int64_t> ids,
+                                                                       int64_t row_begin, int64_t row_end,
+                                                                       int64_t column_begin,
+                                                                       int64_t column_end) const {
+  if (!dataset_.is_sparse()) return nullptr;
+  auto rows = std::make_shared<CompressedRows>();
+  dataset_.compress(ids, row_begin, row_end, column_begin, column_end, *rows);
+  return rows;
+}
+
 void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const {
   std::vector<int32_t> labels(row_end - row_begin);
   dataset_.gather_labels(ids, row_begin, row_end, labels.data());

@@ -20,6 +20,9 @@ class DatasetSource : public train::BatchSource {
   std::vector<int64_t> order(int64_t epoch) const override;
   void fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, int64_t column_begin,
                      int64_t column_end, float* out) const override;
+  std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t> ids, int64_t row_begin,
+                                                            int64_t row_end, int64_t column_begin,
+                                                            int64_t column_end) const override;
   void fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const override;
   const data::Dataset& dataset() const { return dataset_; }
 

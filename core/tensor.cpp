@@ -62,6 +62,14 @@ Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data) {
   return t;
 }
 
+Tensor Tensor::with_compressed_rows(Tensor dense, std::shared_ptr<const CompressedRows> rows) {
+  DTRAIN_CHECK(rows != nullptr && dense.rank() == 2 && rows->rows == dense.dim(0) && rows->cols == dense.dim(1),
+               "[tensor] sparse rows of {}x{} for a tensor of shape {}", rows ? rows->rows : 0, rows ? rows->cols : 0,
+               shape_string(dense.shape()));
+  dense.compressed_rows_ = std::move(rows);
+  return dense;
+}
+
 Tensor Tensor::clone() const {
   Tensor t;
   t.shape_ = shape_;
@@ -76,6 +84,7 @@ Tensor Tensor::reshaped(Shape shape) const {
                shape_string(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.compressed_rows_.reset();  // the rows describe the old shape
   return t;
 }
 

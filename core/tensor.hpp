@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/shape.hpp"
+#include "core/compressed_rows.hpp"
 
 namespace dtrain {
 
@@ -18,6 +19,10 @@ class Tensor {
   static Tensor uninitialized(Shape shape);
   // Wraps `data` (at least num_elements(shape) floats), sharing its ownership.
   static Tensor adopt(Shape shape, std::shared_ptr<float[]> data);
+  // `dense` (2-D) with its non-zeros listed beside it (a TF-IDF batch): matmul then multiplies the list
+  // instead of scanning the values for non-zeros. The list describes the values as they are now, so such a
+  // tensor must not be written to afterwards; copies share the list, views, reshapes and clones drop it.
+  static Tensor with_compressed_rows(Tensor dense, std::shared_ptr<const CompressedRows> rows);
 
   const Shape& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }
@@ -25,12 +30,14 @@ class Tensor {
   int64_t size() const { return size_; }
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
+  // The non-zeros given by with_compressed_rows, or null.
+  const CompressedRows* compressed_rows() const { return compressed_rows_.get(); }
   float& operator[](int64_t i) { return data_.get()[i]; }
   float operator[](int64_t i) const { return data_.get()[i]; }
 
   Tensor clone() const;
-  // No other Tensor shares this buffer (so it may be changed in place).
-  bool unique() const { return data_.use_count() == 1; }
+  // No other Tensor shares this buffer, and no non-zeros list describes it: it may be changed in place.
+  bool unique() const { return data_.use_count() == 1 && !compressed_rows_; }
   // Same buffer, another shape of equal size.
   Tensor reshaped(Shape shape) const;
   // Same buffer: the num_elements(shape) values from `offset` on, as a tensor of `shape`.
@@ -42,6 +49,7 @@ class Tensor {
   Shape shape_;
   int64_t size_ = 0;
   std::shared_ptr<float[]> data_;
+  std::shared_ptr<const CompressedRows> compressed_rows_;
 };
 
 }  // namespace dtrain

@@ -93,6 +93,39 @@ void Dataset::densify(std::span<const int64_t> batch, int64_t row_begin, int64_t
   }
 }
 
+void Dataset::compress(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                       int64_t column_end, CompressedRows& out) const {
+  DTRAIN_CHECK(sparse_, "[compress] a dense dataset has no stored non-zeros");
+  DTRAIN_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= int64_t(batch.size()),
+               "[compress] rows [{}, {}) of a batch of {}", row_begin, row_end, batch.size());
+  DTRAIN_CHECK(0 <= column_begin && column_begin <= column_end && column_end <= columns_,
+               "[compress] columns [{}, {}) of {}", column_begin, column_end, columns_);
+  out.rows = row_end - row_begin;
+  out.cols = column_end - column_begin;
+  int64_t at_most = 0;  // the rows' stored values: room for every entry, reserved once
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t example = batch[r];
+    DTRAIN_CHECK(0 <= example && example < size(), "[compress] example {} of {}", example, size());
+    at_most += sparse_rows_.offsets[example + 1] - sparse_rows_.offsets[example];
+  }
+  out.row_starts.clear();
+  out.row_starts.reserve(size_t(out.rows + 1));
+  out.row_starts.push_back(0);
+  out.entries.clear();
+  out.entries.reserve(size_t(at_most));
+  const int32_t* indices = sparse_rows_.indices.data();
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t example = batch[r];
+    const int32_t* last = indices + sparse_rows_.offsets[example + 1];
+    const int32_t* at = std::lower_bound(indices + sparse_rows_.offsets[example], last, int32_t(column_begin));
+    for (; at < last && *at < column_end; ++at) {
+      const float value = sparse_rows_.values[size_t(at - indices)];
+      if (value != 0.0f || value != value) out.entries.push_back({int32_t(*at - column_begin), value});  // as densify + scan
+    }
+    out.row_starts.push_back(int64_t(out.entries.size()));
+  }
+}
+
 void Dataset::gather_labels(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end,
                             int32_t* out) const {
   DTRAIN_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= int64_t(batch.size()),

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "core/compressed_rows.hpp"
 #include "core/shape.hpp"
 
 namespace dtrain::data {
@@ -47,6 +48,10 @@ class Dataset {
   // examples batch[row_begin..row_end), columns [column_begin, column_end): one rank's shard of a batch.
   void densify(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end, int64_t column_begin,
                int64_t column_end, float* out) const;
+  // The non-zeros of the block densify() writes, as compressed rows with columns counted from
+  // column_begin (a sparse dataset's batch, never made dense to find them). Sparse datasets only.
+  void compress(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end, int64_t column_begin,
+                int64_t column_end, CompressedRows& out) const;
   // Labels of batch[row_begin..row_end) into out.
   void gather_labels(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end, int32_t* out) const;
 

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -128,6 +130,44 @@ TEST_CASE("densify fills a rank's block of a sparse batch like the dense matrix"
   std::vector<float> out(4);
   CHECK_THROWS_AS(sparse.densify(batch, 0, 7, 0, 1, out.data()), dtrain::Error);
   CHECK_THROWS_AS(sparse.densify(batch, 0, 1, 0, 12, out.data()), dtrain::Error);
+}
+
+TEST_CASE("compress lists exactly the non-zeros of the block densify writes, stored zeros left out") {
+  const int64_t rows = 13, columns = 11;
+  Twin twin = make_twin(rows, columns);
+  twin.sparse.values[3] = 0.0f;  // a stored zero is no non-zero; a NaN is one
+  twin.sparse.values[5] = std::nanf("");
+  Dataset sparse = Dataset::sparse(twin.sparse, labels_for(rows));
+  std::vector<int64_t> batch = {12, 0, 5, 5, 7, 3, 1};
+  for (auto [r0, r1, c0, c1] : {std::array<int64_t, 4>{0, 7, 0, 11}, {1, 4, 3, 9}, {3, 6, 10, 11}, {2, 2, 0, 11}, {0, 3, 4, 4}}) {
+    CAPTURE(r0);
+    CAPTURE(c0);
+    std::vector<float> block(size_t((r1 - r0) * (c1 - c0)));
+    sparse.densify(batch, r0, r1, c0, c1, block.data());
+    dtrain::CompressedRows got;
+    sparse.compress(batch, r0, r1, c0, c1, got);
+    REQUIRE(got.rows == r1 - r0);
+    REQUIRE(got.cols == c1 - c0);
+    REQUIRE(got.row_starts.size() == size_t(got.rows + 1));
+    CHECK(got.nonzeros() == int64_t(got.entries.size()));
+    int64_t entry = 0;
+    for (int64_t r = 0; r < got.rows; ++r) {
+      CHECK(got.row_starts[size_t(r)] == entry);
+      for (int64_t c = 0; c < got.cols; ++c) {
+        const float value = block[size_t(r * got.cols + c)];
+        if (value == 0.0f) continue;
+        REQUIRE(entry < got.nonzeros());
+        CHECK(got.entries[size_t(entry)].index == c);
+        const float listed = got.entries[size_t(entry)].value;
+        CHECK((listed == value || (std::isnan(listed) && std::isnan(value))));
+        ++entry;
+      }
+    }
+    CHECK(got.nonzeros() == entry);
+  }
+  dtrain::CompressedRows out;
+  CHECK_THROWS_AS(sparse.compress(batch, 0, 8, 0, 1, out), dtrain::Error);
+  CHECK_THROWS_AS(Dataset::dense(twin.dense, {columns}, labels_for(rows)).compress(batch, 0, 1, 0, 1, out), dtrain::Error);
 }
 
 TEST_CASE("slice keeps rows and labels of both kinds") {

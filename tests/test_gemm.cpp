@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <set>
@@ -577,4 +578,85 @@ TEST_CASE("gemm_cuda matches the reference on a GPU") {
         check_against_reference(on_gpu, combo & 1, combo & 2, shape, 0.5f, beta,
                                 beta == 0.0f ? std::nanf("") : 0.0f);
       }
+}
+
+namespace {
+
+// The non-zeros of a rows x cols row-major matrix, found by the obvious loop (NaNs are non-zeros).
+dtrain::CompressedRows compress_plainly(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  dtrain::CompressedRows out;
+  out.rows = rows;
+  out.cols = cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < cols; ++p) {
+      const float value = a[size_t(r * cols + p)];
+      if (value != 0.0f || std::isnan(value)) out.entries.push_back({int32_t(p), value});
+    }
+    out.row_starts.push_back(int64_t(out.entries.size()));
+  }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("gemm with A's non-zeros given gives gemm's bits on A, sparse or dense, B transposed or not") {
+  for (const double density : {0.0, 0.01, 0.08, 0.22, 0.3, 1.0})
+    for (const Shape3 shape : {Shape3{8, 48, 1200}, Shape3{5, 13, 37}, Shape3{1, 1, 1}, Shape3{33, 64, 65}})
+      for (const bool trans_b : {false, true}) {
+        const auto [m, n, k] = shape;
+        CAPTURE(density);
+        CAPTURE(m);
+        CAPTURE(trans_b);
+        auto a = random_sparse_values(m * k, density, 81);
+        if (density > 0) a[size_t(m * k / 2)] = std::nanf("");  // a NaN is a non-zero on every path
+        const auto b = random_values(k * n, 82), c0 = random_values(m * n, 83);
+        const dtrain::CompressedRows rows = compress_plainly(a, m, k);
+        for (const float beta : {0.0f, -1.5f}) {
+          std::vector<float> scanned = c0, given = c0;
+          dtrain::kernels::gemm(false, trans_b, m, n, k, 0.5f, a.data(), b.data(), beta, scanned.data());
+          dtrain::kernels::gemm(rows, a.data(), trans_b, n, 0.5f, b.data(), beta, given.data());
+          CHECK(same_bits(given, scanned));
+        }
+      }
+}
+
+TEST_CASE("gemm_sparse_columns_tn gives the sparse path's bits for a block of X^T G, X's rows anywhere") {
+  if (sparse_kernel_missing()) return;
+  // X [k, a] (a batch of TF-IDF rows) and G [k, n]; blocks of X's columns as an optimizer chunk takes them.
+  for (const int64_t n : {48, 13, 8, 1, 70})
+    for (const int64_t k : {64, 1, 9}) {
+      const int64_t a_cols = 300;
+      const auto x = random_sparse_values(k * a_cols, 0.08, uint32_t(90 + n + k));
+      const auto g = random_values(k * n, uint32_t(91 + n));
+      const dtrain::CompressedRows rows = compress_plainly(x, k, a_cols);
+      // Each row's entries and G's row copied to their own places, as a gather leaves them.
+      auto row_entries = std::vector<std::vector<dtrain::SparseEntry>>(size_t(k));
+      auto g_rows = std::vector<std::vector<float>>(size_t(k));
+      std::vector<dtrain::kernels::CompressedRowPair> pairs;
+      for (int64_t r = 0; r < k; ++r) {
+        row_entries[size_t(r)].assign(rows.entries.begin() + rows.row_starts[size_t(r)],
+                                      rows.entries.begin() + rows.row_starts[size_t(r + 1)]);
+        g_rows[size_t(r)].assign(g.begin() + r * n, g.begin() + (r + 1) * n);
+        pairs.push_back({row_entries[size_t(r)].data(), int64_t(row_entries[size_t(r)].size()), g_rows[size_t(r)].data()});
+      }
+      for (const auto& [first, m] : std::vector<std::pair<int64_t, int64_t>>{{0, 300}, {150, 37}, {299, 1}, {8, 0}})
+        for (const float alpha : {1.0f, -0.25f}) {
+          CAPTURE(n);
+          CAPTURE(k);
+          CAPTURE(first);
+          CAPTURE(m);
+          std::vector<float> expected(size_t(m * n), 5.0f), got(size_t(m * n), std::nanf(""));
+          // The dense block of X's columns, through the sparse kernel.
+          std::vector<float> block(size_t(k * m));
+          for (int64_t r = 0; r < k; ++r)
+            for (int64_t c = 0; c < m; ++c) block[size_t(r * m + c)] = x[size_t(r * a_cols + first + c)];
+          if (m > 0) dtrain::kernels::gemm_sparse(true, false, m, n, k, alpha, block.data(), g.data(), 0.0f, expected.data(), 1);
+          dtrain::kernels::gemm_sparse_columns_tn(pairs, first, m, n, alpha, got.data());
+          CHECK(same_bits(got, expected));
+        }
+    }
 }

@@ -34,7 +34,21 @@ struct Setup {
   std::optional<Layout> b_layout;
   std::string batch_dim;
   std::optional<int64_t> min_sharded;  // the optimizer's own threshold when unset
+  bool compressed_x = false;           // each rank's x carries its non-zeros, as a TF-IDF batch does
 };
+
+// The non-zeros of a 2-D tensor, found by the obvious loop.
+std::shared_ptr<const CompressedRows> nonzeros_of(const Tensor& t) {
+  auto rows = std::make_shared<CompressedRows>();
+  rows->rows = t.dim(0);
+  rows->cols = t.dim(1);
+  for (int64_t r = 0; r < t.dim(0); ++r) {
+    for (int64_t c = 0; c < t.dim(1); ++c)
+      if (t[r * t.dim(1) + c] != 0.0f) rows->entries.push_back({int32_t(c), t[r * t.dim(1) + c]});
+    rows->row_starts.push_back(int64_t(rows->entries.size()));
+  }
+  return rows;
+}
 
 struct Trained {
   std::vector<Tensor> tensors;             // w, b (when given), then every slot in slots() order; global values
@@ -67,7 +81,9 @@ Trained train_steps(const Setup& setup, const Tensor& w0, const Tensor& b0, cons
     }
     Layout x_layout = setup.batch_dim.empty() ? Layout::replicated(mesh, 2)
                                               : Layout::batch_sharded(mesh, setup.batch_dim, 2);
-    Var input(DTensor(x.shape(), x_layout, pack(x, x_layout, device.rank)));
+    Tensor x_local = pack(x, x_layout, device.rank);
+    if (setup.compressed_x) x_local = Tensor::with_compressed_rows(x_local, nonzeros_of(x_local));
+    Var input(DTensor(x.shape(), x_layout, x_local));
     Var weight(DTensor(r.shape(), Layout::replicated(mesh, 2), r.clone()));
     for (int step = 0; step < steps; ++step) {
       Var y = matmul(input, params.at("w"));
@@ -250,6 +266,40 @@ TEST_CASE("flat-sharded SGD and Adam give one device's variables and slots, with
                                      << i << ": " << why);
           CHECK(close(got.tensors[i], reference[i], 1e-6f, &why));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("a batch that carries its non-zeros trains to the bits of its dense values, sparse or not, on every mesh") {
+  // The gradient factors then travel compressed, and the kernel gradient is summed from them.
+  const std::string u = kUnsharded;
+  MeshPtr eight = make_mesh({"x"}, {8}), three = make_mesh({"x"}, {3}), grid = make_mesh({"a", "b"}, {2, 2});
+  const Shape w_shape{120, 12};
+  for (const double density : {0.08, 0.6}) {  // 0.6: blocks too dense for the sparse kernel
+    Tensor x = test_tensor({24, w_shape[0]}, 31);
+    Tensor keep = test_tensor(x.shape(), 32, 0.0f, 1.0f);
+    for (int64_t i = 0; i < x.size(); ++i)
+      if (keep[i] >= density) x[i] = 0.0f;
+    const Tensor w0 = test_tensor(w_shape, 33), b0 = test_tensor({w_shape[1]}, 34), r = test_tensor({24, w_shape[1]}, 35);
+    std::vector<Setup> setups{
+        {eight, Layout::replicated(eight, 2), Layout::replicated(eight, 1), "x", 1},  // whole rows of w per rank
+        {three, Layout::replicated(three, 2), Layout::replicated(three, 1), "x", 1},  // chunks cut rows
+        {grid, Layout({u, "a"}, grid), Layout({"a"}, grid), "b", 1},                  // factors over b only
+        {grid, Layout({"a", u}, grid), std::nullopt, "b", 1},                         // x's columns sharded
+    };
+    for (bool use_adam : {false, true}) {
+      for (Setup setup : setups) {
+        CAPTURE(density);
+        CAPTURE(use_adam);
+        CAPTURE(setup.mesh->to_string());
+        CAPTURE(setup.w_layout.specs_string());
+        const MakeOptimizer make = use_adam ? adam() : sgd();
+        const Trained dense = train_steps(setup, w0, b0, x, r, 3, make);
+        setup.compressed_x = true;
+        const Trained compressed = train_steps(setup, w0, b0, x, r, 3, make);
+        REQUIRE(compressed.tensors.size() == dense.tensors.size());
+        for (size_t i = 0; i < dense.tensors.size(); ++i) CHECK(close(compressed.tensors[i], dense.tensors[i], 0.0f));
       }
     }
   }

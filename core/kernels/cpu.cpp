@@ -62,6 +62,19 @@ void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
     accumulate(a_stored, b_stored);
 }
 
+namespace {
+
+// The dense kernels: blocked AVX2/FMA when the build has it, else Eigen.
+void gemm_dense(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, float beta, float* c) {
+  if (gemm_blocked_available())
+    gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads());
+  else
+    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+}
+
+}  // namespace
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c) {
   gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, beta, c);
@@ -72,10 +85,14 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   check_shape("gemm", m, n, k);
   DTRAIN_CHECK(lda >= (trans_a ? m : k), "[gemm] lda {} is shorter than A's stored rows ({})", lda, trans_a ? m : k);
   if (try_gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads())) return;
-  if (gemm_blocked_available())
-    gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads());
-  else
-    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+  gemm_dense(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+}
+
+void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
+          float* c) {
+  check_shape("gemm", a_rows.rows, n, a_rows.cols);
+  if (try_gemm_compressed_rows(a_rows, trans_b, n, alpha, b, beta, c, gemm_threads())) return;
+  gemm_dense(false, trans_b, a_rows.rows, n, a_rows.cols, alpha, a, a_rows.cols, b, beta, c);
 }
 
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/compressed_rows.hpp"
+
 namespace dtrain::kernels {
 
 // C[m,n] = alpha * op(A) * op(B) + beta * C, all row-major and packed: op(A) is m x k (A is k x m when
@@ -12,6 +14,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // of columns of a wider matrix, multiplied in place instead of copied out first.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, float beta, float* c);
+// The same for A = `a` (m x k, not transposed) whose non-zeros `a_rows` lists (a.rows == m, a.cols == k):
+// the sparse path multiplies them without scanning A, and gives what gemm() on A alone would.
+void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
+          float* c);
 // The same contract, three plain loops: the reference the fast kernel is tested against.
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     const float* b, float beta, float* c);

@@ -21,6 +21,8 @@
 
 namespace dtrain::kernels {
 
+int64_t max_sparse_nonzeros(int64_t m, int64_t k) { return int64_t(kSparseMaxDensity * double(m * k)); }
+
 #ifdef DTRAIN_GEMM_SPARSE_AVX2
 
 namespace {
@@ -33,24 +35,6 @@ constexpr int64_t kScanBlock = 1024;
 constexpr int64_t kMinParallelWork = int64_t(64) * 64 * 64;
 
 // The most non-zeros op(A) (m x k) may have for gemm to take the sparse path.
-int64_t max_sparse_nonzeros(int64_t m, int64_t k) { return int64_t(kSparseMaxDensity * double(m * k)); }
-
-// A non-zero of a compressed row: its column and value side by side, so dealing entries out to other
-// rows (transpose_rows) writes one place, not two.
-struct Entry {
-  int32_t index;
-  float value;
-};
-
-// A's stored rows in compressed form: stored row r's non-zeros are entries [row_starts[r],
-// row_starts[r + 1]), in ascending column. `entries` is longer than that (whole-vector writes pass the
-// last one).
-struct CompressedRows {
-  std::vector<int64_t> row_starts;
-  std::vector<Entry> entries;
-  std::vector<int64_t> cursors;  // transpose_rows's write positions
-};
-
 // Reused by every call on this thread: rebuilt each call, never reallocated once large enough.
 CompressedRows& compressed_rows_scratch(int which) {
   thread_local CompressedRows rows[2];
@@ -98,8 +82,10 @@ int64_t count_nonzeros(const float* values, int64_t count, int64_t stop_above) {
 bool compress_rows(const float* a, int64_t rows, int64_t cols, int64_t stride, int64_t max_nonzeros,
                    CompressedRows& out) {
   DTRAIN_CHECK(cols <= INT32_MAX, "[gemm_sparse] rows of {} values do not fit 32-bit indices", cols);
+  out.rows = rows;
+  out.cols = cols;
   out.row_starts.resize(size_t(rows + 1));
-  Entry* entries = out.entries.data();
+  SparseEntry* entries = out.entries.data();
   int64_t entry = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (entry > max_nonzeros) return false;
@@ -127,7 +113,7 @@ bool compress_rows(const float* a, int64_t rows, int64_t cols, int64_t stride, i
     }
     for (; p < cols; ++p) {
       if (row[p] == 0.0f) continue;
-      entries[entry++] = Entry{int32_t(p), row[p]};
+      entries[entry++] = SparseEntry{int32_t(p), row[p]};
     }
   }
   out.row_starts[size_t(rows)] = entry;
@@ -136,21 +122,24 @@ bool compress_rows(const float* a, int64_t rows, int64_t cols, int64_t stride, i
 
 // The rows of op(A) = A^T from A's compressed stored rows: entry (p, i) of `stored` becomes entry (i, p)
 // of `out`. Dealt out in stored-row order, so each of out's rows still lists ascending columns.
-void transpose_rows(const CompressedRows& stored, int64_t stored_rows, int64_t stored_cols, CompressedRows& out) {
-  const int64_t count = stored.row_starts[size_t(stored_rows)];
+void transpose_rows(const CompressedRows& stored, CompressedRows& out) {
+  const int64_t stored_rows = stored.rows, stored_cols = stored.cols, count = stored.nonzeros();
+  out.rows = stored_cols;
+  out.cols = stored_rows;
   out.row_starts.assign(size_t(stored_cols + 1), 0);
   out.entries.resize(size_t(count));
-  const Entry* from = stored.entries.data();
+  const SparseEntry* from = stored.entries.data();
   int64_t* starts = out.row_starts.data();
   for (int64_t entry = 0; entry < count; ++entry) ++starts[from[entry].index + 1];
   for (int64_t i = 0; i < stored_cols; ++i) starts[i + 1] += starts[i];
-  out.cursors.assign(out.row_starts.begin(), out.row_starts.end() - 1);
-  int64_t* cursors = out.cursors.data();
-  Entry* to = out.entries.data();
+  thread_local std::vector<int64_t> cursor_scratch;  // the write position of each of out's rows
+  cursor_scratch.assign(out.row_starts.begin(), out.row_starts.end() - 1);
+  int64_t* cursors = cursor_scratch.data();
+  SparseEntry* to = out.entries.data();
   for (int64_t p = 0; p < stored_rows; ++p) {
     const int64_t end = stored.row_starts[size_t(p + 1)];
     for (int64_t entry = stored.row_starts[size_t(p)]; entry < end; ++entry)
-      to[cursors[from[entry].index]++] = Entry{int32_t(p), from[entry].value};
+      to[cursors[from[entry].index]++] = SparseEntry{int32_t(p), from[entry].value};
   }
 }
 
@@ -178,7 +167,7 @@ void multiply_panel(const CompressedRows& a_rows, int64_t row_begin, int64_t row
                     float alpha, const float* b, float beta, float* c, __m256i last_mask) {
   const PanelAccess<kVectors, kMaskedLast> access{last_mask};
   const __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
-  const Entry* entries = a_rows.entries.data();
+  const SparseEntry* entries = a_rows.entries.data();
   for (int64_t i = row_begin; i < row_end; ++i) {
     __m256 sums[kVectors];
     for (int t = 0; t < kVectors; ++t) sums[t] = _mm256_setzero_ps();
@@ -242,22 +231,14 @@ bool gemm_takes_sparse_path(bool trans_a, bool trans_b, int64_t m, int64_t n, in
 
 namespace {
 
-// C = alpha * op(A) * B + beta * C through compressed rows of op(A), unless A has more than max_nonzeros
-// non-zeros: then nothing is written and the answer is false.
-bool sparse_product(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                    int64_t max_nonzeros, const float* b, float beta, float* c, int threads) {
-  CompressedRows& a_rows = compressed_rows_scratch(0);
-  if (trans_a) {
-    CompressedRows& stored_rows = compressed_rows_scratch(1);
-    if (!compress_rows(a, k, m, lda, max_nonzeros, stored_rows)) return false;
-    transpose_rows(stored_rows, k, m, a_rows);
-  } else if (!compress_rows(a, m, k, lda, max_nonzeros, a_rows)) {
-    return false;
-  }
-  const int64_t work = a_rows.row_starts[size_t(m)] * n;
+// C = alpha * A * B + beta * C from A's compressed rows (m of them), rows of C shared out over `threads`.
+void multiply_all_rows(const CompressedRows& a_rows, int64_t n, float alpha, const float* b, float beta, float* c,
+                       int threads) {
+  const int64_t m = a_rows.rows;
+  const int64_t work = a_rows.nonzeros() * n;
   if (threads <= 1 || work < kMinParallelWork || m < 2) {
     multiply_rows(a_rows, 0, m, n, alpha, b, beta, c);
-    return true;
+    return;
   }
   // Bands of rows of C handed out through an atomic counter, about four per thread so a late helper
   // holds the caller back little; a row is computed the same whichever thread takes it.
@@ -269,6 +250,21 @@ bool sparse_product(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, 
     while ((index = next_band.fetch_add(1, std::memory_order_relaxed)) < bands)
       multiply_rows(a_rows, index * band, std::min(m, (index + 1) * band), n, alpha, b, beta, c);
   });
+}
+
+// C = alpha * op(A) * B + beta * C through compressed rows of op(A), unless A has more than max_nonzeros
+// non-zeros: then nothing is written and the answer is false.
+bool sparse_product(bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                    int64_t max_nonzeros, const float* b, float beta, float* c, int threads) {
+  CompressedRows& a_rows = compressed_rows_scratch(0);
+  if (trans_a) {
+    CompressedRows& stored_rows = compressed_rows_scratch(1);
+    if (!compress_rows(a, k, m, lda, max_nonzeros, stored_rows)) return false;
+    transpose_rows(stored_rows, a_rows);
+  } else if (!compress_rows(a, m, k, lda, max_nonzeros, a_rows)) {
+    return false;
+  }
+  multiply_all_rows(a_rows, n, alpha, b, beta, c, threads);
   return true;
 }
 
@@ -278,6 +274,44 @@ bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
                      int64_t lda, const float* b, float beta, float* c, int threads) {
   if (trans_b || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return false;
   return sparse_product(trans_a, m, n, k, alpha, a, lda, max_sparse_nonzeros(m, k), b, beta, c, threads);
+}
+
+bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
+                          float* c, int threads) {
+  if (trans_b || a.rows <= 0 || n <= 0 || a.cols <= 0 || alpha == 0.0f) return false;
+  if (a.nonzeros() > max_sparse_nonzeros(a.rows, a.cols)) return false;
+  multiply_all_rows(a, n, alpha, b, beta, c, threads);
+  return true;
+}
+
+void gemm_sparse_columns_tn(std::span<const CompressedRowPair> rows, int64_t first, int64_t m, int64_t n, float alpha,
+                            float* c) {
+  std::fill(c, c + m * n, 0.0f);
+  const int64_t last = first + m;
+  const int64_t whole = n / 8 * 8;
+  const __m256i tail_mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n - whole)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (const CompressedRowPair& row : rows) {
+    const SparseEntry* end = row.entries + row.count;
+    const SparseEntry* entry = std::lower_bound(row.entries, end, first,
+                                                [](const SparseEntry& e, int64_t column) { return e.index < column; });
+    // Entries of one row of A reach different rows of C, so each adds into C in memory (the chunk is
+    // small enough to stay in L1); per row of C the additions still come in ascending row of A.
+    for (; entry < end && entry->index < last; ++entry) {
+      const __m256 value = _mm256_broadcast_ss(&entry->value);
+      float* c_row = c + (entry->index - first) * n;
+      int64_t j = 0;
+      for (; j < whole; j += 8)
+        _mm256_storeu_ps(c_row + j, _mm256_fmadd_ps(value, _mm256_loadu_ps(row.b_row + j), _mm256_loadu_ps(c_row + j)));
+      if (j < n) {
+        const __m256 sum = _mm256_fmadd_ps(value, _mm256_maskload_ps(row.b_row + j, tail_mask),
+                                           _mm256_maskload_ps(c_row + j, tail_mask));
+        _mm256_maskstore_ps(c_row + j, tail_mask, sum);
+      }
+    }
+  }
+  if (alpha != 1.0f)
+    for (int64_t i = 0; i < m * n; ++i) c[i] *= alpha;
 }
 
 void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -301,6 +335,12 @@ bool gemm_takes_sparse_path(bool, bool, int64_t, int64_t, int64_t, float, const 
 bool try_gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, float, float*,
                      int) {
   return false;
+}
+
+bool try_gemm_compressed_rows(const CompressedRows&, bool, int64_t, float, const float*, float, float*, int) { return false; }
+
+void gemm_sparse_columns_tn(std::span<const CompressedRowPair>, int64_t, int64_t, int64_t, float, float*) {
+  throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
 }
 
 void gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {

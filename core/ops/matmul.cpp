@@ -42,7 +42,10 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   const Tensor& lb = b.local();
   const int64_t lm = la.dim(a_rows), lk = la.dim(a_cols), ln = lb.dim(b_cols);
   Tensor out = Tensor::uninitialized({lm, ln});
-  kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
+  if (la.compressed_rows() != nullptr && !transpose_a)  // a batch that came with its non-zeros
+    kernels::gemm(*la.compressed_rows(), la.data(), transpose_b, ln, 1.0f, lb.data(), 0.0f, out.data());
+  else
+    kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
   std::vector<std::string> partial;
   if (k_dim != kUnsharded) partial.push_back(k_dim);
   return DTensor({m, n}, Layout({m_dim, n_dim}, mesh), out, partial);

@@ -159,24 +159,22 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
   const Shape local_shape = entry.layout.local_shape(entry.shape);
   const int64_t rows = local_shape[0], cols = local_shape[1];
+  // The rows [first, last) of x^T g that hold this chunk.
+  const int64_t first = count == 0 ? 0 : begin / cols;
+  const int64_t last = count == 0 ? 0 : std::min(rows, (begin + count + cols - 1) / cols);
+  const bool whole_rows = begin % cols == 0 && count % cols == 0;
   bool first_term = true;
   for (const auto& f : factors) {
-    const Tensor& x = f.x.local();
-    const Tensor& g = f.g.local();
-    const int64_t batch = x.dim(0) * sharding.group_size;
-    std::shared_ptr<float[]> x_all = comm.all_gather_shared(entry.group, x.data(), size_t(x.size()));
-    std::shared_ptr<float[]> g_all = comm.all_gather_shared(entry.group, g.data(), size_t(g.size()));
-    if (count == 0) continue;
-    // The rows [first, last) of x^T g that hold this chunk: x's columns [first, last), read in place.
-    const int64_t first = begin / cols, last = std::min(rows, (begin + count + cols - 1) / cols);
-    const float* x_columns = x_all.get() + first;
-    if (begin % cols == 0 && count % cols == 0) {  // whole rows: the GEMM writes (or adds to) the chunk
-      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns, rows, g_all.get(), first_term ? 0.0f : 1.0f,
-                    grad_chunk);
-    } else {
-      Tensor product = Tensor::uninitialized({last - first, cols});
-      kernels::gemm(true, false, last - first, cols, batch, 1.0f, x_columns, rows, g_all.get(), 0.0f, product.data());
-      const float* part = product.data() + (begin - first * cols);
+    // Whole rows of a first term go straight into the chunk; else through a block of rows.
+    Tensor block;
+    float* product = grad_chunk;
+    if (!first_term || !whole_rows) {
+      block = Tensor::uninitialized({last - first, cols});
+      product = block.data();
+    }
+    factor_product_.rows(comm, entry.group, f.x.local(), f.g.local(), first, last, product);
+    if (product != grad_chunk) {
+      const float* part = product + (begin - first * cols);
       if (first_term) {
         std::copy_n(part, count, grad_chunk);
       } else {

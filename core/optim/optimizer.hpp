@@ -37,6 +37,7 @@
 
 #include "core/comm/communicator.hpp"
 #include "core/nn/layer.hpp"
+#include "core/optim/factor_product.hpp"
 
 namespace dtrain::optim {
 
@@ -108,6 +109,7 @@ class Optimizer {
   void run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots, int64_t size);
 
   std::vector<Entry> entries_;
+  FactorProduct factor_product_;
   Tensor scratch_;  // sharded updates: the rank's chunk of the gradient and of the variable, a padded send
   int64_t iterations_ = 0;
 };

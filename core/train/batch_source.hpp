@@ -2,9 +2,11 @@
 // example's shape, and filling one rank's block of a global batch (rows x feature columns) and labels.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "core/compressed_rows.hpp"
 #include "core/shape.hpp"
 
 namespace dtrain::train {
@@ -22,6 +24,13 @@ class BatchSource {
   // (out is not cleared first).
   virtual void fill_features(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, int64_t column_begin,
                              int64_t column_end, float* out) const = 0;
+  // The non-zeros of the same block, when the source stores its features sparse (TF-IDF): the batch then
+  // carries them and its matmuls skip the scan for them. Null (the default) when it does not.
+  virtual std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t> ids, int64_t row_begin,
+                                                                    int64_t row_end, int64_t column_begin,
+                                                                    int64_t column_end) const {
+    return nullptr;
+  }
   // Class ids as floats.
   virtual void fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const = 0;
 };

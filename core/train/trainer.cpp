@@ -36,6 +36,10 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
   }
   Tensor x = Tensor::uninitialized(local);  // fill_features writes every value
   source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
+  if (x.rank() == 2) {
+    if (auto rows = source.compressed_features(ids, row_begin, row_end, column_begin, column_end))
+      x = Tensor::with_compressed_rows(std::move(x), std::move(rows));
+  }
   Tensor y({row_end - row_begin});
   source.fill_labels(ids, row_begin, row_end, y.data());
   Layout label_layout({layout.spec(0)}, layout.mesh_ptr());

@@ -1,0 +1,27 @@
+// The non-zeros of a row-major matrix, row by row: the form the sparse GEMM kernels multiply, and the form
+// a TF-IDF batch has before it is ever dense (make_batch hands it along with the dense values, so the
+// kernels need not find the non-zeros again).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace dtrain {
+
+// One non-zero: its column and value side by side, so moving an entry writes one place, not two.
+struct SparseEntry {
+  int32_t index;
+  float value;
+};
+
+struct CompressedRows {
+  int64_t rows = 0, cols = 0;
+  // Row r's non-zeros are entries[row_starts[r], row_starts[r + 1]), in ascending column. Non-zero means
+  // `value != 0` in the IEEE sense: NaNs are entries, zeros never are.
+  std::vector<int64_t> row_starts{0};
+  std::vector<SparseEntry> entries;  // may be longer than nonzeros() (a kernel's reused scratch)
+
+  int64_t nonzeros() const { return row_starts[size_t(rows)]; }
+};
+
+}  // namespace dtrain
