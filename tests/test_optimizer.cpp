@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/comm/counting.hpp"
 #include "core/optim/optimizer.hpp"
 #include "tests/spmd_harness.hpp"
 
@@ -372,5 +373,57 @@ TEST_CASE("a data-parallel matmul weight's gradient reaches a flat-sharded optim
     CHECK(cleared.load() == 8);
     CHECK(with_factors.load() == (sharded ? 8 : 0));
     CHECK(with_grad.load() == (sharded ? 0 : 8));
+  }
+}
+
+TEST_CASE("apply sums the partial tensors it is handed along with the small gradients, and leaves the update alone") {
+  MeshPtr grid = make_mesh({"a", "b"}, {2, 4});
+  const Tensor w0 = eighths({16, 6}, 41), x = eighths({8, 16}, 42), r = eighths({8, 6}, 43);
+  struct Run {
+    std::vector<Tensor> weights = std::vector<Tensor>(8);
+    std::vector<size_t> collectives = std::vector<size_t>(8);  // calls by apply()
+    std::atomic<int> sums_right{0};
+  };
+  // extras: 0 none, 1 a pair pending over b (the gradients' dims), 2 that and a value pending over a.
+  auto run = [&](int extras, Run& out) {
+    run_spmd(grid, [&](DeviceContext& device) {
+      nn::Parameters params;
+      const Layout replicated = Layout::replicated(grid, 2);
+      params.add("w", Var(DTensor(w0.shape(), replicated, w0.clone()), true));
+      params.add("b", Var(DTensor({6}, Layout::replicated(grid, 1), Tensor({6})), true));
+      auto optimizer = optim::make_sgd(0.05f);
+      optimizer->build(params);  // small variables: their gradients share one bucket, pending over b
+      const Layout x_layout({"b", kUnsharded}, grid);
+      Var input(DTensor(x.shape(), x_layout, pack(x, x_layout, device.rank)));
+      Var y = add(matmul(input, params.at("w")), params.at("b"));
+      backward(reduce_sum(multiply(y, Var(DTensor(r.shape(), replicated, r.clone()))), {0, 1}));
+      const float mine = float(device.rank + 1);
+      DTensor over_b({2}, Layout::replicated(grid, 1), Tensor::from_vector({2}, {mine, 1.0f}), {"b"});
+      DTensor over_a({1}, Layout::replicated(grid, 1), Tensor::from_vector({1}, {mine}), {"a"});
+      DTensor* const handed[] = {&over_b, &over_a};
+      CountingCommunicator counting(*device.comm);
+      Communicator* inner = device.comm;
+      device.comm = &counting;
+      optimizer->apply(params, std::span<DTensor* const>(handed, size_t(extras)));
+      device.comm = inner;
+      out.collectives[device.rank] = counting.calls().size();
+      // Rank = a * 4 + b: its group along b is ranks 4a .. 4a + 3, along a ranks b and b + 4.
+      const int a = device.rank / 4, b = device.rank % 4;
+      out.sums_right += !over_b.is_partial() && over_b.local()[0] == float(16 * a + 10) && over_b.local()[1] == 4.0f &&
+                        (extras < 2 || (!over_a.is_partial() && over_a.local()[0] == float(2 * b + 6)));
+      out.weights[device.rank] = params.at("w").value().local().clone();
+    });
+  };
+  Run none, pair, both;
+  run(0, none);
+  run(1, pair);
+  run(2, both);
+  CHECK(pair.sums_right.load() == 8);
+  CHECK(both.sums_right.load() == 8);
+  for (int rank = 0; rank < 8; ++rank) {
+    CHECK(pair.collectives[rank] == none.collectives[rank]);  // rode along in the gradients' all-reduce
+    CHECK(both.collectives[rank] == none.collectives[rank] + 1);
+    CHECK(close(pair.weights[rank], none.weights[rank], 0.0f));
+    CHECK(close(both.weights[rank], none.weights[rank], 0.0f));
   }
 }

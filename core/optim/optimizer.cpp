@@ -240,11 +240,13 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
   var.assign(DTensor(entry.shape, entry.layout, Tensor::adopt(local_shape, std::move(gathered))));
 }
 
-void Optimizer::apply(nn::Parameters& params) {
+void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum) {
   DTRAIN_CHECK(!entries_.empty() || params.paths().empty(), "[{}] apply before build", name());
   ++iterations_;
   take_back_gathered_slots();
   std::vector<DTensor*> small;
+  for (DTensor* extra : also_sum)
+    if (extra->is_partial()) small.push_back(extra);
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (entry.sharding.sharded() || !var.state()->grad) continue;
@@ -257,6 +259,8 @@ void Optimizer::apply(nn::Parameters& params) {
     }
   }
   sum_small_gradients_together(small);
+  for (DTensor* extra : also_sum)
+    if (extra->is_partial()) *extra = resolve_partial(*extra);  // it had no bucket to share
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;

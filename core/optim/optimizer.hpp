@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,7 +71,9 @@ class Optimizer {
   // Variables whose shard has fewer values are updated whole on every rank (see the header comment).
   virtual int64_t min_sharded_elements() const = 0;
   // One update of every trainable variable that has a gradient; clears the gradients. Collective.
-  void apply(nn::Parameters& params);
+  // `also_sum`: other small partial DTensors (a step's loss and accuracy counts) summed in the same
+  // collectives as the small gradients, saving them a rendezvous of their own; none is partial afterwards.
+  void apply(nn::Parameters& params, std::span<DTensor* const> also_sum = {});
   // Named state for checkpoints, e.g. ("dense1/kernel/m", slot), stable order; each slot in its variable's
   // layout. Collective (gathers the chunks); the DTensors stay valid and authoritative until the next
   // apply(), which reads writes to them back (see the header comment).

@@ -46,9 +46,10 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
   return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
 }
 
-// Summed loss and number of correct predictions of one batch, over the whole mesh: both are sums over
-// the batch shards, so one all-reduce carries the pair.
-std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
+// Summed loss and number of correct predictions of one batch as a pair [loss, correct], each rank holding
+// its summand when the two are pending over the same dims (then one all-reduce carries both, or the
+// optimizer's, see Optimizer::apply), else summed already.
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
   DTensor predicted = ops::argmax(logits);
   DTensor truth = redistribute(labels, predicted.layout());
   float correct = 0;
@@ -57,12 +58,16 @@ std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& l
   if (predicted.layout().is_sharded(0)) partial.push_back(predicted.layout().spec(0));
   MeshPtr mesh = predicted.layout().mesh_ptr();
   if (loss_sum.partial() == partial) {
-    DTensor pair({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {loss_sum.local()[0], correct}), partial);
-    Tensor summed = resolve_partial(pair).local();
-    return {summed[0], summed[1]};
+    return DTensor({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {loss_sum.local()[0], correct}), partial);
   }
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
-  return {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]};
+  const float summed[2] = {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]};
+  return DTensor({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {summed[0], summed[1]}));
+}
+
+std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
+  const Tensor totals = resolve_partial(batch_totals_pending(loss_sum, logits, labels)).local();
+  return {totals[0], totals[1]};
 }
 
 // How many batches of an epoch run: a last partial batch only when the batch shards divide it.
@@ -195,8 +200,10 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
         Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(batch.size)) : total;
         backward(loss);
-        optimizer.apply(params);
-        auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels);
+        DTensor totals = batch_totals_pending(total.value(), logits.value(), batch.labels);
+        DTensor* const sum_with_gradients[] = {&totals};
+        optimizer.apply(params, sum_with_gradients);
+        const double loss_sum = totals.local()[0], correct = totals.local()[1];
         loss_total += loss_sum;
         correct_total += correct;
         examples += batch.size;
