@@ -1,6 +1,7 @@
 #include "data/dataset.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -108,22 +109,25 @@ void Dataset::compress(std::span<const int64_t> batch, int64_t row_begin, int64_
     DTRAIN_CHECK(0 <= example && example < size(), "[compress] example {} of {}", example, size());
     at_most += sparse_rows_.offsets[example + 1] - sparse_rows_.offsets[example];
   }
-  out.row_starts.clear();
-  out.row_starts.reserve(size_t(out.rows + 1));
-  out.row_starts.push_back(0);
-  out.entries.clear();
-  out.entries.reserve(size_t(at_most));
+  out.row_starts.resize(size_t(out.rows + 1));
+  out.entries.resize(size_t(at_most));
   const int32_t* indices = sparse_rows_.indices.data();
+  const float* values = sparse_rows_.values.data();
+  SparseEntry* to = out.entries.data();
+  int64_t count = 0;
+  out.row_starts[0] = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t example = batch[r];
     const int32_t* last = indices + sparse_rows_.offsets[example + 1];
     const int32_t* at = std::lower_bound(indices + sparse_rows_.offsets[example], last, int32_t(column_begin));
     for (; at < last && *at < column_end; ++at) {
-      const float value = sparse_rows_.values[size_t(at - indices)];
-      if (value != 0.0f || value != value) out.entries.push_back({int32_t(*at - column_begin), value});  // as densify + scan
+      const float value = values[at - indices];
+      to[count] = {int32_t(*at - column_begin), value};
+      count += value != 0.0f || std::isnan(value);  // a stored zero is dropped, as densify + scan would
     }
-    out.row_starts.push_back(int64_t(out.entries.size()));
+    out.row_starts[size_t(r - row_begin + 1)] = count;
   }
+  out.entries.resize(size_t(count));
 }
 
 void Dataset::gather_labels(std::span<const int64_t> batch, int64_t row_begin, int64_t row_end,

@@ -284,36 +284,6 @@ bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, 
   return true;
 }
 
-void gemm_sparse_columns_tn(std::span<const CompressedRowPair> rows, int64_t first, int64_t m, int64_t n, float alpha,
-                            float* c) {
-  std::fill(c, c + m * n, 0.0f);
-  const int64_t last = first + m;
-  const int64_t whole = n / 8 * 8;
-  const __m256i tail_mask =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n - whole)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  for (const CompressedRowPair& row : rows) {
-    const SparseEntry* end = row.entries + row.count;
-    const SparseEntry* entry = std::lower_bound(row.entries, end, first,
-                                                [](const SparseEntry& e, int64_t column) { return e.index < column; });
-    // Entries of one row of A reach different rows of C, so each adds into C in memory (the chunk is
-    // small enough to stay in L1); per row of C the additions still come in ascending row of A.
-    for (; entry < end && entry->index < last; ++entry) {
-      const __m256 value = _mm256_broadcast_ss(&entry->value);
-      float* c_row = c + (entry->index - first) * n;
-      int64_t j = 0;
-      for (; j < whole; j += 8)
-        _mm256_storeu_ps(c_row + j, _mm256_fmadd_ps(value, _mm256_loadu_ps(row.b_row + j), _mm256_loadu_ps(c_row + j)));
-      if (j < n) {
-        const __m256 sum = _mm256_fmadd_ps(value, _mm256_maskload_ps(row.b_row + j, tail_mask),
-                                           _mm256_maskload_ps(c_row + j, tail_mask));
-        _mm256_maskstore_ps(c_row + j, tail_mask, sum);
-      }
-    }
-  }
-  if (alpha != 1.0f)
-    for (int64_t i = 0; i < m * n; ++i) c[i] *= alpha;
-}
-
 void gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  const float* b, float beta, float* c, int threads) {
   DTRAIN_CHECK(!trans_b, "[gemm_sparse] B must not be transposed");
@@ -339,9 +309,6 @@ bool try_gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*,
 
 bool try_gemm_compressed_rows(const CompressedRows&, bool, int64_t, float, const float*, float, float*, int) { return false; }
 
-void gemm_sparse_columns_tn(std::span<const CompressedRowPair>, int64_t, int64_t, int64_t, float, float*) {
-  throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
-}
 
 void gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {
   throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");

@@ -4,7 +4,6 @@
 // gemm_takes_sparse_path says so, and the dense kernels otherwise.
 #pragma once
 #include <cstdint>
-#include <span>
 
 #include "core/compressed_rows.hpp"
 
@@ -43,21 +42,6 @@ bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 // known: the same decision and the same bits, without reading a dense A.
 bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
                           float* c, int threads);
-
-// A row of a sparse matrix A (its non-zeros, ascending column) and the row of B it pairs with in A^T B.
-struct CompressedRowPair {
-  const SparseEntry* entries;
-  int64_t count;
-  const float* b_row;  // n floats
-};
-
-// C (m x n) = alpha * A[:, first, first + m)^T * B, where A and B (k rows each) come as `rows`, one pair
-// per row, in order: a block of the kernel gradient X^T G with X sparse, read where X's rows lie (a
-// gather of every member's shard) instead of copied together. The same bits as try_gemm_sparse(true,
-// false, m, n, k, alpha, ..., beta 0) on the dense block, whatever its density; the caller decides
-// whether the block is sparse enough (max_sparse_nonzeros). Needs gemm_sparse_available().
-void gemm_sparse_columns_tn(std::span<const CompressedRowPair> rows, int64_t first, int64_t m, int64_t n, float alpha,
-                            float* c);
 
 // gemm()'s contract for !trans_b at any density. `threads` is how many threads this call may use (1
 // never spawns; the rows of C are shared out when there is enough work). Each C[i, j] adds op(A)'s

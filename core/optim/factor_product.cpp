@@ -2,95 +2,134 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
 
 namespace dtrain::optim {
 
-void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, int64_t first,
-                         int64_t last, float* out) {
-  DTRAIN_CHECK(x.rank() == 2 && g.rank() == 2 && x.dim(0) == g.dim(0) && 0 <= first && first <= last &&
-                   last <= x.dim(1),
-               "[optimizer] rows [{}, {}) of x^T g from x {} and g {}", first, last, shape_string(x.shape()),
-               shape_string(g.shape()));
+void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
+                         std::span<const RowBlock> blocks, float* out) {
+  DTRAIN_CHECK(x.rank() == 2 && g.rank() == 2 && x.dim(0) == g.dim(0) && int(blocks.size()) == group.size(),
+               "[optimizer] x^T g from x {} and g {} in {} blocks over a group of {}", shape_string(x.shape()),
+               shape_string(g.shape()), blocks.size(), group.size());
+  for (const RowBlock& block : blocks)
+    DTRAIN_CHECK(0 <= block.first && block.first <= block.last && block.last <= x.dim(1),
+                 "[optimizer] rows [{}, {}) of x^T g with x {}", block.first, block.last, shape_string(x.shape()));
   // The kind of x is the same on every member (the batch source decides it), so all take the same
   // collectives.
   if (x.compressed_rows() != nullptr && kernels::gemm_sparse_available())
-    rows_from_compressed(comm, group, x, g, first, last, out);
+    rows_from_compressed(comm, group, x, g, blocks, out);
   else
-    rows_from_dense(comm, group, x, g, first, last, out);
+    rows_from_dense(comm, group, x, g, blocks[size_t(group.index)], out);
 }
 
 void FactorProduct::rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
-                                    int64_t first, int64_t last, float* out) {
+                                    RowBlock block, float* out) {
   const int64_t batch = x.dim(0) * group.size(), a = x.dim(1);
   std::shared_ptr<float[]> x_all = comm.all_gather_shared(group, x.data(), size_t(x.size()));
   std::shared_ptr<float[]> g_all = comm.all_gather_shared(group, g.data(), size_t(g.size()));
-  if (last == first) return;
+  if (block.last == block.first) return;
   // x's columns [first, last), read in place.
-  kernels::gemm(true, false, last - first, g.dim(1), batch, 1.0f, x_all.get() + first, a, g_all.get(), 0.0f, out);
+  kernels::gemm(true, false, block.last - block.first, g.dim(1), batch, 1.0f, x_all.get() + block.first, a,
+                g_all.get(), 0.0f, out);
 }
 
-// A member's payload, in 32-bit words: g's values, then the length of each of x's rows (int32 bits), then
-// x's entries (SparseEntry: index bits, value). Members' payloads differ in length, so their lengths are
-// gathered first and each member sends the longest (its own padded with zeros).
+namespace {
+
+float word(int64_t value) { return std::bit_cast<float>(uint32_t(value)); }
+int64_t value_of(float word) { return std::bit_cast<uint32_t>(word); }
+
+}  // namespace
+
+// A member's payload, in 32-bit words: g's values; then where each member's segment starts (members + 1
+// offsets); then segment j: the number of entries of each of x's rows in member j's columns, then those
+// entries (SparseEntry bytes: index, value), row by row. Members' payloads differ in length, so the
+// lengths are gathered first and each member sends the longest (its own padded with zeros).
 void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
-                                         int64_t first, int64_t last, float* out) {
+                                         std::span<const RowBlock> blocks, float* out) {
   static_assert(sizeof(SparseEntry) == 2 * sizeof(float));
   const CompressedRows& x_rows = *x.compressed_rows();
-  const int64_t rows = x_rows.rows, n = g.dim(1), nonzeros = x_rows.nonzeros();
-  const size_t words = size_t(g.size() + rows + 2 * nonzeros);
-  DTRAIN_CHECK(words <= UINT32_MAX, "[optimizer] a gradient factor of {} words", words);
-  const float my_words = std::bit_cast<float>(uint32_t(words));
-  sizes_.resize(size_t(group.size()));
+  const int64_t rows = x_rows.rows, n = g.dim(1), members = group.size();
+  const int64_t header = g.size() + members + 1;
+  auto entries_in = [&](int64_t r, RowBlock block) {  // x's row r: its entries in the block's columns
+    const SparseEntry* begin = x_rows.entries.data() + x_rows.row_starts[size_t(r)];
+    const SparseEntry* end = x_rows.entries.data() + x_rows.row_starts[size_t(r + 1)];
+    auto before = [](const SparseEntry& e, int64_t column) { return e.index < column; };
+    begin = std::lower_bound(begin, end, block.first, before);
+    return std::pair{begin, std::lower_bound(begin, end, block.last, before)};
+  };
+  // Written first, at its own length (an entry is in every block that holds its column: at most all of
+  // them), then padded once the longest is known.
+  const size_t at_most = size_t(header + members * (rows + 2 * x_rows.nonzeros()));
+  if (packed_.size() < at_most) packed_.resize(at_most);
+  float* payload = packed_.data();
+  std::copy_n(g.data(), g.size(), payload);
+  float* to = payload + header;
+  for (int64_t j = 0; j < members; ++j) {
+    payload[g.size() + j] = word(to - payload);
+    float* lengths = to;
+    auto* entries = reinterpret_cast<SparseEntry*>(to + rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      auto [begin, end] = entries_in(r, blocks[size_t(j)]);
+      lengths[r] = word(end - begin);
+      entries = std::copy(begin, end, entries);
+    }
+    to = reinterpret_cast<float*>(entries);
+  }
+  const int64_t words = to - payload;
+  payload[g.size() + members] = word(words);
+  DTRAIN_CHECK(words <= int64_t(UINT32_MAX), "[optimizer] a gradient factor of {} words", words);
+  const float my_words = word(words);
+  sizes_.resize(size_t(members));
   comm.all_gather(group, &my_words, sizes_.data(), 1);
   size_t longest = 0;
-  for (float size : sizes_) longest = std::max<size_t>(longest, std::bit_cast<uint32_t>(size));
-
-  packed_.assign(longest, 0.0f);
-  float* to = packed_.data();
-  std::copy_n(g.data(), g.size(), to);
-  to += g.size();
-  for (int64_t r = 0; r < rows; ++r)
-    *to++ = std::bit_cast<float>(int32_t(x_rows.row_starts[size_t(r + 1)] - x_rows.row_starts[size_t(r)]));
-  std::memcpy(to, x_rows.entries.data(), size_t(nonzeros) * sizeof(SparseEntry));
+  for (float size : sizes_) longest = std::max<size_t>(longest, value_of(size));
+  if (packed_.size() < longest) packed_.resize(longest);
+  std::fill(packed_.data() + words, packed_.data() + longest, 0.0f);  // the padding to the longest payload
   std::shared_ptr<float[]> all = comm.all_gather_shared(group, packed_.data(), longest);
-  if (last == first) return;
 
-  // One pair per row of the stacked batch, pointing into the gathered payloads.
-  pairs_.clear();
-  const int64_t m = last - first;
-  int64_t in_block = 0;  // non-zeros in x's columns [first, last): the sparse kernel's density rule
-  for (int member = 0; member < group.size(); ++member) {
-    const float* payload = all.get() + size_t(member) * longest;
-    const float* lengths = payload + g.size();
-    const auto* entries = reinterpret_cast<const SparseEntry*>(lengths + rows);  // written as SparseEntry bytes
+  // g stacked in member order, and this member's block of X transposed: row i lists (batch row, value)
+  // of x's column first + i in ascending batch row, as gemm's sparse path deals them.
+  const RowBlock mine = blocks[size_t(group.index)];
+  const int64_t m = mine.last - mine.first, batch = rows * members;
+  if (m == 0) return;
+  g_all_.resize(size_t(batch * n));
+  block_.rows = m;
+  block_.cols = batch;
+  block_.row_starts.assign(size_t(m + 1), 0);
+  int64_t* starts = block_.row_starts.data();
+  auto segment = [&](int64_t member) {  // member's lengths and entries for this member's block
+    const float* from = all.get() + size_t(member) * longest;
+    const float* begin = from + value_of(from[g.size() + group.index]);
+    const float* end = from + value_of(from[g.size() + group.index + 1]);
+    return std::pair{begin, reinterpret_cast<const SparseEntry*>(end)};
+  };
+  for (int64_t member = 0; member < members; ++member) {
+    std::copy_n(all.get() + size_t(member) * longest, rows * n, g_all_.data() + member * rows * n);
+    auto [lengths, end] = segment(member);
+    for (const auto* e = reinterpret_cast<const SparseEntry*>(lengths + rows); e < end; ++e) ++starts[e->index - mine.first + 1];
+  }
+  for (int64_t i = 0; i < m; ++i) starts[i + 1] += starts[i];
+  block_.entries.resize(size_t(starts[m]));
+  cursors_.assign(block_.row_starts.begin(), block_.row_starts.end() - 1);
+  for (int64_t member = 0; member < members; ++member) {
+    auto [lengths, end] = segment(member);
+    const auto* e = reinterpret_cast<const SparseEntry*>(lengths + rows);
     for (int64_t r = 0; r < rows; ++r) {
-      const SparseEntry* end = entries + std::bit_cast<int32_t>(lengths[r]);
-      auto before = [](const SparseEntry& e, int64_t column) { return e.index < column; };
-      const SparseEntry* begin = std::lower_bound(entries, end, first, before);
-      const SparseEntry* block_end = std::lower_bound(begin, end, last, before);
-      pairs_.push_back({begin, block_end - begin, payload + r * n});  // just the row's entries in the block
-      in_block += block_end - begin;
-      entries = end;
+      const int32_t b = int32_t(member * rows + r);
+      for (const SparseEntry* row_end = e + value_of(lengths[r]); e < row_end; ++e)
+        block_.entries[size_t(cursors_[size_t(e->index - mine.first)]++)] = SparseEntry{b, e->value};
     }
   }
-  const int64_t batch = int64_t(pairs_.size());
-  if (n > 0 && in_block <= kernels::max_sparse_nonzeros(m, batch)) {
-    kernels::gemm_sparse_columns_tn(pairs_, first, m, n, 1.0f, out);
+  if (kernels::try_gemm_compressed_rows(block_, false, n, 1.0f, g_all_.data(), 0.0f, out, kernels::gemm_threads()))
     return;
-  }
-  // Too dense for the sparse kernel (a small vocabulary): the dense block and g, as gemm would see them.
+  // Too dense for the sparse kernel (a small vocabulary): the dense block, as gemm would see it.
   Tensor x_block({batch, m});
-  Tensor g_all = Tensor::uninitialized({batch, n});
-  for (int64_t b = 0; b < batch; ++b) {
-    const kernels::CompressedRowPair& pair = pairs_[size_t(b)];
-    for (const SparseEntry* e = pair.entries; e < pair.entries + pair.count; ++e) x_block[b * m + (e->index - first)] = e->value;
-    std::copy_n(pair.b_row, n, g_all.data() + b * n);
-  }
-  kernels::gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all.data(), 0.0f, out);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t entry = starts[i]; entry < starts[i + 1]; ++entry)
+      x_block[int64_t(block_.entries[size_t(entry)].index) * m + i] = block_.entries[size_t(entry)].value;
+  kernels::gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all_.data(), 0.0f, out);
 }
 
 }  // namespace dtrain::optim

@@ -1,9 +1,12 @@
 // Rows of a weight gradient x^T g summed over a data-parallel group, computed from its factors: every
-// member gathers the group's x and g (the whole batch, which is small) and multiplies out only the rows
-// it needs (see optimizer.hpp). When x came with its non-zeros (a TF-IDF batch), those are gathered
-// instead of the dense x: a tenth of the bytes, and no scan for non-zeros on either side.
+// member gathers the group's g (the whole batch, which is small) and the columns of x its rows need, and
+// multiplies out only those rows (see optimizer.hpp). When x came with its non-zeros (a TF-IDF batch),
+// each member sends every other one just the non-zeros of the columns it needs: a fraction of the bytes,
+// no scan for non-zeros on either side, and each member reads only its own part of the gather.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "core/comm/communicator.hpp"
@@ -12,25 +15,34 @@
 
 namespace dtrain::optim {
 
+// Rows [first, last) of x^T g: the columns of x they are made from.
+struct RowBlock {
+  int64_t first = 0, last = 0;
+};
+
 class FactorProduct {
  public:
-  // out ((last - first) x g.dim(1)) = rows [first, last) of X^T G, X and G being x [b, a] and g [b, n]
-  // of every member of `group` stacked in member order. Collective over the group: every member calls it
-  // with x of the same kind (with compressed rows or without) and the same shapes. The bits are those of
-  // kernels::gemm on the stacked dense X and G, whichever way x travels.
-  void rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, int64_t first, int64_t last,
+  // out ((last - first) x g.dim(1)) = rows blocks[group.index] of X^T G, X and G being x [b, a] and g
+  // [b, n] of every member of `group` stacked in member order; blocks[j] is member j's block. Collective
+  // over the group: every member calls it with the same blocks, shapes, and kind of x (with compressed
+  // rows or without). The bits are those of kernels::gemm on the stacked dense X and G, whichever way x
+  // travels.
+  void rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, std::span<const RowBlock> blocks,
             float* out);
 
  private:
-  void rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, int64_t first,
-                       int64_t last, float* out);
-  void rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, int64_t first,
-                            int64_t last, float* out);
+  void rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, RowBlock block,
+                       float* out);
+  void rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
+                            std::span<const RowBlock> blocks, float* out);
 
-  // Reused from step to step: a member's packed x and g, the gathered payload sizes, one pair per batch row.
+  // Reused from step to step: this member's payload, the gathered payload sizes, the group's g, this
+  // member's block of X transposed and its write positions.
   std::vector<float> packed_;
   std::vector<float> sizes_;
-  std::vector<kernels::CompressedRowPair> pairs_;
+  std::vector<float> g_all_;
+  CompressedRows block_;
+  std::vector<int64_t> cursors_;
 };
 
 }  // namespace dtrain::optim

@@ -159,9 +159,14 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
   const Shape local_shape = entry.layout.local_shape(entry.shape);
   const int64_t rows = local_shape[0], cols = local_shape[1];
-  // The rows [first, last) of x^T g that hold this chunk.
-  const int64_t first = count == 0 ? 0 : begin / cols;
-  const int64_t last = count == 0 ? 0 : std::min(rows, (begin + count + cols - 1) / cols);
+  // The rows of x^T g that hold each member's chunk.
+  blocks_.resize(size_t(sharding.group_size));
+  for (int member = 0; member < sharding.group_size; ++member) {
+    const int64_t member_begin = sharding.begin(member), member_count = sharding.count(member);
+    blocks_[size_t(member)] = member_count == 0 ? RowBlock{0, 0}
+                                                : RowBlock{member_begin / cols, std::min(rows, (member_begin + member_count + cols - 1) / cols)};
+  }
+  const int64_t first = blocks_[size_t(entry.group.index)].first, last = blocks_[size_t(entry.group.index)].last;
   const bool whole_rows = begin % cols == 0 && count % cols == 0;
   bool first_term = true;
   for (const auto& f : factors) {
@@ -172,7 +177,7 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
       block = Tensor::uninitialized({last - first, cols});
       product = block.data();
     }
-    factor_product_.rows(comm, entry.group, f.x.local(), f.g.local(), first, last, product);
+    factor_product_.rows(comm, entry.group, f.x.local(), f.g.local(), blocks_, product);
     if (product != grad_chunk) {
       const float* part = product + (begin - first * cols);
       if (first_term) {
