@@ -15,7 +15,9 @@ namespace {
 // Zeros of the config's example shape; every label is class 0.
 class ZerosSource : public train::BatchSource {
  public:
-  ZerosSource(Shape example, int64_t examples) : example_(std::move(example)), examples_(examples) {}
+  // sparse: the batches carry their (no) non-zeros, as TF-IDF batches do, so the step takes their path.
+  ZerosSource(Shape example, int64_t examples, bool sparse)
+      : example_(std::move(example)), examples_(examples), sparse_(sparse) {}
   int64_t num_examples() const override { return examples_; }
   Shape example_shape() const override { return example_; }
   std::vector<int64_t> order(int64_t) const override {
@@ -27,6 +29,15 @@ class ZerosSource : public train::BatchSource {
                      int64_t column_end, float* out) const override {
     std::fill(out, out + (row_end - row_begin) * (column_end - column_begin), 0.0f);
   }
+  std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t>, int64_t row_begin, int64_t row_end,
+                                                            int64_t column_begin, int64_t column_end) const override {
+    if (!sparse_) return nullptr;
+    auto rows = std::make_shared<CompressedRows>();
+    rows->rows = row_end - row_begin;
+    rows->cols = column_end - column_begin;
+    rows->row_starts.assign(size_t(rows->rows + 1), 0);
+    return rows;
+  }
   void fill_labels(std::span<const int64_t>, int64_t row_begin, int64_t row_end, float* out) const override {
     std::fill(out, out + (row_end - row_begin), 0.0f);
   }
@@ -34,6 +45,7 @@ class ZerosSource : public train::BatchSource {
  private:
   Shape example_;
   int64_t examples_;
+  bool sparse_;
 };
 
 // The mesh dims a group spans, found by comparing with Mesh::group for every subset of dims.
@@ -112,7 +124,7 @@ int run_plan(const CommandOptions& options) {
     counters[state.rank] = std::make_unique<CountingCommunicator>(*device.comm);
     device.comm = counters[state.rank].get();
   };
-  ZerosSource zeros(example, config.data.batch_size);
+  ZerosSource zeros(example, config.data.batch_size, config.data.dataset == Dataset::imdb);
   train::Reporter quiet;
   trainer.train(zeros, nullptr, quiet, hooks);
 
