@@ -6,13 +6,22 @@
 
 namespace dtrain {
 
-Layout::Layout(std::vector<std::string> specs, MeshPtr mesh) : rank_(int(specs.size())), mesh_(std::move(mesh)) {
+Layout::Layout(const std::vector<std::string>& specs, MeshPtr mesh) : mesh_(std::move(mesh)) {
+  init(specs.data(), specs.size());
+}
+
+Layout::Layout(std::initializer_list<std::string> specs, MeshPtr mesh) : mesh_(std::move(mesh)) {
+  init(specs.begin(), specs.size());
+}
+
+void Layout::init(const std::string* specs, size_t rank) {
+  rank_ = int(rank);
   DTRAIN_CHECK(mesh_ != nullptr, "[layout] no mesh");
-  const auto text = [&] { return fmt::format("[{}]", fmt::join(specs, ", ")); };
+  const auto text = [&] { return fmt::format("[{}]", fmt::join(specs, specs + rank, ", ")); };
   DTRAIN_CHECK_USAGE(rank_ <= kMaxRank, "[layout] {} has more than {} axes", text(), kMaxRank);
   const std::vector<std::string>& names = mesh_->dim_names();
   for (int axis = 0; axis < rank_; ++axis) {
-    const std::string& spec = specs[size_t(axis)];
+    const std::string& spec = specs[axis];
     dims_[axis] = -1;
     if (spec == kUnsharded) continue;
     const auto found = std::find(names.begin(), names.end(), spec);
@@ -31,41 +40,51 @@ std::vector<std::string> Layout::specs() const {
 }
 
 Layout Layout::replicated(MeshPtr mesh, int rank) {
-  return Layout(std::vector<std::string>(rank, kUnsharded), std::move(mesh));
+  // Out of range: the constructor throws its usual error.
+  if (rank < 0 || rank > kMaxRank) return Layout(std::vector<std::string>(rank, kUnsharded), std::move(mesh));
+  Layout layout({}, std::move(mesh));
+  layout.rank_ = rank;
+  std::fill(layout.dims_, layout.dims_ + rank, int8_t(-1));
+  return layout;
 }
 
 Layout Layout::batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis) {
   DTRAIN_CHECK(axis >= 0 && axis < rank, "[layout] batch axis {} out of range for rank {}", axis, rank);
   std::vector<std::string> specs(rank, kUnsharded);
   specs[axis] = dim;
-  return Layout(std::move(specs), std::move(mesh));
+  return Layout(specs, std::move(mesh));
 }
 
 int Layout::axis_of(const std::string& dim) const {
   const std::vector<std::string>& names = mesh_->dim_names();
   const auto found = std::find(names.begin(), names.end(), dim);
-  if (found == names.end()) return -1;
-  const int8_t* at = std::find(dims_, dims_ + rank_, int8_t(found - names.begin()));
-  return at == dims_ + rank_ ? -1 : int(at - dims_);
+  return found == names.end() ? -1 : axis_of_dim(int(found - names.begin()));
 }
 
 bool Layout::fully_replicated() const {
   return std::all_of(dims_, dims_ + rank_, [](int8_t dim) { return dim < 0; });
 }
 
-Layout Layout::erase(std::vector<int> axes) const {
-  std::vector<std::string> kept;
+// Erasing and unsharding axes keep a valid layout valid, so both edit the dim indices directly.
+Layout Layout::erase(const Axes& axes) const {
   for (int axis : axes) DTRAIN_CHECK(axis >= 0 && axis < rank(), "[layout] erase: axis {} out of range", axis);
-  for (int i = 0; i < rank(); ++i) {
-    if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(spec(i));
+  Layout result = *this;
+  result.rank_ = 0;
+  for (int i = 0; i < rank_; ++i) {
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) result.dims_[result.rank_++] = dims_[i];
   }
-  return Layout(std::move(kept), mesh_);
+  return result;
 }
 
 Layout Layout::with_spec(int axis, const std::string& spec) const {
-  std::vector<std::string> specs = this->specs();
+  if (spec == kUnsharded && axis >= 0 && axis < rank_) {
+    Layout result = *this;
+    result.dims_[axis] = -1;
+    return result;
+  }
+  std::vector<std::string> specs = this->specs();  // a named dim: the constructor checks it
   specs.at(axis) = spec;
-  return Layout(std::move(specs), mesh_);
+  return Layout(specs, mesh_);
 }
 
 void Layout::check_shape(const Shape& global_shape) const {
@@ -118,7 +137,7 @@ Layout Layout::from_string(const std::string& text) {
     start = end + 1;
   }
   auto mesh = std::make_shared<const Mesh>(Mesh::from_string(text.substr(mesh_at + sep.size())));
-  return Layout(std::move(specs), std::move(mesh));
+  return Layout(specs, std::move(mesh));
 }
 
 bool Layout::operator==(const Layout& other) const {

@@ -2,10 +2,14 @@
 // Invariants: every named dim exists in the mesh and is used at most once. A rank's shard along an
 // axis sharded by dim d is block number coord(rank, d) of equal blocks.
 #pragma once
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/inline_vector.hpp"
 #include "core/mesh.hpp"
 #include "core/shape.hpp"
 
@@ -13,9 +17,13 @@ namespace dtrain {
 
 inline const std::string kUnsharded = "unsharded";
 
+// A list of axes of one tensor (reduced axes, erased axes), inline.
+using Axes = InlineVector<int, Shape::kMaxRank>;
+
 class Layout {
  public:
-  Layout(std::vector<std::string> specs, MeshPtr mesh);
+  Layout(const std::vector<std::string>& specs, MeshPtr mesh);
+  Layout(std::initializer_list<std::string> specs, MeshPtr mesh);  // Layout({"batch", kUnsharded}, mesh): no vector
 
   static Layout replicated(MeshPtr mesh, int rank);
   static Layout batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis = 0);
@@ -37,6 +45,11 @@ class Layout {
 
   // The axis that `dim` shards, or -1.
   int axis_of(const std::string& dim) const;
+  // The axis that the mesh dim at index `dim` shards, or -1.
+  int axis_of_dim(int dim) const {
+    const int8_t* at = std::find(dims_, dims_ + rank_, int8_t(dim));
+    return at == dims_ + rank_ ? -1 : int(at - dims_);
+  }
   // How many blocks an axis is cut into (1 when unsharded).
   int num_shards(int axis) const {
     const int dim = dim_at(axis);
@@ -45,7 +58,7 @@ class Layout {
   bool fully_replicated() const;
 
   // DTensor's Layout.delete: the layout without the given axes.
-  Layout erase(std::vector<int> axes) const;
+  Layout erase(const Axes& axes) const;
   // The same layout with one axis' spec replaced.
   Layout with_spec(int axis, const std::string& spec) const;
 
@@ -63,6 +76,8 @@ class Layout {
   bool operator!=(const Layout& other) const { return !(*this == other); }
 
  private:
+  void init(const std::string* specs, size_t rank);  // both constructors: checks the specs, sets dims_
+
   // Each axis' sharding as a mesh dim index (-1: unsharded), inline: layouts are built and compared in
   // every op, and names would mean allocations and string compares.
   static constexpr int kMaxRank = Shape::kMaxRank;

@@ -1,6 +1,9 @@
 // Mesh and layout arithmetic, DTensor-compatible string forms, and every rejection.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <memory>
+
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -41,10 +44,60 @@ TEST_CASE("layout shapes, offsets and helpers") {
   CHECK(layout.local_shape({8, 6}) == Shape{2, 3});
   CHECK(layout.local_offset({8, 6}, 5) == Shape{4, 3});  // coords (2, 1)
   CHECK(Layout::replicated(mesh, 2).fully_replicated());
+  CHECK(Layout::replicated(mesh, 3) == Layout({kUnsharded, kUnsharded, kUnsharded}, mesh));
+  CHECK(Layout::replicated(mesh, 0).rank() == 0);
+  CHECK_THROWS_WITH_AS(Layout::replicated(mesh, 9), "[layout] [unsharded, unsharded, unsharded, unsharded, unsharded, "
+                       "unsharded, unsharded, unsharded, unsharded] has more than 8 axes", UsageError);
   CHECK(Layout::batch_sharded(mesh, "batch", 3, 1).specs() == std::vector<std::string>{kUnsharded, "batch", kUnsharded});
   CHECK(layout.erase({0}).specs() == std::vector<std::string>{"model"});
+  CHECK(layout.erase({1}) == Layout({"batch"}, mesh));
+  CHECK(layout.erase({0, 1}).rank() == 0);
+  CHECK(layout.erase({}) == layout);
+  CHECK_THROWS_WITH(layout.erase({2}), "[layout] erase: axis 2 out of range");
   CHECK(layout.axis_of("model") == 1);
   CHECK(layout.axis_of("other") == -1);
+  CHECK(layout.axis_of_dim(0) == 0);
+  CHECK(layout.erase({0}).axis_of_dim(0) == -1);
+}
+
+TEST_CASE("with_spec unshards directly and checks a named dim like the constructor") {
+  auto mesh = make_mesh({"batch", "model"}, {4, 2});
+  Layout layout({"batch", "model"}, mesh);
+  CHECK(layout.with_spec(1, kUnsharded) == Layout({"batch", kUnsharded}, mesh));
+  CHECK(layout.with_spec(0, kUnsharded).with_spec(1, "batch") == Layout({kUnsharded, "batch"}, mesh));
+  CHECK(Layout::replicated(mesh, 2).with_spec(1, "model") == Layout({kUnsharded, "model"}, mesh));
+  CHECK_THROWS_WITH_AS(layout.with_spec(0, "model"), "[layout] [model, model] uses mesh dim 'model' twice", UsageError);
+  CHECK_THROWS_WITH_AS(layout.with_spec(0, "x"),
+                       "[layout] [x, model] names unknown mesh dim 'x' (the mesh has: batch, model)", UsageError);
+  CHECK_THROWS(layout.with_spec(2, kUnsharded));
+}
+
+TEST_CASE("inline vector: inline storage, checked capacity, released slots") {
+  Axes axes{3, 1};
+  axes.push_back(2);
+  CHECK(axes.size() == 3);
+  CHECK(std::vector<int>(axes.begin(), axes.end()) == std::vector<int>{3, 1, 2});
+  CHECK(Axes(std::vector<int>{3, 1, 2}) == axes);
+  CHECK(Axes{3, 1} != axes);
+  std::sort(axes.begin(), axes.end());
+  CHECK(axes.back() == 3);
+  axes.resize(1);
+  CHECK(axes == Axes{1});
+  CHECK(Axes().empty());
+
+  InlineVector<int, 2> full{1, 2};
+  CHECK_THROWS_WITH(full.push_back(3), "[inline_vector] more than 2 elements");
+  CHECK_THROWS_WITH(full.resize(3), "[inline_vector] more than 2 elements");
+  CHECK_THROWS_WITH((InlineVector<int, 2>{1, 2, 3}), "[inline_vector] more than 2 elements");
+
+  // A shrink resets the dropped slots, so shared values are released at once.
+  auto shared = std::make_shared<int>(7);
+  InlineVector<std::shared_ptr<int>, 2> holders{shared, shared};
+  CHECK(shared.use_count() == 3);
+  holders.resize(1);
+  CHECK(shared.use_count() == 2);
+  holders.clear();
+  CHECK(shared.use_count() == 1);
 }
 
 TEST_CASE("layout string round trip matches DTensor's form") {
