@@ -26,7 +26,7 @@ DTensor to_gradient_layout(const DTensor& grad, const DTensor& value) {
 
 }  // namespace
 
-Var::Var(DTensor value, bool requires_grad) : state_(std::make_shared<VarState>(VarState{std::move(value), requires_grad, std::nullopt, nullptr})) {}
+Var::Var(DTensor value, bool requires_grad) : state_(std::make_shared<VarState>(std::move(value), requires_grad)) {}
 
 const DTensor& Var::grad() const {
   DTRAIN_CHECK(state_->grad.has_value(), "[autograd] no gradient for a value {}", state_->value.describe());
@@ -39,21 +39,17 @@ void Var::assign(DTensor value) {
   state_->value = std::move(value);
 }
 
-Var record(const std::string& op, DTensor output, const std::vector<Var>& inputs, VjpFn vjp) {
-  bool needs = false;
-  if (grad_enabled_here()) {
-    for (const auto& input : inputs) needs = needs || input.requires_grad();
+namespace detail {
+
+bool records(std::initializer_list<Var> inputs) {
+  if (!grad_enabled_here()) return false;
+  for (const auto& input : inputs) {
+    if (input.requires_grad()) return true;
   }
-  Var result(std::move(output), needs);
-  if (needs) {
-    auto node = std::make_shared<Node>();
-    node->op = op;
-    for (const auto& input : inputs) node->inputs.push_back(input.state());
-    node->vjp = std::move(vjp);
-    result.state()->producer = std::move(node);
-  }
-  return result;
+  return false;
 }
+
+}  // namespace detail
 
 void backward(const Var& loss) {
   DTRAIN_CHECK(loss.value().rank() == 0, "[backward] the loss must be a scalar, not {}", loss.value().describe());
@@ -64,13 +60,18 @@ void backward(const Var& loss) {
   static std::atomic<uint64_t> calls{0};
   const uint64_t visit = calls.fetch_add(1) + 1;
 
-  // Topological order of the states that lead to the loss (depth-first, iterative).
-  std::vector<VarState*> order;
-  std::vector<std::pair<VarState*, size_t>> stack{{loss.state().get(), 0}};
+  // Reverse topological order of the states that lead to the loss (depth-first, iterative): a list
+  // threaded through the states, each pushed to the front when its inputs are done.
+  VarState* first = nullptr;
+  // The walk's stack is per-thread scratch: the walk runs no collective, so no other rank's fiber runs
+  // on this thread before it ends.
+  thread_local std::vector<std::pair<VarState*, size_t>> stack;
+  stack.clear();
+  stack.push_back({loss.state().get(), 0});
   loss.state()->backward_visit = visit;
   while (!stack.empty()) {
     auto& [state, next] = stack.back();
-    const auto* node = state->producer.get();
+    const Node* node = state->producer;
     if (node && next < node->inputs.size()) {
       VarState* input = node->inputs[next++].get();
       if (input->requires_grad && input->backward_visit != visit) {
@@ -80,14 +81,14 @@ void backward(const Var& loss) {
       }
       continue;
     }
-    order.push_back(state);
+    state->backward_next = first;
+    first = state;
     stack.pop_back();
   }
 
   const DTensor& value = loss.value();
   loss.state()->backward_pending = DTensor({}, value.layout(), Tensor({}, 1.0f));
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    VarState* state = *it;
+  for (VarState* state = first; state != nullptr; state = state->backward_next) {
     if (!state->backward_pending) continue;
     DTensor pending = std::move(*state->backward_pending);
     state->backward_pending.reset();
@@ -101,7 +102,7 @@ void backward(const Var& loss) {
       continue;
     }
     const Node& node = *state->producer;
-    std::vector<std::optional<DTensor>> input_grads = node.vjp(grad);
+    Gradients input_grads = node.vjp(grad);
     DTRAIN_CHECK(input_grads.size() == node.inputs.size(), "[backward] {} returned {} gradients for {} inputs", node.op,
                  input_grads.size(), node.inputs.size());
     for (size_t i = 0; i < input_grads.size(); ++i) {

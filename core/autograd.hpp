@@ -4,23 +4,30 @@
 // belongs to, minus partial dims (a partial value's summands all receive the full gradient) — except on
 // leaves marked keep_partial_grad, whose gradient stays as the ops produced it, possibly partial.
 #pragma once
-#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
-#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtensor.hpp"
+#include "core/inline_vector.hpp"
 
 namespace dtrain {
 
 struct Node;
 
 struct VarState {
+  VarState(DTensor value, bool requires_grad) : value(std::move(value)), requires_grad(requires_grad) {}
+  VarState(const VarState&) = delete;  // `producer` may point into the object that holds this state
+  VarState& operator=(const VarState&) = delete;
+
   DTensor value;
   bool requires_grad = false;
-  std::optional<DTensor> grad;    // accumulated by backward() on leaves
-  std::shared_ptr<Node> producer;  // null for leaves
+  std::optional<DTensor> grad;  // accumulated by backward() on leaves
+  // The node that computed this value, null for leaves. It lives in the same allocation as this state
+  // (see record()), which keeps it alive.
+  const Node* producer = nullptr;
   // A leaf whose gradient may stay partial (pending sums): its optimizer sums it where it updates.
   bool keep_partial_grad = false;
   // A leaf whose optimizer can take a matmul's weight gradient x^T g as the pair (x, g), unmultiplied:
@@ -32,10 +39,11 @@ struct VarState {
   };
   std::vector<GradFactors> grad_factors;  // pending terms of the gradient, beside `grad`
   // backward()'s bookkeeping, kept here rather than in hash maps keyed by state (a step walks ~20 states
-  // per rank; the maps' allocations cost more than the walk): the call that last visited this state, and
-  // the gradient summed so far for it during that call.
+  // per rank; the maps' allocations cost more than the walk): the call that last visited this state, the
+  // gradient summed so far for it during that call, and the next state in that call's order.
   uint64_t backward_visit = 0;
   std::optional<DTensor> backward_pending;
+  VarState* backward_next = nullptr;
 };
 
 class Var {
@@ -61,20 +69,66 @@ class Var {
   const std::shared_ptr<VarState>& state() const { return state_; }
 
  private:
+  explicit Var(std::shared_ptr<VarState> state) : state_(std::move(state)) {}
+  template <class Vjp>
+  friend Var record(const char* op, DTensor output, std::initializer_list<Var> inputs, Vjp vjp);
+
   std::shared_ptr<VarState> state_;
 };
 
-// Given the gradient of the output, the gradients of each input (nullopt where none flows).
-using VjpFn = std::function<std::vector<std::optional<DTensor>>(const DTensor& grad_output)>;
+inline constexpr size_t kMaxOpInputs = 4;
+// What a vjp returns: the gradient of each input (nullopt where none flows).
+using Gradients = InlineVector<std::optional<DTensor>, kMaxOpInputs>;
 
 struct Node {
-  std::string op;
-  std::vector<std::shared_ptr<VarState>> inputs;
-  VjpFn vjp;
+  const char* op;
+  InlineVector<std::shared_ptr<VarState>, kMaxOpInputs> inputs;
+  // Given the gradient of the output, the gradients of each input.
+  virtual Gradients vjp(const DTensor& grad_output) const = 0;
+
+ protected:
+  ~Node() = default;
 };
 
-// Wraps an op's output; records a node when any input requires a gradient.
-Var record(const std::string& op, DTensor output, const std::vector<Var>& inputs, VjpFn vjp);
+namespace detail {
+
+bool records(std::initializer_list<Var> inputs);  // whether an op on `inputs` records a node
+
+template <class Vjp>
+struct NodeWith final : Node {
+  explicit NodeWith(Vjp f) : f(std::move(f)) {}
+  Gradients vjp(const DTensor& grad_output) const override {
+    auto grads = f(grad_output);
+    if constexpr (std::is_same_v<decltype(grads), Gradients>) {
+      return grads;
+    } else {  // a std::vector<std::optional<DTensor>>
+      return Gradients(std::make_move_iterator(grads.begin()), std::make_move_iterator(grads.end()));
+    }
+  }
+  Vjp f;
+};
+
+// A recorded value and its node in one allocation (with the vjp's captures).
+template <class Vjp>
+struct RecordedState final : VarState {
+  RecordedState(DTensor value, const char* op, std::initializer_list<Var> inputs, Vjp vjp)
+      : VarState(std::move(value), true), node(std::move(vjp)) {
+    node.op = op;
+    for (const Var& input : inputs) node.inputs.push_back(input.state());
+    producer = &node;
+  }
+  NodeWith<Vjp> node;
+};
+
+}  // namespace detail
+
+// Wraps an op's output; records a node when any input requires a gradient. `vjp(grad_output)` returns
+// the inputs' gradients as Gradients or a std::vector<std::optional<DTensor>>.
+template <class Vjp>
+Var record(const char* op, DTensor output, std::initializer_list<Var> inputs, Vjp vjp) {
+  if (!detail::records(inputs)) return Var(std::move(output));
+  return Var(std::make_shared<detail::RecordedState<Vjp>>(std::move(output), op, inputs, std::move(vjp)));
+}
 
 // Accumulates d(loss)/d(leaf) into every leaf that requires a gradient. `loss` must be a scalar.
 void backward(const Var& loss);

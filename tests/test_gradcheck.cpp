@@ -84,3 +84,39 @@ TEST_CASE("a gradient used twice accumulates") {
   Tensor a = test_tensor({3, 3}, 16);
   check_gradients("x*x + x", {a}, [](const std::vector<Var>& v) { return add(multiply(v[0], v[0]), v[0]); });
 }
+
+TEST_CASE("record: the node lives with its output; vjps return Gradients or a std::vector") {
+  MeshPtr single = make_mesh({"x"}, {1});
+  run_spmd(single, [&](DeviceContext&) {
+    const Layout layout = Layout::replicated(single, 0);
+    auto scalar = [&](float v) { return DTensor({}, layout, Tensor({}, v)); };
+    Var a(scalar(2.0f), true), b(scalar(3.0f), true), c(scalar(5.0f));
+    std::weak_ptr<VarState> product_state;
+    {
+      // loss = 2 * (a * b * c); the product's vjp leaves b out and gives c (no gradient needed) one.
+      Var product = record("product", scalar(30.0f), {a, b, c}, [](const DTensor& g) {
+        return std::vector<std::optional<DTensor>>{ops::scale(g, 15.0f), std::nullopt, ops::scale(g, 6.0f)};
+      });
+      Var loss = record("double", ops::scale(product.value(), 2.0f), {product},
+                        [](const DTensor& g) -> Gradients { return {ops::scale(g, 2.0f)}; });
+      REQUIRE_FALSE(product.is_leaf());
+      CHECK(std::string(product.state()->producer->op) == "product");
+      CHECK(product.state()->producer->inputs.size() == 3);
+      product_state = product.state();
+      backward(loss);
+    }
+    CHECK(product_state.expired());  // the graph went with its last handle
+    CHECK(a.state().use_count() == 1);
+    CHECK(a.grad().local()[0] == 30.0f);
+    CHECK_FALSE(b.has_grad());
+    CHECK_FALSE(c.has_grad());
+
+    auto identity = [](const DTensor& g) -> Gradients { return {g}; };
+    CHECK(record("constant", scalar(1.0f), {c}, identity).is_leaf());
+    {
+      NoGradGuard no_grad;
+      CHECK_FALSE(record("no grad", scalar(1.0f), {a}, identity).requires_grad());
+    }
+    CHECK_THROWS_WITH(record("five", scalar(1.0f), {a, a, a, a, a}, identity), "[inline_vector] more than 4 elements");
+  });
+}
