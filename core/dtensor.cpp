@@ -81,11 +81,6 @@ Tensor concat_chunks(const Tensor& chunks, int n, const Shape& chunk, int axis) 
   return out;
 }
 
-std::vector<std::string> without(std::vector<std::string> dims, const std::string& dim) {
-  dims.erase(std::remove(dims.begin(), dims.end(), dim), dims.end());
-  return dims;
-}
-
 }  // namespace
 
 DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, std::vector<std::string> partial)
@@ -94,13 +89,20 @@ DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, std::vector<st
   DTRAIN_CHECK(local_.shape() == expected, "[dtensor] local shard {} does not match {} of global {} under {}",
                shape_string(local_.shape()), shape_string(expected), shape_string(global_shape_),
                layout_.specs_string());
-  for (const auto& dim : layout_.mesh().dim_names()) {
+  if (partial.empty()) return;
+  const std::vector<std::string>& names = layout_.mesh().dim_names();
+  size_t found = 0;
+  for (const auto& dim : names) {
     if (std::find(partial.begin(), partial.end(), dim) == partial.end()) continue;
     DTRAIN_CHECK(layout_.axis_of(dim) < 0, "[dtensor] mesh dim '{}' cannot both shard and be partial", dim);
-    partial_.push_back(dim);
+    ++found;
   }
-  DTRAIN_CHECK(partial_.size() == partial.size(), "[dtensor] partial dims {} are not all mesh dims",
-               fmt::join(partial, ","));
+  DTRAIN_CHECK(found == partial.size(), "[dtensor] partial dims {} are not all mesh dims", fmt::join(partial, ","));
+  // Distinct mesh dims now: keep the caller's vector (no copy), in mesh order.
+  partial_ = std::move(partial);
+  std::sort(partial_.begin(), partial_.end(), [&](const std::string& a, const std::string& b) {
+    return std::find(names.begin(), names.end(), a) < std::find(names.begin(), names.end(), b);
+  });
 }
 
 std::string DTensor::describe() const {
@@ -155,61 +157,63 @@ DTensor redistribute(DTensor x, const Layout& target) {
 
   DeviceContext& device = current_device();
   Communicator& comm = *device.comm;
-  std::vector<std::string> specs = x.layout().specs();
-  std::vector<std::string> partial = x.partial();
+  const Mesh& mesh = x.mesh();
+  // Each axis' current sharding as a mesh dim index (-1: unsharded), updated as the data moves.
+  int8_t dims[Shape::kMaxRank];
+  for (int axis = 0; axis < x.rank(); ++axis) dims[axis] = int8_t(x.layout().dim_at(axis));
   Tensor local = std::move(x.local());
 
   // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
   for (const auto& dim : x.partial()) {
     const Group& group = device.group_along(dim);
     int axis = target.axis_of(dim);
-    if (axis >= 0 && specs[axis] == kUnsharded && group.size() > 1) {
+    if (axis >= 0 && dims[axis] < 0 && group.size() > 1) {
       Tensor chunks = split_chunks(local, axis, group.size());
       Shape chunk = local.shape();
       chunk[axis] /= group.size();
       Tensor received = Tensor::uninitialized(chunk);
       comm.reduce_scatter(group, chunks.data(), received.data(), received.size());
       local = received;
-      specs[axis] = dim;
+      dims[axis] = int8_t(target.dim_at(axis));
     } else if (group.size() > 1) {
       if (!local.unique()) local = local.clone();
       comm.all_reduce(group, local.data(), local.size(), ReduceOp::Sum);
     }
-    partial = without(partial, dim);
   }
   // 2. Shardings the target does not keep: move them with all_to_all when the target axis is free, else gather.
   for (int axis = 0; axis < x.rank(); ++axis) {
-    const std::string dim = specs[axis];
-    if (dim == kUnsharded || target.spec(axis) == dim) continue;
-    const Group& group = device.group_along(dim);
+    const int dim = dims[axis];
+    if (dim < 0 || target.dim_at(axis) == dim) continue;
+    const Group& group = device.group_along(mesh.dim_names()[size_t(dim)]);
     const int n = group.size();
-    int to_axis = target.axis_of(dim);
-    if (to_axis >= 0 && specs[to_axis] == kUnsharded) {
+    int to_axis = target.axis_of_dim(dim);
+    if (to_axis >= 0 && dims[to_axis] < 0) {
       Tensor send = split_chunks(local, to_axis, n);
       Tensor received = Tensor::uninitialized(send.shape());
       Shape chunk = local.shape();
       chunk[to_axis] /= n;
       comm.all_to_all(group, send.data(), received.data(), num_elements(chunk));
       local = concat_chunks(received, n, chunk, axis);
-      specs[to_axis] = dim;
+      dims[to_axis] = int8_t(dim);
     } else {
       // Shared: in-process ranks receive one buffer, written once (read-only: writers check unique()).
       Tensor received = Tensor::adopt(Shape{int64_t(n) * local.size()},
                                       comm.all_gather_shared(group, local.data(), size_t(local.size())));
       local = concat_chunks(received, n, local.shape(), axis);
     }
-    specs[axis] = kUnsharded;
+    dims[axis] = -1;
   }
   // 3. Shardings the target adds: every rank already has the data, so take its block.
   for (int axis = 0; axis < x.rank(); ++axis) {
-    const std::string& dim = target.spec(axis);
-    if (dim == kUnsharded || specs[axis] == dim) continue;
-    const int n = device.mesh->dim_size(dim);
+    const int dim = target.dim_at(axis);
+    if (dim < 0 || dims[axis] == dim) continue;
+    const std::string& name = mesh.dim_names()[size_t(dim)];
+    const int n = device.mesh->dim_size(name);
     Shape offset(x.rank(), 0), extent = local.shape();
     extent[axis] /= n;
-    offset[axis] = int64_t(device.mesh->coord(device.rank, dim)) * extent[axis];
+    offset[axis] = int64_t(device.mesh->coord_at(device.rank, device.mesh->dim_index(name))) * extent[axis];
     local = slice_block(local, offset, extent);
-    specs[axis] = dim;
+    dims[axis] = int8_t(dim);
   }
   return DTensor(x.global_shape(), target, local);
 }

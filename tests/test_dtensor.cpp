@@ -55,3 +55,16 @@ TEST_CASE("a partial value sums to the global value in any target layout") {
     }
   }
 }
+
+TEST_CASE("partial dims are kept in mesh order and checked") {
+  MeshPtr mesh = make_mesh({"x", "y", "z"}, {2, 2, 2});
+  Layout layout({"x", kUnsharded}, mesh);
+  Tensor local(layout.local_shape({4, 4}));
+  CHECK(DTensor({4, 4}, layout, local, {"z", "y"}).partial() == std::vector<std::string>{"y", "z"});
+  CHECK(DTensor({4, 4}, layout, local, {"z", "y"}).describe() == "(4,4) [x, unsharded] partial{y,z}");
+  CHECK_FALSE(DTensor({4, 4}, layout, local).is_partial());
+  CHECK_THROWS_WITH(DTensor({4, 4}, layout, local, {"z", "x"}),
+                    "[dtensor] mesh dim 'x' cannot both shard and be partial");
+  CHECK_THROWS_WITH(DTensor({4, 4}, layout, local, {"y", "y"}), "[dtensor] partial dims y,y are not all mesh dims");
+  CHECK_THROWS_WITH(DTensor({4, 4}, layout, local, {"y", "w"}), "[dtensor] partial dims y,w are not all mesh dims");
+}

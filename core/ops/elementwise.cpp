@@ -8,6 +8,13 @@
 namespace dtrain::ops {
 namespace {
 
+// The axes of a tensor of rank `rank` that a suffix of rank `suffix_rank` is broadcast over.
+Axes leading_axes(int rank, int suffix_rank) {
+  Axes axes;
+  for (int i = 0; i < rank - suffix_rank; ++i) axes.push_back(i);
+  return axes;
+}
+
 template <class F>
 DTensor map_unary(const DTensor& a, F f) {
   Tensor out = Tensor::uninitialized(a.local().shape());
@@ -27,9 +34,7 @@ DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, F f
   DTRAIN_CHECK(suffix, "[{}] cannot broadcast {} to {}: its shape must be a suffix of the other's", op,
                b_in.describe(), a_in.describe());
   DTensor a = resolve_partial(a_in);
-  const auto& specs = a.layout().specs();
-  Layout b_layout(std::vector<std::string>(specs.end() - rb, specs.end()), a.layout().mesh_ptr());
-  DTensor b = redistribute(b_in, b_layout);
+  DTensor b = redistribute(b_in, a.layout().erase(leading_axes(ra, rb)));
   Tensor out = Tensor::uninitialized(a.local().shape());
   const float* x = a.local().data();
   const float* z = b.local().data();
@@ -82,24 +87,16 @@ DTensor rsqrt(const DTensor& a, float epsilon) {
 namespace dtrain {
 namespace {
 
-// The axes of a that b (a suffix of a's shape) was broadcast over.
-std::vector<int> leading_axes(const DTensor& a, const DTensor& b) {
-  std::vector<int> axes;
-  for (int i = 0; i < a.rank() - b.rank(); ++i) axes.push_back(i);
-  return axes;
-}
-
 // d(sum)/d(b) for a b broadcast over a's leading axes: the gradient summed over those axes.
 DTensor unbroadcast(const DTensor& grad, const DTensor& a, const DTensor& b) {
-  std::vector<int> axes = leading_axes(a, b);
-  return axes.empty() ? grad : ops::reduce_sum(grad, axes);
+  return a.rank() == b.rank() ? grad : ops::reduce_sum(grad, ops::leading_axes(a.rank(), b.rank()));
 }
 
 }  // namespace
 
 Var add(const Var& a, const Var& b) {
   DTensor av = a.value(), bv = b.value();
-  return record("add", ops::add(av, bv), {a, b}, [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+  return record("add", ops::add(av, bv), {a, b}, [=](const DTensor& g) -> Gradients {
     return {g, unbroadcast(g, av, bv)};
   });
 }
@@ -107,7 +104,7 @@ Var add(const Var& a, const Var& b) {
 Var subtract(const Var& a, const Var& b) {
   DTensor av = a.value(), bv = b.value();
   return record("subtract", ops::subtract(av, bv), {a, b},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   return {g, ops::scale(unbroadcast(g, av, bv), -1.0f)};
                 });
 }
@@ -116,7 +113,7 @@ Var multiply(const Var& a, const Var& b) {
   DTensor av = a.value(), bv = b.value();
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   return record("multiply", ops::multiply(av, bv), {a, b},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   std::optional<DTensor> da, db;
                   if (need_a) da = ops::multiply(g, bv);
                   if (need_b) db = unbroadcast(ops::multiply(g, av), av, bv);
@@ -126,18 +123,18 @@ Var multiply(const Var& a, const Var& b) {
 
 Var scale(const Var& a, float factor) {
   return record("scale", ops::scale(a.value(), factor), {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::scale(g, factor)}; });
+                [=](const DTensor& g) -> Gradients { return {ops::scale(g, factor)}; });
 }
 
 Var relu(const Var& a) {
   DTensor out = ops::relu(a.value());
   return record("relu", out, {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::relu_grad(g, out)}; });
+                [=](const DTensor& g) -> Gradients { return {ops::relu_grad(g, out)}; });
 }
 
 Var rsqrt(const Var& a, float epsilon) {
   DTensor out = ops::rsqrt(a.value(), epsilon);
-  return record("rsqrt", out, {a}, [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+  return record("rsqrt", out, {a}, [=](const DTensor& g) -> Gradients {
     // d/dx (x+e)^-1/2 = -1/2 y^3
     DTensor cube = ops::multiply(ops::multiply(out, out), out);
     return {ops::scale(ops::multiply(g, cube), -0.5f)};

@@ -33,11 +33,11 @@ DTensor softmax_grad(const DTensor& grad, const DTensor& output);  // the vjp of
 
 // Sum over `axes`; a sharded reduced axis makes the result partial over its dim. keep_dims keeps
 // extent-1 axes.
-DTensor reduce_sum(const DTensor& a, std::vector<int> axes, bool keep_dims = false);
-DTensor reduce_mean(const DTensor& a, std::vector<int> axes, bool keep_dims = false);
+DTensor reduce_sum(const DTensor& a, Axes axes, bool keep_dims = false);
+DTensor reduce_mean(const DTensor& a, Axes axes, bool keep_dims = false);
 // The inverse shape move of reduce_sum: `a` (a's shape with `axes` removed) repeated along those axes of
 // `like`, in like's layout.
-DTensor broadcast_like(const DTensor& a, const DTensor& like, std::vector<int> axes);
+DTensor broadcast_like(const DTensor& a, const DTensor& like, Axes axes);
 
 // Same values, another global shape. Only the leading axis' sharding survives (when its extent stays);
 // otherwise the value is gathered first and the result is replicated.
@@ -69,8 +69,8 @@ Var scale(const Var& a, float factor);
 Var relu(const Var& a);
 Var rsqrt(const Var& a, float epsilon);
 Var softmax(const Var& logits);
-Var reduce_sum(const Var& a, std::vector<int> axes, bool keep_dims = false);
-Var reduce_mean(const Var& a, std::vector<int> axes, bool keep_dims = false);
+Var reduce_sum(const Var& a, Axes axes, bool keep_dims = false);
+Var reduce_mean(const Var& a, Axes axes, bool keep_dims = false);
 Var reshape(const Var& a, const Shape& shape);
 Var flatten(const Var& a);  // [N, ...] -> [N, prod(...)]
 Var redistribute(const Var& a, const Layout& target);  // differentiable: the vjp moves the gradient back
@@ -82,7 +82,7 @@ struct Moments {
   Var mean, variance;
 };
 // Mean and (biased) variance over `axes`, reduced over the GLOBAL tensor (all ranks sharding those axes).
-Moments moments(const Var& x, std::vector<int> axes);
+Moments moments(const Var& x, Axes axes);
 // (x - mean) / sqrt(variance + epsilon) with moments over axis 0, the global batch, for x [batch,
 // features] (either axis may be sharded). One fused op: one collective forward, one backward.
 struct NormalizedBatch {

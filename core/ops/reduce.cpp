@@ -8,13 +8,13 @@
 namespace dtrain::ops {
 namespace {
 
-std::vector<int> normalized_axes(std::vector<int> axes, int rank, const char* op) {
+Axes normalized_axes(Axes axes, int rank, const char* op) {
   for (int& axis : axes) {
     if (axis < 0) axis += rank;
     DTRAIN_CHECK(axis >= 0 && axis < rank, "[{}] axis out of range for rank {}", op, rank);
   }
   std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  axes.resize(size_t(std::unique(axes.begin(), axes.end()) - axes.begin()));
   return axes;
 }
 
@@ -41,8 +41,8 @@ Tensor sum_axis(const Tensor& t, int axis) {
 
 }  // namespace
 
-DTensor reduce_sum(const DTensor& a, std::vector<int> axes, bool keep_dims) {
-  axes = normalized_axes(std::move(axes), a.rank(), "reduce_sum");
+DTensor reduce_sum(const DTensor& a, Axes axes, bool keep_dims) {
+  axes = normalized_axes(axes, a.rank(), "reduce_sum");
   Tensor local = a.local();
   for (int axis : axes) local = sum_axis(local, axis);
   std::vector<std::string> partial = a.partial();
@@ -62,18 +62,18 @@ DTensor reduce_sum(const DTensor& a, std::vector<int> axes, bool keep_dims) {
     global = kept;
     local = local.reshaped(layout.local_shape(global));
   }
-  return DTensor(global, layout, local, partial);
+  return DTensor(global, layout, local, std::move(partial));
 }
 
-DTensor reduce_mean(const DTensor& a, std::vector<int> axes, bool keep_dims) {
-  axes = normalized_axes(std::move(axes), a.rank(), "reduce_mean");
+DTensor reduce_mean(const DTensor& a, Axes axes, bool keep_dims) {
+  axes = normalized_axes(axes, a.rank(), "reduce_mean");
   int64_t count = 1;
   for (int axis : axes) count *= a.global_shape()[axis];
   return scale(reduce_sum(a, axes, keep_dims), count == 0 ? 0.0f : 1.0f / float(count));
 }
 
-DTensor broadcast_like(const DTensor& a, const DTensor& like, std::vector<int> axes) {
-  axes = normalized_axes(std::move(axes), like.rank(), "broadcast_like");
+DTensor broadcast_like(const DTensor& a, const DTensor& like, Axes axes) {
+  axes = normalized_axes(axes, like.rank(), "broadcast_like");
   const bool kept_dims = a.rank() == like.rank();
   DTRAIN_CHECK(kept_dims || a.rank() + int(axes.size()) == like.rank(), "[broadcast_like] cannot broadcast {} to {}",
                a.describe(), like.describe());
@@ -115,21 +115,21 @@ DTensor broadcast_like(const DTensor& a, const DTensor& like, std::vector<int> a
 
 namespace dtrain {
 
-Var reduce_sum(const Var& a, std::vector<int> axes, bool keep_dims) {
+Var reduce_sum(const Var& a, Axes axes, bool keep_dims) {
   DTensor av = a.value();
   return record("reduce_sum", ops::reduce_sum(av, axes, keep_dims), {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   return {ops::broadcast_like(g, av, axes)};
                 });
 }
 
-Var reduce_mean(const Var& a, std::vector<int> axes, bool keep_dims) {
+Var reduce_mean(const Var& a, Axes axes, bool keep_dims) {
   DTensor av = a.value();
   int64_t count = 1;
   for (int axis : axes) count *= av.global_shape()[axis < 0 ? axis + av.rank() : axis];
   const float factor = count == 0 ? 0.0f : 1.0f / float(count);
   return record("reduce_mean", ops::reduce_mean(av, axes, keep_dims), {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   return {ops::scale(ops::broadcast_like(g, av, axes), factor)};
                 });
 }

@@ -27,7 +27,7 @@ namespace dtrain {
 Var reshape(const Var& a, const Shape& shape) {
   const Shape original = a.value().global_shape();
   return record("reshape", ops::reshape(a.value(), shape), {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::reshape(g, original)}; });
+                [=](const DTensor& g) -> Gradients { return {ops::reshape(g, original)}; });
 }
 
 Var flatten(const Var& a) {
@@ -41,7 +41,7 @@ Var flatten(const Var& a) {
 Var redistribute(const Var& a, const Layout& target) {
   const Layout source = a.value().layout();
   return record("redistribute", dtrain::redistribute(a.value(), target), {a},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   return {dtrain::redistribute(g, source)};
                 });
 }

@@ -73,8 +73,7 @@ CrossEntropyResult sparse_softmax_cross_entropy(const DTensor& logits_in, const 
                "[sparse_softmax_cross_entropy] needs logits [B,C] and labels [B], got {} and {}",
                logits_in.describe(), labels_in.describe());
   DTensor logits = resolve_partial(logits_in);
-  const MeshPtr& mesh = logits.layout().mesh_ptr();
-  DTensor labels = redistribute(labels_in, Layout({logits.layout().spec(0)}, mesh));
+  DTensor labels = redistribute(labels_in, logits.layout().erase({1}));  // the logits' batch sharding
   const int64_t total_classes = logits.global_shape()[1];
   const int64_t classes = logits.local().dim(1), rows = logits.local().dim(0), first = class_offset(logits);
 
@@ -150,15 +149,15 @@ namespace dtrain {
 Var softmax(const Var& logits) {
   DTensor y = ops::softmax(logits.value());
   return record("softmax", y, {logits},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> { return {ops::softmax_grad(g, y)}; });
+                [=](const DTensor& g) -> Gradients { return {ops::softmax_grad(g, y)}; });
 }
 
 Var sparse_softmax_cross_entropy(const Var& logits, const DTensor& labels) {
   ops::CrossEntropyResult result = ops::sparse_softmax_cross_entropy(logits.value(), labels);
   DTensor p = result.probabilities;
-  DTensor local_labels = redistribute(labels, Layout({p.layout().spec(0)}, p.layout().mesh_ptr()));
+  DTensor local_labels = redistribute(labels, p.layout().erase({1}));
   return record("sparse_softmax_cross_entropy", result.loss, {logits},
-                [=](const DTensor& g_in) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g_in) -> Gradients {
                   // d loss_r / d logit_rc = g_r * (p_rc - [c == label_r])
                   DTensor g = redistribute(g_in, local_labels.layout());
                   const int64_t classes = p.local().dim(1), rows = p.local().dim(0);
