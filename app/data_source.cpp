@@ -1,5 +1,6 @@
 #include "app/data_source.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -36,9 +37,13 @@ std::shared_ptr<const CompressedRows> DatasetSource::compressed_features(std::sp
 }
 
 void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const {
-  std::vector<int32_t> labels(row_end - row_begin);
-  dataset_.gather_labels(ids, row_begin, row_end, labels.data());
-  for (size_t i = 0; i < labels.size(); ++i) out[i] = float(labels[i]);
+  constexpr int64_t kBlock = 64;  // labels a time, on the stack: this runs every step on every rank
+  int32_t labels[kBlock];
+  for (int64_t begin = row_begin; begin < row_end; begin += kBlock) {
+    const int64_t end = std::min(row_end, begin + kBlock);
+    dataset_.gather_labels(ids, begin, end, labels);
+    for (int64_t i = begin; i < end; ++i) out[i - row_begin] = float(labels[i - begin]);
+  }
 }
 
 namespace {

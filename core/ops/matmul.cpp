@@ -7,9 +7,9 @@
 namespace dtrain::ops {
 namespace {
 
-// Physical specs of a 2-D operand for logical (rows, cols) under an optional transpose.
-std::vector<std::string> physical(const std::string& rows, const std::string& cols, bool transposed) {
-  return transposed ? std::vector<std::string>{cols, rows} : std::vector<std::string>{rows, cols};
+// The layout of a 2-D operand stored transposed or not, for logical (rows, cols) specs.
+Layout physical(const std::string& rows, const std::string& cols, bool transposed, const MeshPtr& mesh) {
+  return transposed ? Layout({cols, rows}, mesh) : Layout({rows, cols}, mesh);
 }
 
 }  // namespace
@@ -34,9 +34,9 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   for (const std::string& candidate : {a.layout().spec(a_cols), b.layout().spec(b_rows)}) {
     if (k_dim == kUnsharded && candidate != kUnsharded && candidate != m_dim && candidate != n_dim) k_dim = candidate;
   }
-  const MeshPtr& mesh = a.layout().mesh_ptr();
-  a = redistribute(a, Layout(physical(m_dim, k_dim, transpose_a), mesh));
-  b = redistribute(b, Layout(physical(k_dim, n_dim, transpose_b), mesh));
+  const MeshPtr mesh = a.layout().mesh_ptr();
+  a = redistribute(std::move(a), physical(m_dim, k_dim, transpose_a, mesh));
+  b = redistribute(std::move(b), physical(k_dim, n_dim, transpose_b, mesh));
 
   const Tensor& la = a.local();
   const Tensor& lb = b.local();
