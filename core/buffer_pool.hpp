@@ -13,7 +13,8 @@ namespace dtrain {
 void* acquire_buffer(size_t bytes);               // never null; at least `bytes`, 64-byte aligned
 void release_buffer(void* buffer, size_t bytes);  // `bytes` as passed to acquire_buffer
 
-// `count` floats (at least one) from the pool, given back when the last owner lets go.
+// `count` floats (at least one) from the pool, given back when the last owner lets go. The shared_ptr's
+// control block is pooled too: in steady state this does not call malloc.
 std::shared_ptr<float[]> allocate_floats(size_t count);
 
 }  // namespace dtrain

@@ -1,8 +1,11 @@
 // The tensor buffer pool: aligned, reused by size class across threads, never shared by two owners.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <set>
 #include <thread>
 #include <vector>
@@ -11,6 +14,33 @@
 #include "core/tensor.hpp"
 
 using namespace dtrain;
+
+// The whole test binary's operator new, counted (and otherwise malloc's), so that tests can check that a
+// hot path allocates nothing once warm: operator_new_calls() before and after.
+namespace {
+std::atomic<long> new_calls{0};
+
+void* counted_new(size_t size, size_t alignment) {
+  new_calls.fetch_add(1, std::memory_order_relaxed);
+  void* memory = nullptr;
+  if (alignment <= alignof(std::max_align_t)) {
+    memory = std::malloc(size ? size : 1);
+  } else if (posix_memalign(&memory, alignment, size ? size : 1) != 0) {
+    memory = nullptr;
+  }
+  if (!memory) throw std::bad_alloc();
+  return memory;
+}
+}  // namespace
+
+long operator_new_calls() { return new_calls.load(); }
+
+void* operator new(size_t size) { return counted_new(size, 0); }
+void* operator new(size_t size, std::align_val_t alignment) { return counted_new(size, size_t(alignment)); }
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, size_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete(void* memory, size_t, std::align_val_t) noexcept { std::free(memory); }
 
 TEST_CASE("buffer pool: buffers are 64-byte aligned and writable over their whole size") {
   for (size_t bytes : {size_t(1), size_t(4), size_t(63), size_t(64), size_t(65), size_t(1000), size_t(4096),
@@ -56,4 +86,50 @@ TEST_CASE("buffer pool: live buffers are distinct, and tensors recycle theirs") 
   Tensor zeros({100, 48});  // a second live tensor of the class gets another buffer, filled
   CHECK(zeros.data() != u.data());
   for (int64_t i = 0; i < zeros.size(); ++i) REQUIRE(zeros.data()[i] == 0.0f);
+}
+
+TEST_CASE("allocate_floats: no operator new once warm, also when another thread frees (control blocks too)") {
+  // This thread allocates, a long-lived one frees: blocks and buffers must find their way back through
+  // the process shelf, since that thread never allocates and never exits meanwhile.
+  constexpr int kCount = 320, kRounds = 5;  // more blocks than a thread keeps (a multiple of its batch)
+  std::vector<std::shared_ptr<float[]>> held;
+  held.reserve(kCount);
+  std::atomic<int> freed{0}, to_free{0};
+  std::thread freer([&] {
+    for (int round = 1; round <= kRounds; ++round) {
+      while (to_free.load() < round) std::this_thread::yield();
+      held.clear();  // the last owner lets go here
+      freed = round;
+    }
+  });
+  for (int round = 1; round <= kRounds; ++round) {
+    const long before = operator_new_calls();
+    for (int i = 0; i < kCount; ++i) held.push_back(allocate_floats(size_t(100 + i % 3)));
+    if (round > 2) CHECK(operator_new_calls() == before);  // by then the freeing thread keeps all it will
+    std::set<float*> distinct;
+    for (const auto& floats : held) {
+      CHECK(reinterpret_cast<uintptr_t>(floats.get()) % 64 == 0);
+      CHECK(floats.use_count() == 1);
+      distinct.insert(floats.get());
+    }
+    CHECK(distinct.size() == size_t(kCount));
+    to_free = round;
+    while (freed.load() < round) std::this_thread::yield();
+  }
+  freer.join();
+}
+
+TEST_CASE("allocate_floats: a weak_ptr keeps the control block, not the buffer") {
+  std::shared_ptr<float[]> floats = allocate_floats(64);
+  floats[63] = 1.0f;
+  std::weak_ptr<float[]> weak = floats;
+  std::shared_ptr<float[]> copy = floats;
+  floats.reset();
+  CHECK(weak.lock().get() == copy.get());
+  copy.reset();  // the buffer goes back to the pool; the control block stays for `weak`
+  std::vector<std::shared_ptr<float[]>> others;
+  for (int i = 0; i < 100; ++i) others.push_back(allocate_floats(64));  // must not reuse weak's block
+  CHECK(weak.expired());
+  CHECK(weak.lock() == nullptr);
+  for (const auto& other : others) CHECK(other.use_count() == 1);
 }
