@@ -279,16 +279,16 @@ void yield() {
   }
 }
 
-void wait_until_impl(const std::function<bool()>& ready) {
+void wait_until_impl(bool (*check)(void* ready), void* ready) {
   if (Fiber* fiber = current_fiber) {
-    while (!ready()) switch_to_scheduler(fiber);  // the scheduler backs off when no fiber of it progresses
+    while (!check(ready)) switch_to_scheduler(fiber);  // the scheduler backs off when no fiber of it progresses
     fiber->progressed = true;
     return;
   }
   Backoff backoff;
   while (true) {
     const uint32_t epoch_before = epoch.load();
-    if (ready()) return;
+    if (check(ready)) return;
     backoff.idle(epoch_before);
   }
 }

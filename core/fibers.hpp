@@ -7,6 +7,8 @@
 // a fiber only gives its thread away inside wait_until/yield, never in the middle of a kernel.
 #pragma once
 #include <functional>
+#include <memory>
+#include <type_traits>
 
 namespace dtrain::fibers {
 
@@ -23,11 +25,14 @@ void yield();
 // Returns once ready() is true. Meanwhile the other fibers of this thread run; when all of them wait
 // too, the thread spins briefly, then sleeps until notify() (or 1 ms passes). Whoever makes a waited-on
 // condition true must call notify() afterwards.
-void wait_until_impl(const std::function<bool()>& ready);
+// `ready` is passed by reference (it outlives the wait): no std::function, so no heap allocation.
+void wait_until_impl(bool (*check)(void* ready), void* ready);
 template <typename Ready>
 void wait_until(Ready&& ready) {
-  if (ready()) return;  // the common case costs no std::function
-  wait_until_impl(std::function<bool()>(std::forward<Ready>(ready)));
+  if (ready()) return;  // the common case: not even a call
+  using Callable = std::remove_reference_t<Ready>;
+  wait_until_impl([](void* callable) -> bool { return (*static_cast<Callable*>(callable))(); },
+                  const_cast<void*>(static_cast<const void*>(std::addressof(ready))));
 }
 void notify();
 

@@ -17,6 +17,8 @@
 
 using namespace dtrain;
 
+long operator_new_calls();  // tests/test_buffer_pool.cpp counts them
+
 TEST_CASE("fibers: every task runs once, task i on thread i % threads") {
   for (int threads : {1, 2, 3}) {
     for (int count : {0, 1, 5, 8}) {
@@ -105,6 +107,23 @@ TEST_CASE("fibers: a waiting thread sleeps and wakes on notify from another thre
   });
   fibers::wait_until([&] { return released.load(); });
   again.join();
+}
+
+TEST_CASE("fibers: a wait that has to wait allocates nothing, whatever its predicate captures") {
+  std::atomic<bool> set{false};
+  std::atomic<int> a{1}, b{2}, c{3};
+  std::atomic<long> during{-1};
+  fibers::run(2, 1, [&](int index) {
+    if (index == 1) {  // fiber 0 ran first and waits by now
+      set = true;
+      fibers::notify();
+      return;
+    }
+    const long before = operator_new_calls();
+    fibers::wait_until([&] { return set.load() && a.load() + b.load() + c.load() == 6; });  // 4 references
+    during = operator_new_calls() - before;
+  });
+  CHECK(during.load() == 0);
 }
 
 namespace {
