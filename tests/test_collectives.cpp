@@ -14,9 +14,12 @@
 #include "core/comm/local.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/fibers.hpp"
 #include "core/mesh.hpp"
 
 using namespace dtrain;
+
+long operator_new_calls();  // tests/test_buffer_pool.cpp counts them
 
 namespace {
 
@@ -269,6 +272,112 @@ TEST_CASE("collectives on interleaved groups keep their own order") {
     }
   });
   CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("collectives on every group of a mesh, interleaved, staged and shared, with ranks arriving late") {
+  auto mesh = make_mesh({"x", "y", "z"}, {2, 2, 2});
+  std::atomic<int> wrong{0};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    std::vector<Group> groups;
+    for (const auto& dims : dim_subsets(*mesh)) groups.push_back(device.group(dims));
+    for (int round = 0; round < 30; ++round) {
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const Group& group = groups[g];
+        const size_t count = (round + g) % 2 ? 5000 : 700;  // shared path, staged path
+        const float tag = float(round * 10 + int(g));
+        if ((device.rank + round + int(g)) % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::vector<float> send(count, tag + float(group.index)), recv(count * group.size());
+        device.comm->all_gather(group, send.data(), recv.data(), count);
+        for (int m = 0; m < group.size(); ++m)
+          if (recv[m * count] != tag + float(m) || recv[m * count + count - 1] != tag + float(m)) wrong.fetch_add(1);
+        device.comm->all_reduce(group, send.data(), count, ReduceOp::Max);
+        if (send[0] != tag + float(group.size() - 1) || send[count - 1] != send[0]) wrong.fetch_add(1);
+      }
+    }
+  });
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("a fast member meets in the next call while a slow one still reads the last") {
+  // Two ranks on two threads, staged all_gathers back to back: a member leaving call k posts call k+1
+  // while its peer may still copy from call k's staged copies.
+  LocalWorld world(2);
+  const size_t count = 4096;  // the largest staged payload
+  std::atomic<int> wrong{0};
+  fibers::run(2, 2, [&](int rank) {
+    auto comm = world.communicator(rank);
+    Group group{{0, 1}, rank};
+    std::vector<float> send(count), recv(2 * count);
+    for (int round = 0; round < 3000; ++round) {
+      for (size_t i = 0; i < count; ++i) send[i] = float(round * 2 + rank);
+      comm->all_gather(group, send.data(), recv.data(), count);
+      for (size_t i = 0; i < 2 * count; ++i)
+        if (recv[i] != float(round * 2 + int(i / count))) {
+          wrong.fetch_add(1);
+          break;
+        }
+    }
+  });
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("after a mismatch the members go on with the group's next calls") {
+  LocalWorld world(3);
+  std::atomic<int> mismatches{0}, wrong{0};
+  std::vector<std::string> last_errors(3);
+  fibers::run(3, 2, [&](int rank) {
+    auto comm = world.communicator(rank);
+    Group group{{0, 1, 2}, rank};
+    float data[16] = {};
+    try {
+      comm->all_reduce(group, data, rank == 1 ? 12 : 8, ReduceOp::Sum);
+    } catch (const Error& error) {
+      if (std::string(error.what()).find("mismatch") != std::string::npos) mismatches.fetch_add(1);
+    }
+    for (int round = 0; round < 20; ++round) {
+      float x = float(rank + round);
+      comm->all_reduce(group, &x, 1, ReduceOp::Sum);
+      if (x != float(3 + 3 * round)) wrong.fetch_add(1);
+    }
+    try {
+      comm->barrier(group);
+      comm->all_reduce(group, data, rank == 2 ? 1 : 2, ReduceOp::Sum);
+    } catch (const Error& error) {
+      last_errors[rank] = error.what();
+    }
+  });
+  CHECK(mismatches.load() == 3);
+  CHECK(wrong.load() == 0);
+  for (const auto& error : last_errors) CHECK(error.find("(call #22)") != std::string::npos);
+}
+
+TEST_CASE("collectives allocate nothing once warm") {
+  auto mesh = make_mesh({"x"}, {8});
+  std::atomic<long> allocations{-1};
+  run_spmd(mesh, [&](DeviceContext& device) {
+    const Group& group = device.group({"x"});
+    std::vector<float> small(100, 1.0f), large(20000, 1.0f), gathered(8 * 20000);
+    auto round = [&] {
+      device.comm->all_reduce(group, small.data(), small.size(), ReduceOp::Sum);  // staged
+      device.comm->all_reduce(group, large.data(), large.size(), ReduceOp::Max);  // shared
+      device.comm->all_gather(group, small.data(), gathered.data(), small.size());
+      device.comm->all_gather(group, large.data(), gathered.data(), large.size());
+      device.comm->reduce_scatter(group, small.data(), gathered.data(), small.size() / 8);
+      device.comm->all_to_all(group, large.data(), gathered.data(), large.size() / 8);
+      device.comm->broadcast(group, small.data(), small.size(), 3);
+      device.comm->broadcast(group, large.data(), large.size(), 5);
+      device.comm->barrier(group);
+    };
+    for (int warm = 0; warm < 20; ++warm) round();
+    long before = 0;
+    if (device.rank == 0) before = operator_new_calls();
+    device.comm->barrier(group);  // nobody starts before rank 0 counted
+    for (int measured = 0; measured < 20; ++measured) round();
+    device.comm->barrier(group);  // all are done when it counts again
+    if (device.rank == 0) allocations = operator_new_calls() - before;
+    device.comm->barrier(group);  // and none has left run_spmd before
+  });
+  CHECK(allocations.load() == 0);
 }
 
 TEST_CASE("barrier holds every member until all arrive") {

@@ -1,4 +1,4 @@
-// The in-process backend. Ranks of a group meet in a `Call`, keyed by (group ranks, per-group call number):
+// The in-process backend. Ranks of a group meet in a `Call`, keyed by (group id, per-group call number):
 // each member posts its buffer pointers and waits (fibers::wait_until: other ranks of its thread run
 // meanwhile) until all have posted. Then:
 //
@@ -17,6 +17,9 @@
 //   broadcast       (member, range): root's data into member's.
 // Staged path (small payloads): each member copies what the others need into the call, and after the
 // rendezvous computes its own result from those copies and leaves: one rendezvous instead of two waits.
+//
+// A collective allocates nothing in steady state: a group's rank list is interned once into an id, and
+// finished calls, with their vectors and staging storage, are kept and reused.
 #include "core/comm/local.hpp"
 
 #include <immintrin.h>
@@ -26,9 +29,9 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "core/buffer_pool.hpp"
 #include "core/error.hpp"
@@ -72,24 +75,56 @@ struct Request {
   }
 };
 
-// One collective in flight on one group. Guarded by State::mutex, except the two item counters.
+// One member's staged copy of its send: grows to the largest it has held, then is reused.
+struct Staging {
+  std::unique_ptr<float[]> data;
+  size_t capacity = 0;
+
+  float* reserve(size_t count) {
+    if (count > capacity) {
+      data.reset(new float[count]);
+      capacity = count;
+    }
+    return data.get();
+  }
+};
+
+// One collective in flight on one group. Guarded by State::mutex, except the atomics and what a member
+// writes for itself before it counts as posted (its staged copy). Reused once every member has left.
 struct Call {
-  explicit Call(int size) : sends(size), recvs(size), staged(size), requests(size) {}
+  size_t group = 0;  // interned id of the group's ranks
+  uint64_t number = 0;  // the group's call number
   std::vector<const float*> sends;
   std::vector<float*> recvs;
-  std::vector<std::unique_ptr<float[]>> staged;  // staged path: copies of the sends, owned by the call
+  std::vector<Staging> staged;  // staged path: copies of the sends (kept between uses of the call)
   std::vector<Request> requests;
   int first_member = -1;  // whose request the others are checked against
   std::atomic<int> posted{0};  // members that posted their buffers (read without the mutex while spinning)
-  int left = 0;           // members that returned (or threw); the last one erases the call
+  int left = 0;           // members that returned (or threw); the last one gives the call back
   std::string failure;    // set on a mismatch: every member throws it
   std::atomic<bool> failed{false};  // failure is set (read without the mutex while waiting)
   std::shared_ptr<float[]> shared_result;  // all_gather_shared: the one buffer every member receives
   std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
   std::atomic<size_t> done_items{0};
-};
 
-using CallKey = std::pair<std::vector<int>, uint64_t>;
+  // Makes this a fresh call; vectors keep their capacity.
+  void start(size_t group_id, uint64_t call_number, int size) {
+    group = group_id;
+    number = call_number;
+    sends.assign(size, nullptr);
+    recvs.assign(size, nullptr);
+    if (staged.size() < size_t(size)) staged.resize(size);
+    requests.assign(size, Request{});
+    first_member = -1;
+    posted = 0;
+    left = 0;
+    failure.clear();
+    failed = false;
+    shared_result.reset();
+    next_item = 0;
+    done_items = 0;
+  }
+};
 
 // Payloads of at most this many floats per member take the staged path.
 constexpr size_t kSmallCount = 4096;
@@ -189,7 +224,39 @@ struct LocalWorld::State {
   SpinLock mutex;
   std::atomic<bool> aborted{false};
   std::string abort_reason;
-  std::map<CallKey, std::shared_ptr<Call>> calls;
+  std::vector<std::vector<int>> groups;  // rank lists seen so far; a group's id is its index here
+  std::vector<Call*> calls;              // in flight: few (one or two per group, unless members failed)
+  std::vector<Call*> idle_calls;         // every member has left: ready for reuse
+  std::vector<std::unique_ptr<Call>> all_calls;
+
+  size_t intern(const std::vector<int>& ranks) {
+    auto found = std::find(groups.begin(), groups.end(), ranks);
+    if (found != groups.end()) return size_t(found - groups.begin());
+    groups.push_back(ranks);
+    return groups.size() - 1;
+  }
+
+  Call& find_or_start(size_t group, uint64_t number, int size) {
+    for (Call* call : calls)
+      if (call->group == group && call->number == number) return *call;
+    if (idle_calls.empty()) {
+      all_calls.push_back(std::make_unique<Call>());
+      idle_calls.push_back(all_calls.back().get());
+    }
+    Call* call = idle_calls.back();
+    idle_calls.pop_back();
+    call->start(group, number, size);
+    calls.push_back(call);
+    return *call;
+  }
+
+  void finish(Call& call) {
+    auto found = std::find(calls.begin(), calls.end(), &call);
+    *found = calls.back();
+    calls.pop_back();
+    call.shared_result.reset();  // the members hold their own references
+    idle_calls.push_back(&call);
+  }
 };
 
 namespace {
@@ -344,12 +411,7 @@ class LocalCommunicator final : public Communicator {
   // only the copies, call.sends, and writes only this member's buffers) and leaves.
   template <typename Work>
   void run_staged(const Group& group, const Request& request, const float* send, size_t staged, Work&& work) {
-    std::unique_ptr<float[]> copy_of_send;
-    if (staged > 0) {
-      copy_of_send.reset(new float[staged]);
-      copy(copy_of_send.get(), send, staged);
-    }
-    Meeting meeting = meet(group, request, nullptr, nullptr, std::move(copy_of_send));
+    Meeting meeting = meet(group, request, staged > 0 ? send : nullptr, nullptr, staged);
     work(*meeting.call);
     leave(meeting);
   }
@@ -374,32 +436,51 @@ class LocalCommunicator final : public Communicator {
   }
 
   struct Meeting {
-    std::shared_ptr<Call> call;
-    CallKey key;
+    Call* call;
     int size;
   };
 
-  // Posts this member's buffers (or hands its staged copy to the call) and waits until every member has.
-  // Throws on a mismatch or on abort. Only this wait can block on a missing peer, so only it gives way to
-  // abort(): once all have posted, every member is sure to finish, and must, since peers may be using
-  // its buffers.
-  Meeting meet(const Group& group, const Request& request, const float* send, float* recv,
-               std::unique_ptr<float[]> staged = nullptr) {
+  // A group this rank has called collectives on: its interned id and its next call number.
+  struct KnownGroup {
+    std::vector<int> ranks;
+    size_t id;
+    uint64_t next_call;
+  };
+
+  KnownGroup& known(const Group& group) {
+    for (KnownGroup& entry : groups_)
+      if (entry.ranks == group.ranks) return entry;
+    size_t id;
+    {
+      std::lock_guard lock(state_->mutex);
+      id = state_->intern(group.ranks);
+    }
+    return groups_.emplace_back(KnownGroup{group.ranks, id, 0});
+  }
+
+  // Posts this member's buffers (or its copy of `staged` floats of send, for the staged path) and waits
+  // until every member has. Throws on a mismatch or on abort. Only this wait can block on a missing peer,
+  // so only it gives way to abort(): once all have posted, every member is sure to finish, and must,
+  // since peers may be using its buffers.
+  //
+  // A call is reused only after all its members left: a slow member may still read it while the fast
+  // ones meet in the group's next call, a different Call.
+  Meeting meet(const Group& group, const Request& request, const float* send, float* recv, size_t staged = 0) {
     check_group(group);
     const int n = group.size();
-    Meeting meeting{nullptr, CallKey(group.ranks, sequences_[group.ranks]++), n};
+    KnownGroup& known_group = known(group);
+    const uint64_t number = known_group.next_call++;
     LocalWorld::State& state = *state_;
     std::unique_lock lock(state.mutex);
     if (state.aborted) throw Error("[comm] aborted: " + state.abort_reason);
-    auto& slot = state.calls[meeting.key];
-    if (!slot) slot = std::make_shared<Call>(n);
-    meeting.call = slot;
-    Call& call = *slot;
+    Call& call = state.find_or_start(known_group.id, number, n);
+    Meeting meeting{&call, n};
     if ((request.kind == Kind::AllGatherShared || request.kind == Kind::AllGatherInPlace) && !call.shared_result)
       call.shared_result = allocate_floats(size_t(n) * request.count);
-    call.sends[group.index] = staged ? staged.get() : send;
+    // Only this member touches its staging until it counts as posted; it grows only while warming up.
+    float* copy_of_send = staged > 0 ? call.staged[group.index].reserve(staged) : nullptr;
+    call.sends[group.index] = copy_of_send ? copy_of_send : send;
     call.recvs[group.index] = recv;
-    call.staged[group.index] = std::move(staged);
     call.requests[group.index] = request;
     if (call.first_member < 0) {
       call.first_member = group.index;
@@ -407,12 +488,13 @@ class LocalCommunicator final : public Communicator {
       call.failure = fmt::format(
           "[comm] collective mismatch on group [{}] (call #{}): member {} (rank {}) called {} but member {} (rank {}) "
           "called {}",
-          fmt::join(group.ranks, ","), meeting.key.second, call.first_member, group.ranks[call.first_member],
+          fmt::join(group.ranks, ","), number, call.first_member, group.ranks[call.first_member],
           call.requests[call.first_member].describe(), group.index, rank_, request.describe());
       call.failed = true;
     }
-    ++call.posted;
     lock.unlock();
+    if (copy_of_send) copy(copy_of_send, send, staged);
+    ++call.posted;  // publishes the copy: the others read it only after seeing every member posted
     fibers::notify();
     fibers::wait_until([&] { return call.posted.load() == n || state.aborted.load() || call.failed.load(); });
     lock.lock();
@@ -433,14 +515,14 @@ class LocalCommunicator final : public Communicator {
     leave_locked(meeting);
   }
 
-  // The last member out erases the call (the others' shared pointers keep it alive until they are done).
+  // The last member out gives the call back for reuse; a member does not touch a call after leaving it.
   void leave_locked(const Meeting& meeting) {
-    if (++meeting.call->left == meeting.size) state_->calls.erase(meeting.key);
+    if (++meeting.call->left == meeting.size) state_->finish(*meeting.call);
   }
 
   std::shared_ptr<LocalWorld::State> state_;
   int rank_;
-  std::map<std::vector<int>, uint64_t> sequences_;  // next call number per group (this rank's thread only)
+  std::vector<KnownGroup> groups_;  // this rank's groups (used by this rank's fiber only)
 };
 
 }  // namespace
