@@ -48,7 +48,7 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
     kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
   std::vector<std::string> partial;
   if (k_dim != kUnsharded) partial.push_back(k_dim);
-  return DTensor({m, n}, Layout({m_dim, n_dim}, mesh), out, partial);
+  return DTensor({m, n}, Layout({m_dim, n_dim}, mesh), out, std::move(partial));
 }
 
 }  // namespace dtrain::ops
@@ -62,7 +62,7 @@ Var matmul(const Var& a, const Var& b, bool transpose_a, bool transpose_b) {
   std::weak_ptr<VarState> factor_sink;
   if (need_b && b.is_leaf() && b.state()->accepts_grad_factors && !transpose_a && !transpose_b) factor_sink = b.state();
   return record("matmul", ops::matmul(av, bv, transpose_a, transpose_b), {a, b},
-                [=](const DTensor& g) -> std::vector<std::optional<DTensor>> {
+                [=](const DTensor& g) -> Gradients {
                   // C = A'B' with A' = op(a), B' = op(b): dA' = g B'^T, dB' = A'^T g. Skip what nobody needs
                   // (the input batch's gradient is a whole GEMM).
                   std::optional<DTensor> da, db;
