@@ -149,8 +149,6 @@ void give_batch_to_process(FreeBlock* batch, size_t size) {
 ThreadBlocks::~ThreadBlocks() {
   alive = false;
   if (head) give_batch_to_process(head, count);
-  head = nullptr;
-  count = 0;
 }
 
 thread_local ThreadBlocks thread_blocks;
@@ -185,12 +183,12 @@ void release_block(void* memory) {
   block->next = local.head;
   local.head = block;
   if (++local.count < 2 * kBatch) return;
-  FreeBlock* last = block;  // of the batch to hand over: the kBatch most recently freed blocks
-  for (size_t i = 1; i < kBatch; ++i) last = last->next;
-  local.head = last->next;
-  local.count -= kBatch;
-  last->next = nullptr;
-  give_batch_to_process(block, kBatch);
+  FreeBlock* last_kept = block;  // keeps the kBatch most recently freed (likely in cache), hands over the rest
+  for (size_t i = 1; i < kBatch; ++i) last_kept = last_kept->next;
+  FreeBlock* batch = last_kept->next;
+  last_kept->next = nullptr;
+  give_batch_to_process(batch, local.count - kBatch);
+  local.count = kBatch;
 }
 
 // shared_ptr allocates its control block (the one type it rebinds this to) through this.
