@@ -31,6 +31,8 @@ constexpr int kPanelVectors = 8;  // accumulators for a row of C: 8 of the 16 ym
 constexpr int64_t kPanelCols = 8 * kPanelVectors;
 // The density scan checks its count every this many values, so a dense A is rejected early.
 constexpr int64_t kScanBlock = 1024;
+// How many non-zeros ahead multiply_panel prefetches B's rows.
+constexpr int64_t kPrefetchAhead = 8;
 // Below this many multiply-adds (non-zeros x n) a second thread costs more than it saves.
 constexpr int64_t kMinParallelWork = int64_t(64) * 64 * 64;
 
@@ -168,11 +170,18 @@ void multiply_panel(const CompressedRows& a_rows, int64_t row_begin, int64_t row
   const PanelAccess<kVectors, kMaskedLast> access{last_mask};
   const __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
   const SparseEntry* entries = a_rows.entries.data();
+  // The rows of B that entries a few ahead will read are fetched early: they are scattered (one per
+  // non-zero), and often just written by the other core (the weights after an update).
+  const int64_t prefetch_end = a_rows.row_starts[size_t(row_end)] - kPrefetchAhead;
   for (int64_t i = row_begin; i < row_end; ++i) {
     __m256 sums[kVectors];
     for (int t = 0; t < kVectors; ++t) sums[t] = _mm256_setzero_ps();
     const int64_t end = a_rows.row_starts[size_t(i + 1)];
     for (int64_t entry = a_rows.row_starts[size_t(i)]; entry < end; ++entry) {
+      if (entry < prefetch_end) {
+        const char* ahead = reinterpret_cast<const char*>(b + int64_t(entries[entry + kPrefetchAhead].index) * n + j0);
+        for (int line = 0; line < kVectors * 32; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+      }
       const __m256 value = _mm256_broadcast_ss(&entries[entry].value);
       const float* b_row = b + int64_t(entries[entry].index) * n + j0;
       for (int t = 0; t < kVectors; ++t) sums[t] = _mm256_fmadd_ps(value, access.load(b_row, t), sums[t]);

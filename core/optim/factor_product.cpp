@@ -13,9 +13,13 @@ void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x
   DTRAIN_CHECK(x.rank() == 2 && g.rank() == 2 && x.dim(0) == g.dim(0) && int(blocks.size()) == group.size(),
                "[optimizer] x^T g from x {} and g {} in {} blocks over a group of {}", shape_string(x.shape()),
                shape_string(g.shape()), blocks.size(), group.size());
-  for (const RowBlock& block : blocks)
-    DTRAIN_CHECK(0 <= block.first && block.first <= block.last && block.last <= x.dim(1),
-                 "[optimizer] rows [{}, {}) of x^T g with x {}", block.first, block.last, shape_string(x.shape()));
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const RowBlock& block = blocks[j];
+    DTRAIN_CHECK(0 <= block.first && block.first <= block.last && block.last <= x.dim(1) &&
+                     (j == 0 || (blocks[j - 1].first <= block.first && blocks[j - 1].last <= block.last)),
+                 "[optimizer] rows [{}, {}) of x^T g for member {} with x {}: blocks must lie in x and ascend",
+                 block.first, block.last, j, shape_string(x.shape()));
+  }
   // The kind of x is the same on every member (the batch source decides it), so all take the same
   // collectives.
   if (x.compressed_rows() != nullptr && kernels::gemm_sparse_available())
@@ -52,13 +56,6 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   const CompressedRows& x_rows = *x.compressed_rows();
   const int64_t rows = x_rows.rows, n = g.dim(1), members = group.size();
   const int64_t header = g.size() + members + 1;
-  auto entries_in = [&](int64_t r, RowBlock block) {  // x's row r: its entries in the block's columns
-    const SparseEntry* begin = x_rows.entries.data() + x_rows.row_starts[size_t(r)];
-    const SparseEntry* end = x_rows.entries.data() + x_rows.row_starts[size_t(r + 1)];
-    auto before = [](const SparseEntry& e, int64_t column) { return e.index < column; };
-    begin = std::lower_bound(begin, end, block.first, before);
-    return std::pair{begin, std::lower_bound(begin, end, block.last, before)};
-  };
   // Written first, at its own length (an entry is in every block that holds its column: at most all of
   // them), then padded once the longest is known.
   const size_t at_most = size_t(header + members * (rows + 2 * x_rows.nonzeros()));
@@ -66,14 +63,24 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   float* payload = packed_.data();
   std::copy_n(g.data(), g.size(), payload);
   float* to = payload + header;
+  // Each row's entries in block j are [low[r], high[r]); blocks ascend, so both only move forward.
+  low_.assign(size_t(rows), nullptr);
+  high_.assign(size_t(rows), nullptr);
+  for (int64_t r = 0; r < rows; ++r) low_[size_t(r)] = high_[size_t(r)] = x_rows.entries.data() + x_rows.row_starts[size_t(r)];
   for (int64_t j = 0; j < members; ++j) {
+    const RowBlock block = blocks[size_t(j)];
     payload[g.size() + j] = word(to - payload);
     float* lengths = to;
     auto* entries = reinterpret_cast<SparseEntry*>(to + rows);
     for (int64_t r = 0; r < rows; ++r) {
-      auto [begin, end] = entries_in(r, blocks[size_t(j)]);
-      lengths[r] = word(end - begin);
-      entries = std::copy(begin, end, entries);
+      const SparseEntry* row_end = x_rows.entries.data() + x_rows.row_starts[size_t(r + 1)];
+      const SparseEntry*& low = low_[size_t(r)];
+      const SparseEntry*& high = high_[size_t(r)];
+      while (low < row_end && low->index < block.first) ++low;
+      high = std::max(high, low);
+      while (high < row_end && high->index < block.last) ++high;
+      lengths[r] = word(high - low);
+      entries = std::copy(low, high, entries);
     }
     to = reinterpret_cast<float*>(entries);
   }

@@ -23,7 +23,8 @@ struct RowBlock {
 class FactorProduct {
  public:
   // out ((last - first) x g.dim(1)) = rows blocks[group.index] of X^T G, X and G being x [b, a] and g
-  // [b, n] of every member of `group` stacked in member order; blocks[j] is member j's block. Collective
+  // [b, n] of every member of `group` stacked in member order; blocks[j] is member j's block, and the
+  // blocks ascend (first and last never decrease from one member to the next). Collective
   // over the group: every member calls it with the same blocks, shapes, and kind of x (with compressed
   // rows or without). The bits are those of kernels::gemm on the stacked dense X and G, whichever way x
   // travels.
@@ -39,6 +40,7 @@ class FactorProduct {
   // Reused from step to step: this member's payload, the gathered payload sizes, the group's g, this
   // member's block of X transposed and its write positions.
   std::vector<float> packed_;
+  std::vector<const SparseEntry*> low_, high_;  // each row's entries in the block being packed
   std::vector<float> sizes_;
   std::vector<float> g_all_;
   CompressedRows block_;

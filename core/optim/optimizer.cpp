@@ -163,7 +163,7 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   blocks_.resize(size_t(sharding.group_size));
   for (int member = 0; member < sharding.group_size; ++member) {
     const int64_t member_begin = sharding.begin(member), member_count = sharding.count(member);
-    blocks_[size_t(member)] = member_count == 0 ? RowBlock{0, 0}
+    blocks_[size_t(member)] = member_count == 0 ? RowBlock{rows, rows}  // (blocks ascend)
                                                 : RowBlock{member_begin / cols, std::min(rows, (member_begin + member_count + cols - 1) / cols)};
   }
   const int64_t first = blocks_[size_t(entry.group.index)].first, last = blocks_[size_t(entry.group.index)].last;
