@@ -2,6 +2,7 @@
 // a TF-IDF batch has before it is ever dense (make_batch hands it along with the dense values, so the
 // kernels need not find the non-zeros again).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,5 +24,13 @@ struct CompressedRows {
 
   int64_t nonzeros() const { return row_starts[size_t(rows)]; }
 };
+
+// The matrix the rows describe, row-major into out (rows x cols floats, every one written).
+inline void write_dense(const CompressedRows& a, float* out) {
+  std::fill(out, out + a.rows * a.cols, 0.0f);
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t entry = a.row_starts[size_t(r)]; entry < a.row_starts[size_t(r + 1)]; ++entry)
+      out[r * a.cols + a.entries[size_t(entry)].index] = a.entries[size_t(entry)].value;
+}
 
 }  // namespace dtrain

@@ -32,3 +32,14 @@ TEST_CASE("a tensor's non-zeros list follows its copies, not its views, reshapes
   CHECK_THROWS_AS(Tensor::with_compressed_rows(Tensor({6}), rows), Error);
   CHECK_THROWS_AS(Tensor::with_compressed_rows(Tensor({2, 3}), nullptr), Error);
 }
+
+TEST_CASE("write_dense gives back the matrix the rows list, zeros between") {
+  CompressedRows rows;
+  rows.rows = 3;
+  rows.cols = 4;
+  rows.entries = {{0, 1.5f}, {3, -2.0f}, {2, 7.0f}};
+  rows.row_starts = {0, 2, 2, 3};  // the middle row is empty
+  std::vector<float> out(12, 99.0f);
+  write_dense(rows, out.data());
+  CHECK(out == std::vector<float>{1.5f, 0, 0, -2.0f, 0, 0, 0, 0, 0, 0, 7.0f, 0});
+}
