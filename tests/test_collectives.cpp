@@ -240,6 +240,40 @@ TEST_CASE("all_gather_shared_in_place: members write their chunks into one buffe
   for_every_group(check_all_gather_shared_in_place, kLargeCounts);
 }
 
+namespace {
+
+// Member m sends count + 3 * m floats (count 0: member 0 sends none); through the backend's own
+// all_gather_varying and, when `base`, through Communicator's default (counts, then padded payloads).
+std::string check_all_gather_varying(DeviceContext& device, const Group& group, size_t count, bool base) {
+  auto length = [&](int member) { return count + 3 * size_t(member); };
+  std::vector<float> send(length(group.index));
+  for (size_t i = 0; i < send.size(); ++i) send[i] = value(group.index, i);
+  VaryingGather got;
+  if (base)
+    device.comm->Communicator::all_gather_varying(group, send.data(), send.size(), got);
+  else
+    device.comm->all_gather_varying(group, send.data(), send.size(), got);
+  if (got.counts.size() != size_t(group.size()) || got.offsets.size() != size_t(group.size()))
+    return fmt::format("{} counts and {} offsets", got.counts.size(), got.offsets.size());
+  for (int m = 0; m < group.size(); ++m) {
+    if (got.counts[m] != length(m)) return fmt::format("member {} count {}, not {}", m, got.counts[m], length(m));
+    for (size_t i = 0; i < length(m); ++i)
+      if (got.data[got.offsets[m] + i] != value(m, i)) return fmt::format("member {} element {} wrong", m, i);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("all_gather_varying gathers members' different counts, natively and through the default") {
+  for (const bool base : {false, true}) {
+    CAPTURE(base);
+    for_every_group([base](DeviceContext& device, const Group& group, size_t count) {
+      return check_all_gather_varying(device, group, count, base);
+    });
+  }
+}
+
 TEST_CASE("reduce_scatter gives each member the sum of its chunk") { for_every_group(check_reduce_scatter); }
 
 TEST_CASE("all_to_all sends chunk j to member j") { for_every_group(check_all_to_all); }

@@ -23,6 +23,11 @@ std::shared_ptr<float[]> CountingCommunicator::all_gather_shared(const Group& gr
   return inner_.all_gather_shared(group, send, count);
 }
 
+void CountingCommunicator::all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) {
+  note("all_gather", group, count);
+  inner_.all_gather_varying(group, send, count, out);
+}
+
 void CountingCommunicator::reduce_scatter(const Group& group, const float* send, float* recv, size_t count) {
   note("reduce_scatter", group, count * group.size());
   inner_.reduce_scatter(group, send, recv, count);

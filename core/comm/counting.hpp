@@ -27,6 +27,7 @@ class CountingCommunicator : public Communicator {
   std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override;
   std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
                                                       const std::function<void(float*)>& write_chunk) override;
+  void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override;
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override;
   void all_to_all(const Group& group, const float* send, float* recv, size_t count) override;
   void broadcast(const Group& group, float* data, size_t count, int root) override;

@@ -12,6 +12,7 @@
 //   all_gather      (member, range): stored into chunk `member` of every recv.
 //   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
 // all_gather_shared_in_place has no items: each member writes its own chunk of the one result.
+//   all_gather_varying (member): its floats stored once into the one result, after the earlier members'.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -41,7 +42,17 @@
 namespace dtrain {
 namespace {
 
-enum class Kind { AllReduce, AllGather, AllGatherShared, AllGatherInPlace, ReduceScatter, AllToAll, Broadcast, Barrier };
+enum class Kind {
+  AllReduce,
+  AllGather,
+  AllGatherShared,
+  AllGatherInPlace,
+  AllGatherVarying,
+  ReduceScatter,
+  AllToAll,
+  Broadcast,
+  Barrier
+};
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -49,6 +60,7 @@ const char* kind_name(Kind kind) {
     case Kind::AllGather: return "all_gather";
     case Kind::AllGatherShared: return "all_gather_shared";
     case Kind::AllGatherInPlace: return "all_gather_shared_in_place";
+    case Kind::AllGatherVarying: return "all_gather_varying";
     case Kind::ReduceScatter: return "reduce_scatter";
     case Kind::AllToAll: return "all_to_all";
     case Kind::Broadcast: return "broadcast";
@@ -103,6 +115,7 @@ struct Call {
   int left = 0;           // members that returned (or threw); the last one gives the call back
   std::string failure;    // set on a mismatch: every member throws it
   std::atomic<bool> failed{false};  // failure is set (read without the mutex while waiting)
+  std::vector<size_t> counts;  // all_gather_varying: each member's count
   std::shared_ptr<float[]> shared_result;  // all_gather_shared: the one buffer every member receives
   std::atomic<size_t> next_item{0};  // shared path: the next unclaimed item
   std::atomic<size_t> done_items{0};
@@ -115,6 +128,7 @@ struct Call {
     recvs.assign(size, nullptr);
     if (staged.size() < size_t(size)) staged.resize(size);
     requests.assign(size, Request{});
+    counts.assign(size, 0);
     first_member = -1;
     posted = 0;
     left = 0;
@@ -321,6 +335,24 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
+  // One item per member (its floats into place): these payloads are small, or their counts would match.
+  void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
+    const size_t n = size_t(group.size());
+    Meeting meeting = meet(group, {Kind::AllGatherVarying, 0}, send, nullptr, 0, count);
+    Call& call = *meeting.call;
+    out.data = call.shared_result;
+    out.counts.assign(call.counts.begin(), call.counts.end());
+    out.offsets.resize(n);
+    for (size_t member = 0, offset = 0; member < n; offset += out.counts[member++]) out.offsets[member] = offset;
+    size_t member;
+    while ((member = call.next_item.fetch_add(1)) < n) {
+      copy(out.data.get() + out.offsets[member], call.sends[member], out.counts[member]);
+      if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
+    }
+    fibers::wait_until([&] { return call.done_items.load() >= n; });
+    leave(meeting);
+  }
+
   // Each member writes its own chunk of the call's result, then waits for the others' (they read it next).
   std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
                                                       const std::function<void(float*)>& write_chunk) override {
@@ -465,7 +497,8 @@ class LocalCommunicator final : public Communicator {
   //
   // A call is reused only after all its members left: a slow member may still read it while the fast
   // ones meet in the group's next call, a different Call.
-  Meeting meet(const Group& group, const Request& request, const float* send, float* recv, size_t staged = 0) {
+  Meeting meet(const Group& group, const Request& request, const float* send, float* recv, size_t staged = 0,
+               size_t varying_count = 0) {
     check_group(group);
     const int n = group.size();
     KnownGroup& known_group = known(group);
@@ -482,6 +515,7 @@ class LocalCommunicator final : public Communicator {
     call.sends[group.index] = copy_of_send ? copy_of_send : send;
     call.recvs[group.index] = recv;
     call.requests[group.index] = request;
+    call.counts[group.index] = varying_count;
     if (call.first_member < 0) {
       call.first_member = group.index;
     } else if (call.failure.empty() && !(call.requests[call.first_member] == request)) {
@@ -506,6 +540,11 @@ class LocalCommunicator final : public Communicator {
     if (call.posted < n) {
       leave_locked(meeting);
       throw Error("[comm] aborted: " + state.abort_reason);
+    }
+    if (request.kind == Kind::AllGatherVarying && !call.shared_result) {  // its size is known only now
+      size_t total = 0;
+      for (size_t member_count : call.counts) total += member_count;
+      call.shared_result = allocate_floats(total);
     }
     return meeting;
   }

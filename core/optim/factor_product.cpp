@@ -48,16 +48,14 @@ int64_t value_of(float word) { return std::bit_cast<uint32_t>(word); }
 
 // A member's payload, in 32-bit words: g's values; then where each member's segment starts (members + 1
 // offsets); then segment j: the number of entries of each of x's rows in member j's columns, then those
-// entries (SparseEntry bytes: index, value), row by row. Members' payloads differ in length, so the
-// lengths are gathered first and each member sends the longest (its own padded with zeros).
+// entries (SparseEntry bytes: index, value), row by row. Payloads differ in length: all_gather_varying.
 void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                                          std::span<const RowBlock> blocks, float* out) {
   static_assert(sizeof(SparseEntry) == 2 * sizeof(float));
   const CompressedRows& x_rows = *x.compressed_rows();
   const int64_t rows = x_rows.rows, n = g.dim(1), members = group.size();
   const int64_t header = g.size() + members + 1;
-  // Written first, at its own length (an entry is in every block that holds its column: at most all of
-  // them), then padded once the longest is known.
+  // Room for the longest it can be: an entry is in every block that holds its column, at most all of them.
   const size_t at_most = size_t(header + members * (rows + 2 * x_rows.nonzeros()));
   if (packed_.size() < at_most) packed_.resize(at_most);
   float* payload = packed_.data();
@@ -85,16 +83,9 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
     to = reinterpret_cast<float*>(entries);
   }
   const int64_t words = to - payload;
-  payload[g.size() + members] = word(words);
   DTRAIN_CHECK(words <= int64_t(UINT32_MAX), "[optimizer] a gradient factor of {} words", words);
-  const float my_words = word(words);
-  sizes_.resize(size_t(members));
-  comm.all_gather(group, &my_words, sizes_.data(), 1);
-  size_t longest = 0;
-  for (float size : sizes_) longest = std::max<size_t>(longest, value_of(size));
-  if (packed_.size() < longest) packed_.resize(longest);
-  std::fill(packed_.data() + words, packed_.data() + longest, 0.0f);  // the padding to the longest payload
-  std::shared_ptr<float[]> all = comm.all_gather_shared(group, packed_.data(), longest);
+  payload[g.size() + members] = word(words);
+  comm.all_gather_varying(group, payload, size_t(words), gathered_);
 
   // g stacked in member order, and this member's block of X transposed: row i lists (batch row, value)
   // of x's column first + i in ascending batch row, as gemm's sparse path deals them.
@@ -107,13 +98,13 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   block_.row_starts.assign(size_t(m + 1), 0);
   int64_t* starts = block_.row_starts.data();
   auto segment = [&](int64_t member) {  // member's lengths and entries for this member's block
-    const float* from = all.get() + size_t(member) * longest;
+    const float* from = gathered_.data.get() + gathered_.offsets[size_t(member)];
     const float* begin = from + value_of(from[g.size() + group.index]);
     const float* end = from + value_of(from[g.size() + group.index + 1]);
     return std::pair{begin, reinterpret_cast<const SparseEntry*>(end)};
   };
   for (int64_t member = 0; member < members; ++member) {
-    std::copy_n(all.get() + size_t(member) * longest, rows * n, g_all_.data() + member * rows * n);
+    std::copy_n(gathered_.data.get() + gathered_.offsets[size_t(member)], rows * n, g_all_.data() + member * rows * n);
     auto [lengths, end] = segment(member);
     for (const auto* e = reinterpret_cast<const SparseEntry*>(lengths + rows); e < end; ++e) ++starts[e->index - mine.first + 1];
   }

@@ -37,11 +37,11 @@ class FactorProduct {
   void rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                             std::span<const RowBlock> blocks, float* out);
 
-  // Reused from step to step: this member's payload, the gathered payload sizes, the group's g, this
-  // member's block of X transposed and its write positions.
+  // Reused from step to step: this member's payload, the gathered payloads, the group's g, this member's
+  // block of X transposed and its write positions.
   std::vector<float> packed_;
   std::vector<const SparseEntry*> low_, high_;  // each row's entries in the block being packed
-  std::vector<float> sizes_;
+  VaryingGather gathered_;
   std::vector<float> g_all_;
   CompressedRows block_;
   std::vector<int64_t> cursors_;
