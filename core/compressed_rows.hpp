@@ -9,8 +9,11 @@
 
 namespace dtrain {
 
-// One non-zero: its column and value side by side, so moving an entry writes one place, not two.
+// One non-zero: its column and value side by side, so moving an entry writes one place, not two. Made
+// uninitialized (no zeroing when a vector of them grows: every use writes them first).
 struct SparseEntry {
+  SparseEntry() {}  // NOLINT: deliberately leaves index and value unset
+  SparseEntry(int32_t index, float value) : index(index), value(value) {}
   int32_t index;
   float value;
 };

@@ -119,7 +119,8 @@ void Dataset::compress(std::span<const int64_t> batch, int64_t row_begin, int64_
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t example = batch[r];
     const int32_t* last = indices + sparse_rows_.offsets[example + 1];
-    const int32_t* at = std::lower_bound(indices + sparse_rows_.offsets[example], last, int32_t(column_begin));
+    const int32_t* at = indices + sparse_rows_.offsets[example];
+    if (column_begin > 0) at = std::lower_bound(at, last, int32_t(column_begin));
     for (; at < last && *at < column_end; ++at) {
       const float value = values[at - indices];
       to[count] = {int32_t(*at - column_begin), value};
