@@ -1,7 +1,6 @@
 #include "core/optim/optimizer.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -101,6 +100,10 @@ void Optimizer::take_back_gathered_slots() {
 
 void Optimizer::run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots,
                            int64_t size) {
+  if (!splits_update(size)) {  // one block: the slots as they are, no worker hand-off
+    update(out, in, grad, slots, size);
+    return;
+  }
   parallel_update(size, [&](int64_t begin, int64_t end) {
     std::vector<float*> shifted;
     for (float* slot : slots) shifted.push_back(slot + begin);
@@ -113,11 +116,16 @@ namespace {
 // Gradients that only need summing (all_reduce) over the same mesh dims, already in their variable's
 // sharding, are summed together in one collective, like DDP's gradient buckets: small variables then
 // cost one rendezvous of the ranks per step instead of one each.
-void sum_small_gradients_together(std::vector<DTensor*> grads) {
-  std::map<std::vector<std::string>, std::vector<DTensor*>> buckets;
-  for (DTensor* grad : grads) buckets[grad->partial()].push_back(grad);
+// `grads` is reordered: by pending dims (the buckets, in the same order on every rank), stably.
+void sum_small_gradients_together(std::vector<DTensor*>& grads) {
+  std::stable_sort(grads.begin(), grads.end(), [](const DTensor* a, const DTensor* b) { return a->partial() < b->partial(); });
   DeviceContext& device = current_device();
-  for (auto& [dims, members] : buckets) {
+  for (auto bucket_begin = grads.begin(); bucket_begin != grads.end();) {
+    const std::vector<std::string>& dims = (*bucket_begin)->partial();
+    const auto bucket_end =
+        std::find_if(bucket_begin, grads.end(), [&](const DTensor* grad) { return grad->partial() != dims; });
+    const std::span<DTensor* const> members(bucket_begin, bucket_end);
+    bucket_begin = bucket_end;
     if (members.size() < 2) continue;
     int64_t total = 0;
     for (DTensor* grad : members) total += grad->local().size();
@@ -249,7 +257,8 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
   DTRAIN_CHECK(!entries_.empty() || params.paths().empty(), "[{}] apply before build", name());
   ++iterations_;
   take_back_gathered_slots();
-  std::vector<DTensor*> small;
+  std::vector<DTensor*>& small = small_gradients_;
+  small.clear();
   for (DTensor* extra : also_sum)
     if (extra->is_partial()) small.push_back(extra);
   for (auto& entry : entries_) {

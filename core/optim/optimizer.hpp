@@ -113,6 +113,7 @@ class Optimizer {
 
   std::vector<Entry> entries_;
   FactorProduct factor_product_;
+  std::vector<DTensor*> small_gradients_;  // apply(): those summed in buckets (kept for its capacity)
   std::vector<RowBlock> blocks_;  // chunk_from_factors: each group member's rows of x^T g
   Tensor scratch_;  // sharded updates: the rank's chunk of the gradient and of the variable, a padded send
   int64_t iterations_ = 0;

@@ -8,9 +8,12 @@
 
 namespace dtrain::optim {
 
+// Whether an update of `size` values is split over more than one thread.
+inline bool splits_update(int64_t size) { return size >= (1 << 16) && kernels::gemm_threads() > 1; }
+
 template <class Update>  // Update(int64_t begin, int64_t end)
 void parallel_update(int64_t size, const Update& update) {
-  const int workers = size >= (1 << 16) ? kernels::gemm_threads() : 1;
+  const int workers = splits_update(size) ? kernels::gemm_threads() : 1;
   kernels::run_on_gemm_workers(workers, [&](int worker) {
     update(size * worker / workers, size * (worker + 1) / workers);
   });

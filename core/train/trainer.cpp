@@ -60,7 +60,10 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
   if (predicted.layout().is_sharded(0)) partial.push_back(predicted.layout().spec(0));
   MeshPtr mesh = predicted.layout().mesh_ptr();
   if (loss_sum.partial() == partial) {
-    return DTensor({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {loss_sum.local()[0], correct}), partial);
+    Tensor pair = Tensor::uninitialized({2});
+    pair[0] = loss_sum.local()[0];
+    pair[1] = correct;
+    return DTensor({2}, Layout::replicated(mesh, 1), pair, std::move(partial));
   }
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
   const float summed[2] = {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]};
