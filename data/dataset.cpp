@@ -1,7 +1,6 @@
 #include "data/dataset.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -121,10 +120,22 @@ void Dataset::compress(std::span<const int64_t> batch, int64_t row_begin, int64_
     const int32_t* last = indices + sparse_rows_.offsets[example + 1];
     const int32_t* at = indices + sparse_rows_.offsets[example];
     if (column_begin > 0) at = std::lower_bound(at, last, int32_t(column_begin));
-    for (; at < last && *at < column_end; ++at) {
-      const float value = values[at - indices];
-      to[count] = {int32_t(*at - column_begin), value};
-      count += value != 0.0f || std::isnan(value);  // a stored zero is dropped, as densify + scan would
+    const int32_t* end = column_end < columns_ ? std::lower_bound(at, last, int32_t(column_end)) : last;
+    // Stored zeros are dropped (as densify + scan would), but a row rarely has one: copy it whole first.
+    const float* row_values = values + (at - indices);
+    const int64_t length = end - at;
+    bool has_zero = false;
+    for (int64_t k = 0; k < length; ++k) {
+      to[count + k] = {at[k] - int32_t(column_begin), row_values[k]};
+      has_zero |= row_values[k] == 0.0f;
+    }
+    if (!has_zero) {
+      count += length;
+    } else {
+      for (int64_t k = 0; k < length; ++k) {
+        to[count] = {at[k] - int32_t(column_begin), row_values[k]};
+        count += row_values[k] != 0.0f;  // NaNs are kept: they compare unequal to zero
+      }
     }
     out.row_starts[size_t(r - row_begin + 1)] = count;
   }
