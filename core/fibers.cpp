@@ -36,6 +36,10 @@ struct Fiber {
   int index = 0;
   bool finished = false;
   bool progressed = true;  // did something since the scheduler last ran it (false: it only re-checked a wait)
+  // While it waits: its condition, which the scheduler checks itself (the predicates only read atomics
+  // through references into the suspended fiber's stack), switching to the fiber only once it holds.
+  bool (*wait_check)(void* ready) = nullptr;
+  void* wait_ready = nullptr;
   void* slots[int(Slot::Count)] = {};
   void* stack = nullptr;
 #ifdef DTRAIN_FIBERS_ASM
@@ -220,6 +224,7 @@ void schedule(const std::vector<Fiber*>& fibers) {
     bool progress = false;
     for (Fiber* fiber : fibers) {
       if (fiber->finished) continue;
+      if (fiber->wait_check != nullptr && !fiber->wait_check(fiber->wait_ready)) continue;  // still waiting
       fiber->progressed = false;
       switch_to_fiber(fiber);
       progress = progress || fiber->progressed || fiber->finished;
@@ -281,7 +286,10 @@ void yield() {
 
 void wait_until_impl(bool (*check)(void* ready), void* ready) {
   if (Fiber* fiber = current_fiber) {
+    fiber->wait_check = check;
+    fiber->wait_ready = ready;
     while (!check(ready)) switch_to_scheduler(fiber);  // the scheduler backs off when no fiber of it progresses
+    fiber->wait_check = nullptr;
     fiber->progressed = true;
     return;
   }

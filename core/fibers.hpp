@@ -25,7 +25,9 @@ void yield();
 // Returns once ready() is true. Meanwhile the other fibers of this thread run; when all of them wait
 // too, the thread spins briefly, then sleeps until notify() (or 1 ms passes). Whoever makes a waited-on
 // condition true must call notify() afterwards.
-// `ready` is passed by reference (it outlives the wait): no std::function, so no heap allocation.
+// `ready` is passed by reference (it outlives the wait): no std::function, so no heap allocation. Inside a
+// fiber the thread's scheduler evaluates it too, outside the fiber, so it may read only shared state
+// (atomics), never fiber-local state such as current_device().
 void wait_until_impl(bool (*check)(void* ready), void* ready);
 template <typename Ready>
 void wait_until(Ready&& ready) {
