@@ -83,7 +83,12 @@ class Shape {
   }
   std::vector<int64_t> vec() const { return {begin(), end()}; }
 
-  bool operator==(const Shape& other) const { return std::equal(begin(), end(), other.begin(), other.end()); }
+  bool operator==(const Shape& other) const {  // a loop: std::equal would call memcmp for a few values
+    if (size() != other.size()) return false;
+    for (size_t i = 0; i < size(); ++i)
+      if ((*this)[i] != other[i]) return false;
+    return true;
+  }
   bool operator!=(const Shape& other) const { return !(*this == other); }
   bool operator<(const Shape& other) const {
     return std::lexicographical_compare(begin(), end(), other.begin(), other.end());
