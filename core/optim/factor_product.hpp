@@ -24,10 +24,9 @@ class FactorProduct {
  public:
   // out ((last - first) x g.dim(1)) = rows blocks[group.index] of X^T G, X and G being x [b, a] and g
   // [b, n] of every member of `group` stacked in member order; blocks[j] is member j's block, and the
-  // blocks ascend (first and last never decrease from one member to the next). Collective
-  // over the group: every member calls it with the same blocks, shapes, and kind of x (with compressed
-  // rows or without). The bits are those of kernels::gemm on the stacked dense X and G, whichever way x
-  // travels.
+  // blocks ascend (first and last never decrease from one member to the next). Collective over the
+  // group: every member calls it with the same blocks, shapes, and kind of x (with compressed rows or
+  // without). The bits are those of kernels::gemm on the stacked dense X and G, whichever way x travels.
   void rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, std::span<const RowBlock> blocks,
             float* out);
 

@@ -115,10 +115,11 @@ namespace {
 
 // Gradients that only need summing (all_reduce) over the same mesh dims, already in their variable's
 // sharding, are summed together in one collective, like DDP's gradient buckets: small variables then
-// cost one rendezvous of the ranks per step instead of one each.
-// `grads` is reordered: by pending dims (the buckets, in the same order on every rank), stably.
+// cost one rendezvous of the ranks per step instead of one each. `grads` is reordered: by pending dims
+// (the buckets, in the same order on every rank), stably.
 void sum_small_gradients_together(std::vector<DTensor*>& grads) {
-  std::stable_sort(grads.begin(), grads.end(), [](const DTensor* a, const DTensor* b) { return a->partial() < b->partial(); });
+  std::stable_sort(grads.begin(), grads.end(),
+                   [](const DTensor* a, const DTensor* b) { return a->partial() < b->partial(); });
   DeviceContext& device = current_device();
   for (auto bucket_begin = grads.begin(); bucket_begin != grads.end();) {
     const std::vector<std::string>& dims = (*bucket_begin)->partial();
@@ -171,8 +172,9 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   blocks_.resize(size_t(sharding.group_size));
   for (int member = 0; member < sharding.group_size; ++member) {
     const int64_t member_begin = sharding.begin(member), member_count = sharding.count(member);
+    const int64_t member_end = std::min(rows, (member_begin + member_count + cols - 1) / cols);
     blocks_[size_t(member)] = member_count == 0 ? RowBlock{rows, rows}  // (blocks ascend)
-                                                : RowBlock{member_begin / cols, std::min(rows, (member_begin + member_count + cols - 1) / cols)};
+                                                : RowBlock{member_begin / cols, member_end};
   }
   const int64_t first = blocks_[size_t(entry.group.index)].first, last = blocks_[size_t(entry.group.index)].last;
   const bool whole_rows = begin % cols == 0 && count % cols == 0;
