@@ -1,6 +1,5 @@
 #include "app/data_source.hpp"
 
-#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -37,12 +36,10 @@ std::shared_ptr<const CompressedRows> DatasetSource::compressed_features(std::sp
 }
 
 void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const {
-  constexpr int64_t kBlock = 64;  // labels a time, on the stack: this runs every step on every rank
-  int32_t labels[kBlock];
-  for (int64_t begin = row_begin; begin < row_end; begin += kBlock) {
-    const int64_t end = std::min(row_end, begin + kBlock);
-    dataset_.gather_labels(ids, begin, end, labels);
-    for (int64_t i = begin; i < end; ++i) out[i - row_begin] = float(labels[i - begin]);
+  for (int64_t r = row_begin; r < row_end; ++r) {  // one at a time: no buffer to allocate every step
+    int32_t label;
+    dataset_.gather_labels(ids, r, r + 1, &label);
+    out[r - row_begin] = float(label);
   }
 }
 

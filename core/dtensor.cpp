@@ -207,11 +207,9 @@ DTensor redistribute(DTensor x, const Layout& target) {
   for (int axis = 0; axis < x.rank(); ++axis) {
     const int dim = target.dim_at(axis);
     if (dim < 0 || dims[axis] == dim) continue;
-    const std::string& name = mesh.dim_names()[size_t(dim)];
-    const int n = device.mesh->dim_size(name);
     Shape offset(x.rank(), 0), extent = local.shape();
-    extent[axis] /= n;
-    offset[axis] = int64_t(device.mesh->coord_at(device.rank, device.mesh->dim_index(name))) * extent[axis];
+    extent[axis] /= mesh.dim_sizes()[size_t(dim)];
+    offset[axis] = int64_t(mesh.coord_at(device.rank, dim)) * extent[axis];
     local = slice_block(local, offset, extent);
     dims[axis] = int8_t(dim);
   }

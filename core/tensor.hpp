@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/shape.hpp"
 #include "core/compressed_rows.hpp"
+#include "core/shape.hpp"
 
 namespace dtrain {
 

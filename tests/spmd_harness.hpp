@@ -16,6 +16,20 @@
 
 namespace dtrain::testing {
 
+// The non-zeros of a rows x cols row-major matrix, found by the obvious loop (NaNs are non-zeros): what
+// the kernels' own compression and a dataset's lists are checked against.
+inline CompressedRows compressed_rows_of(const float* a, int64_t rows, int64_t cols) {
+  CompressedRows out;
+  out.rows = rows;
+  out.cols = cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c)
+      if (a[r * cols + c] != 0.0f) out.entries.push_back({int32_t(c), a[r * cols + c]});
+    out.row_starts.push_back(int64_t(out.entries.size()));
+  }
+  return out;
+}
+
 // {1}, {2}, {4}, {8}, {2,2}, {4,2}, {2,2,2}.
 inline std::vector<MeshPtr> test_meshes() {
   return {make_mesh({"x"}, {1}),           make_mesh({"x"}, {2}),           make_mesh({"x"}, {4}),

@@ -23,6 +23,7 @@
 #include "core/kernels/gemm_blocked.hpp"
 #include "core/kernels/gemm_sparse.hpp"
 #include "core/kernels/gemm_workers.hpp"
+#include "tests/spmd_harness.hpp"
 
 namespace {
 
@@ -582,21 +583,6 @@ TEST_CASE("gemm_cuda matches the reference on a GPU") {
 
 namespace {
 
-// The non-zeros of a rows x cols row-major matrix, found by the obvious loop (NaNs are non-zeros).
-dtrain::CompressedRows compress_plainly(const std::vector<float>& a, int64_t rows, int64_t cols) {
-  dtrain::CompressedRows out;
-  out.rows = rows;
-  out.cols = cols;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p = 0; p < cols; ++p) {
-      const float value = a[size_t(r * cols + p)];
-      if (value != 0.0f || std::isnan(value)) out.entries.push_back({int32_t(p), value});
-    }
-    out.row_starts.push_back(int64_t(out.entries.size()));
-  }
-  return out;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -614,7 +600,7 @@ TEST_CASE("gemm with A's non-zeros given gives gemm's bits on A, sparse or dense
         auto a = random_sparse_values(m * k, density, 81);
         if (density > 0) a[size_t(m * k / 2)] = std::nanf("");  // a NaN is a non-zero on every path
         const auto b = random_values(k * n, 82), c0 = random_values(m * n, 83);
-        const dtrain::CompressedRows rows = compress_plainly(a, m, k);
+        const dtrain::CompressedRows rows = dtrain::testing::compressed_rows_of(a.data(), m, k);
         for (const float beta : {0.0f, -1.5f}) {
           std::vector<float> scanned = c0, given = c0;
           dtrain::kernels::gemm(false, trans_b, m, n, k, 0.5f, a.data(), b.data(), beta, scanned.data());

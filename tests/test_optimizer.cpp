@@ -38,19 +38,6 @@ struct Setup {
   bool compressed_x = false;           // each rank's x carries its non-zeros, as a TF-IDF batch does
 };
 
-// The non-zeros of a 2-D tensor, found by the obvious loop.
-std::shared_ptr<const CompressedRows> nonzeros_of(const Tensor& t) {
-  auto rows = std::make_shared<CompressedRows>();
-  rows->rows = t.dim(0);
-  rows->cols = t.dim(1);
-  for (int64_t r = 0; r < t.dim(0); ++r) {
-    for (int64_t c = 0; c < t.dim(1); ++c)
-      if (t[r * t.dim(1) + c] != 0.0f) rows->entries.push_back({int32_t(c), t[r * t.dim(1) + c]});
-    rows->row_starts.push_back(int64_t(rows->entries.size()));
-  }
-  return rows;
-}
-
 struct Trained {
   std::vector<Tensor> tensors;             // w, b (when given), then every slot in slots() order; global values
   std::vector<std::vector<int64_t>> kept;  // [rank][variable]: the values a rank keeps for each slot
@@ -83,7 +70,10 @@ Trained train_steps(const Setup& setup, const Tensor& w0, const Tensor& b0, cons
     Layout x_layout = setup.batch_dim.empty() ? Layout::replicated(mesh, 2)
                                               : Layout::batch_sharded(mesh, setup.batch_dim, 2);
     Tensor x_local = pack(x, x_layout, device.rank);
-    if (setup.compressed_x) x_local = Tensor::with_compressed_rows(x_local, nonzeros_of(x_local));
+    if (setup.compressed_x) {
+      x_local = Tensor::with_compressed_rows(
+          x_local, std::make_shared<CompressedRows>(compressed_rows_of(x_local.data(), x_local.dim(0), x_local.dim(1))));
+    }
     Var input(DTensor(x.shape(), x_layout, x_local));
     Var weight(DTensor(r.shape(), Layout::replicated(mesh, 2), r.clone()));
     for (int step = 0; step < steps; ++step) {

@@ -36,7 +36,6 @@ constexpr int64_t kPrefetchAhead = 8;
 // Below this many multiply-adds (non-zeros x n) a second thread costs more than it saves.
 constexpr int64_t kMinParallelWork = int64_t(64) * 64 * 64;
 
-// The most non-zeros op(A) (m x k) may have for gemm to take the sparse path.
 // Reused by every call on this thread: rebuilt each call, never reallocated once large enough.
 CompressedRows& compressed_rows_scratch(int which) {
   thread_local CompressedRows rows[2];
@@ -285,8 +284,8 @@ bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
   return sparse_product(trans_a, m, n, k, alpha, a, lda, max_sparse_nonzeros(m, k), b, beta, c, threads);
 }
 
-bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
-                          float* c, int threads) {
+bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b,
+                              float beta, float* c, int threads) {
   if (trans_b || a.rows <= 0 || n <= 0 || a.cols <= 0 || alpha == 0.0f) return false;
   if (a.nonzeros() > max_sparse_nonzeros(a.rows, a.cols)) return false;
   multiply_all_rows(a, n, alpha, b, beta, c, threads);
@@ -316,8 +315,9 @@ bool try_gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*,
   return false;
 }
 
-bool try_gemm_compressed_rows(const CompressedRows&, bool, int64_t, float, const float*, float, float*, int) { return false; }
-
+bool try_gemm_compressed_rows(const CompressedRows&, bool, int64_t, float, const float*, float, float*, int) {
+  return false;
+}
 
 void gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {
   throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");

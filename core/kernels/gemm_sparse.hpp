@@ -1,7 +1,7 @@
 // The sparse-left-operand engine behind kernels::gemm (cpu.hpp has the contract): when op(A) is mostly
 // zeros, as a TF-IDF batch is (about 8% non-zero), C = alpha * op(A) * B + beta * C visits only A's
-// non-zeros, adding a_ip * B[p, :] into row i of C with AVX2/FMA. gemm() takes it when
-// gemm_takes_sparse_path says so, and the dense kernels otherwise.
+// non-zeros, adding a_ip * B[p, :] into row i of C with AVX2/FMA. gemm() takes it through try_gemm_sparse
+// (or try_gemm_compressed_rows when A's non-zeros are known) and the dense kernels otherwise.
 #pragma once
 #include <cstdint>
 
@@ -40,8 +40,8 @@ bool try_gemm_sparse(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 
 // try_gemm_sparse for A = `a`'s values (a.rows x a.cols, not transposed) when its non-zeros are already
 // known: the same decision and the same bits, without reading a dense A.
-bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
-                          float* c, int threads);
+bool try_gemm_compressed_rows(const CompressedRows& a, bool trans_b, int64_t n, float alpha, const float* b,
+                              float beta, float* c, int threads);
 
 // gemm()'s contract for !trans_b at any density. `threads` is how many threads this call may use (1
 // never spawns; the rows of C are shared out when there is enough work). Each C[i, j] adds op(A)'s

@@ -66,8 +66,8 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
     return DTensor({2}, Layout::replicated(mesh, 1), pair, std::move(partial));
   }
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
-  const float summed[2] = {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]};
-  return DTensor({2}, Layout::replicated(mesh, 1), Tensor::from_vector({2}, {summed[0], summed[1]}));
+  return DTensor({2}, Layout::replicated(mesh, 1),
+                 Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
 }
 
 std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
