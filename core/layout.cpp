@@ -136,15 +136,14 @@ Layout Layout::from_string(const std::string& text) {
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  auto mesh = std::make_shared<const Mesh>(Mesh::from_string(text.substr(mesh_at + sep.size())));
-  return Layout(specs, std::move(mesh));
+  return Layout(specs, intern(Mesh::from_string(text.substr(mesh_at + sep.size()))));
 }
 
 bool Layout::operator==(const Layout& other) const {
   if (rank_ != other.rank_) return false;
   for (int axis = 0; axis < rank_; ++axis)  // a loop: std::equal would call memcmp for a few bytes
     if (dims_[axis] != other.dims_[axis]) return false;
-  return mesh_ == other.mesh_ || *mesh_ == *other.mesh_;
+  return mesh_ == other.mesh_;  // interned: equal meshes are one pointer
 }
 
 }  // namespace dtrain

@@ -1,6 +1,8 @@
 #include "core/mesh.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include "core/error.hpp"
@@ -130,6 +132,16 @@ Mesh Mesh::from_string(const std::string& text) {
 bool Mesh::operator==(const Mesh& other) const {
   if (this == &other) return true;  // the common case: every tensor of a run shares one mesh
   return dim_names_ == other.dim_names_ && dim_sizes_ == other.dim_sizes_ && devices_ == other.devices_;
+}
+
+MeshPtr intern(Mesh mesh) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<const Mesh>> meshes;  // never freed: MeshPtrs point into it
+  std::lock_guard lock(mutex);
+  for (const auto& known : meshes)
+    if (*known == mesh) return known.get();
+  meshes.push_back(std::make_unique<const Mesh>(std::move(mesh)));
+  return meshes.back().get();
 }
 
 }  // namespace dtrain

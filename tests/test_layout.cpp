@@ -28,6 +28,18 @@ TEST_CASE("mesh string round trip") {
   CHECK(Mesh::from_string("|x=2|0,1|0,1|GPU:0,GPU:1").devices()[1] == "GPU:1");
 }
 
+TEST_CASE("meshes are interned: equal meshes are one pointer, different ones are not") {
+  MeshPtr a = make_mesh({"batch", "model"}, {4, 2});
+  CHECK(make_mesh({"batch", "model"}, {4, 2}) == a);
+  CHECK(intern(Mesh::from_string(a->to_string())) == a);
+  CHECK(make_mesh({"batch", "model"}, {2, 4}) != a);
+  CHECK(make_mesh({"model", "batch"}, {4, 2}) != a);
+  CHECK(make_mesh({"batch", "model"}, {4, 2}, {"GPU:0", "GPU:1", "GPU:2", "GPU:3", "GPU:4", "GPU:5", "GPU:6", "GPU:7"}) != a);
+  // A layout read back from its string names the same mesh, so it compares equal without a value check.
+  Layout layout({"batch", kUnsharded}, a);
+  CHECK(Layout::from_string(layout.to_string()).mesh_ptr() == a);
+}
+
 TEST_CASE("mesh errors") {
   CHECK_THROWS_AS(Mesh({"a", "a"}, {2, 2}), UsageError);
   CHECK_THROWS_AS(Mesh({"unsharded"}, {2}), UsageError);
