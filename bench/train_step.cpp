@@ -1,5 +1,5 @@
-// Training throughput of a config on generated data of its shapes: the median step time over `--steps`
-// steps after `--warmup`, as examples/s, plus the step's matmul FLOPs and peak resident memory.
+// Training throughput of a config on generated data of its shapes: the median and the mean step time over
+// `--steps` steps after `--warmup`, as examples/s, plus the step's matmul FLOPs and peak resident memory.
 //   bench_train_step --config configs/mnist_core_dp.yaml [--set mesh.dims={batch: 1}]... [--steps 200]
 // Prints one JSON line. With --gemm-gflops R it adds the GEMM limit (matmul FLOPs at R GFLOP/s).
 #include <sys/resource.h>
@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
     StepTimes times;
     trainer.train(source, nullptr, times);
     std::vector<double> timed(times.seconds.begin() + std::min<int64_t>(warmup, times.seconds.size()), times.seconds.end());
+    double total = 0;
+    for (double seconds : timed) total += seconds;
+    const double mean = total / double(timed.size());
     std::sort(timed.begin(), timed.end());
     const double median = timed[timed.size() / 2];
     const double batch = double(config.data.batch_size);
@@ -108,9 +111,9 @@ int main(int argc, char** argv) {
     const double flops = matmul_flops(*built.model, config.data.batch_size);
     std::string line = fmt::format(
         "{{\"name\": \"{}\", \"mesh\": \"{}\", \"batch\": {}, \"steps\": {}, \"seconds\": {:.6g}, \"examples_per_s\": {:.1f}, "
-        "\"matmul_gflop_per_step\": {:.4f}, \"peak_rss_bytes\": {}",
+        "\"mean_seconds\": {:.6g}, \"examples_per_s_mean\": {:.1f}, \"matmul_gflop_per_step\": {:.4f}, \"peak_rss_bytes\": {}",
         name.empty() ? config_path : name, mesh->to_string().substr(0, mesh->to_string().find('|', 1) + 1),
-        config.data.batch_size, timed.size(), median, batch / median, flops / 1e9, int64_t(usage.ru_maxrss) * 1024);
+        config.data.batch_size, timed.size(), median, batch / median, mean, batch / mean, flops / 1e9, int64_t(usage.ru_maxrss) * 1024);
     if (gemm_gflops > 0) {
       const double limit = batch / (flops / (gemm_gflops * 1e9));
       line += fmt::format(", \"gemm_gflops\": {:.2f}, \"gemm_limit_examples_per_s\": {:.1f}, \"fraction_of_gemm_limit\": {:.3f}",
