@@ -253,13 +253,15 @@ std::string check_all_gather_varying(DeviceContext& device, const Group& group, 
     device.comm->Communicator::all_gather_varying(group, send.data(), send.size(), got);
   else
     device.comm->all_gather_varying(group, send.data(), send.size(), got);
-  if (got.counts.size() != size_t(group.size()) || got.offsets.size() != size_t(group.size()))
-    return fmt::format("{} counts and {} offsets", got.counts.size(), got.offsets.size());
+  if (got.counts.size() != size_t(group.size()) || got.members.size() != size_t(group.size()))
+    return fmt::format("{} counts and {} members", got.counts.size(), got.members.size());
   for (int m = 0; m < group.size(); ++m) {
     if (got.counts[m] != length(m)) return fmt::format("member {} count {}, not {}", m, got.counts[m], length(m));
     for (size_t i = 0; i < length(m); ++i)
-      if (got.data[got.offsets[m] + i] != value(m, i)) return fmt::format("member {} element {} wrong", m, i);
+      if (got.members[m][i] != value(m, i)) return fmt::format("member {} element {} wrong", m, i);
   }
+  // The members may be reading this member's send in place: it stays unchanged until the next collective.
+  device.comm->barrier(group);
   return "";
 }
 

@@ -29,14 +29,14 @@ void Communicator::all_gather_varying(const Group& group, const float* send, siz
   std::vector<float> counts(n);
   all_gather(group, &mine, counts.data(), 1);
   out.counts.resize(n);
-  out.offsets.resize(n);
   size_t longest = 0;
   for (size_t i = 0; i < n; ++i) longest = std::max<size_t>(longest, out.counts[i] = std::bit_cast<uint32_t>(counts[i]));
-  for (size_t i = 0; i < n; ++i) out.offsets[i] = i * longest;
   std::shared_ptr<float[]> padded = allocate_floats(longest);
   std::copy_n(send, count, padded.get());
   std::fill(padded.get() + count, padded.get() + longest, 0.0f);
-  out.data = all_gather_shared(group, padded.get(), longest);
+  out.storage = all_gather_shared(group, padded.get(), longest);
+  out.members.resize(n);
+  for (size_t i = 0; i < n; ++i) out.members[i] = out.storage.get() + i * longest;
 }
 
 }  // namespace dtrain

@@ -21,11 +21,12 @@ struct Group {
   int size() const { return int(ranks.size()); }
 };
 
-// What all_gather_varying hands back: member i's counts[i] floats start at data[offsets[i]]. Kept by the
-// caller between calls, so its vectors are not reallocated.
+// What all_gather_varying hands back: member i's counts[i] floats at members[i]. Kept by the caller
+// between calls, so its vectors are not reallocated.
 struct VaryingGather {
-  std::shared_ptr<float[]> data;
-  std::vector<size_t> offsets, counts;
+  std::vector<const float*> members;
+  std::vector<size_t> counts;
+  std::shared_ptr<float[]> storage;  // what `members` point into when the backend copied the payloads
 };
 
 class Communicator {
@@ -48,9 +49,11 @@ class Communicator {
   // has written. The default writes into a temporary and calls all_gather_shared.
   virtual std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
                                                               const std::function<void(float* chunk)>& write_chunk);
-  // all_gather_shared where members send different counts (each member's own `count`, not checked
-  // against the others'): into `out`. The default gathers the counts first and then every member's
-  // floats padded to the longest (two collectives); in-process backends do it in one.
+  // Every member's `count` floats (each member's own count, not checked against the others'), into `out`.
+  // The default gathers the counts first and then every member's floats padded to the longest (two
+  // collectives). In-process backends copy nothing: `out` points at the members' own send buffers. So a
+  // member must leave `send` unchanged until it has returned from its next collective on this group, and
+  // must be done reading `out` before it makes that call.
   virtual void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out);
   // send holds group.size() chunks of `count`; recv gets the sum over members of chunk `index`.
   virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;

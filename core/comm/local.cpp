@@ -12,7 +12,7 @@
 //   all_gather      (member, range): stored into chunk `member` of every recv.
 //   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
 // all_gather_shared_in_place has no items: each member writes its own chunk of the one result.
-//   all_gather_varying (member): its floats stored once into the one result, after the earlier members'.
+// all_gather_varying copies nothing: members get pointers to each other's send buffers.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -335,21 +335,14 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
-  // One item per member (its floats into place): these payloads are small, or their counts would match.
+  // No copy: the members read each other's send buffers in place (see the contract in communicator.hpp),
+  // so after the rendezvous there is nothing to wait for.
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
-    const size_t n = size_t(group.size());
     Meeting meeting = meet(group, {Kind::AllGatherVarying, 0}, send, nullptr, 0, count);
-    Call& call = *meeting.call;
-    out.data = call.shared_result;
+    const Call& call = *meeting.call;
+    out.members.assign(call.sends.begin(), call.sends.end());
     out.counts.assign(call.counts.begin(), call.counts.end());
-    out.offsets.resize(n);
-    for (size_t member = 0, offset = 0; member < n; offset += out.counts[member++]) out.offsets[member] = offset;
-    size_t member;
-    while ((member = call.next_item.fetch_add(1)) < n) {
-      copy(out.data.get() + out.offsets[member], call.sends[member], out.counts[member]);
-      if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
-    }
-    fibers::wait_until([&] { return call.done_items.load() >= n; });
+    out.storage.reset();
     leave(meeting);
   }
 
@@ -540,11 +533,6 @@ class LocalCommunicator final : public Communicator {
     if (call.posted < n) {
       leave_locked(meeting);
       throw Error("[comm] aborted: " + state.abort_reason);
-    }
-    if (request.kind == Kind::AllGatherVarying && !call.shared_result) {  // its size is known only now
-      size_t total = 0;
-      for (size_t member_count : call.counts) total += member_count;
-      call.shared_result = allocate_floats(total);
     }
     return meeting;
   }

@@ -57,8 +57,10 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   const int64_t header = g.size() + members + 1;
   // Room for the longest it can be: an entry is in every block that holds its column, at most all of them.
   const size_t at_most = size_t(header + members * (rows + 2 * x_rows.nonzeros()));
-  if (packed_.size() < at_most) packed_.resize(at_most);
-  float* payload = packed_.data();
+  std::vector<float>& packed = packed_[packed_turn_];
+  packed_turn_ ^= 1;
+  if (packed.size() < at_most) packed.resize(at_most);
+  float* payload = packed.data();
   std::copy_n(g.data(), g.size(), payload);
   float* to = payload + header;
   // Each row's entries in block j are [low[r], high[r]); blocks ascend, so both only move forward.
@@ -98,13 +100,20 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   block_.row_starts.assign(size_t(m + 1), 0);
   int64_t* starts = block_.row_starts.data();
   auto segment = [&](int64_t member) {  // member's lengths and entries for this member's block
-    const float* from = gathered_.data.get() + gathered_.offsets[size_t(member)];
+    const float* from = gathered_.members[size_t(member)];
     const float* begin = from + value_of(from[g.size() + group.index]);
     const float* end = from + value_of(from[g.size() + group.index + 1]);
     return std::pair{begin, reinterpret_cast<const SparseEntry*>(end)};
   };
+  // The segments were mostly written on the other core: ask for all their lines at once rather than
+  // waiting on each in turn.
   for (int64_t member = 0; member < members; ++member) {
-    std::copy_n(gathered_.data.get() + gathered_.offsets[size_t(member)], rows * n, g_all_.data() + member * rows * n);
+    auto [lengths, end] = segment(member);
+    for (auto* line = reinterpret_cast<const char*>(lengths); line < reinterpret_cast<const char*>(end); line += 64)
+      __builtin_prefetch(line);
+  }
+  for (int64_t member = 0; member < members; ++member) {
+    std::copy_n(gathered_.members[size_t(member)], rows * n, g_all_.data() + member * rows * n);
     auto [lengths, end] = segment(member);
     for (const auto* e = reinterpret_cast<const SparseEntry*>(lengths + rows); e < end; ++e) ++starts[e->index - mine.first + 1];
   }

@@ -37,8 +37,11 @@ class FactorProduct {
                             std::span<const RowBlock> blocks, float* out);
 
   // Reused from step to step: this member's payload, the gathered payloads, the group's g, this member's
-  // block of X transposed and its write positions.
-  std::vector<float> packed_;
+  // block of X transposed and its write positions. Two payloads, used in turn: in-process members read
+  // each other's payload in place until their next collective on the group, and a weight with two terms
+  // calls rows() twice in a row (the second call's gather is that next collective).
+  std::vector<float> packed_[2];
+  int packed_turn_ = 0;
   std::vector<const SparseEntry*> low_, high_;  // each row's entries in the block being packed
   VaryingGather gathered_;
   std::vector<float> g_all_;
