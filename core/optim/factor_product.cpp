@@ -69,6 +69,9 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   for (int64_t r = 0; r < rows; ++r) low_[size_t(r)] = high_[size_t(r)] = x_rows.entries.data() + x_rows.row_starts[size_t(r)];
   for (int64_t j = 0; j < members; ++j) {
     const RowBlock block = blocks[size_t(j)];
+    // Usually the blocks only touch: this one starts where the last one ended, so low skips ahead to it
+    // instead of walking the last block's entries again.
+    const bool after_last = j > 0 && block.first >= blocks[size_t(j - 1)].last;
     payload[g.size() + j] = word(to - payload);
     float* lengths = to;
     auto* entries = reinterpret_cast<SparseEntry*>(to + rows);
@@ -76,6 +79,7 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
       const SparseEntry* row_end = x_rows.entries.data() + x_rows.row_starts[size_t(r + 1)];
       const SparseEntry*& low = low_[size_t(r)];
       const SparseEntry*& high = high_[size_t(r)];
+      if (after_last) low = high;  // every entry before high is in columns below the last block's end
       while (low < row_end && low->index < block.first) ++low;
       high = std::max(high, low);
       while (high < row_end && high->index < block.last) ++high;
