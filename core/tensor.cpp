@@ -62,23 +62,12 @@ Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data) {
   return t;
 }
 
-Tensor Tensor::from_compressed_rows(std::shared_ptr<const CompressedRows> rows) {
-  DTRAIN_CHECK(rows != nullptr && rows->rows >= 0 && rows->cols >= 0 &&
-                   rows->row_starts.size() == size_t(rows->rows) + 1,
-               "[tensor] compressed rows of {}x{} with {} row starts", rows ? rows->rows : 0, rows ? rows->cols : 0,
-               rows ? rows->row_starts.size() : 0);
-  Tensor t;
-  t.shape_ = {rows->rows, rows->cols};
-  t.size_ = rows->rows * rows->cols;
-  t.compressed_rows_ = std::move(rows);
-  return t;
-}
-
-float* Tensor::densify() const {
-  if (!compressed_rows_) return nullptr;
-  data_ = allocate(size_);
-  write_dense(*compressed_rows_, data_.get());
-  return data_.get();
+Tensor Tensor::with_compressed_rows(Tensor dense, std::shared_ptr<const CompressedRows> rows) {
+  DTRAIN_CHECK(rows != nullptr && dense.rank() == 2 && rows->rows == dense.dim(0) && rows->cols == dense.dim(1),
+               "[tensor] sparse rows of {}x{} for a tensor of shape {}", rows ? rows->rows : 0, rows ? rows->cols : 0,
+               shape_string(dense.shape()));
+  dense.compressed_rows_ = std::move(rows);
+  return dense;
 }
 
 Tensor Tensor::clone() const {
@@ -86,17 +75,16 @@ Tensor Tensor::clone() const {
   t.shape_ = shape_;
   t.size_ = size_;
   t.data_ = allocate(size_);
-  if (size_ > 0) std::memcpy(t.data_.get(), data(), size_ * sizeof(float));
+  if (size_ > 0) std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
   return t;
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
   DTRAIN_CHECK(num_elements(shape) == size_, "[reshape] cannot view {} as {}", shape_string(shape_),
                shape_string(shape));
-  data();  // the values, before the rows that describe them (in the old shape) are dropped
   Tensor t = *this;
   t.shape_ = std::move(shape);
-  t.compressed_rows_.reset();
+  t.compressed_rows_.reset();  // the rows describe the old shape
   return t;
 }
 
@@ -107,13 +95,12 @@ Tensor Tensor::slice_view(int64_t offset, Shape shape) const {
   Tensor t;
   t.shape_ = std::move(shape);
   t.size_ = count;
-  float* first = (data_ ? data_.get() : densify()) + offset;  // (the values first, if only rows hold them)
-  t.data_ = std::shared_ptr<float[]>(data_, first);  // shares ownership of the whole buffer
+  t.data_ = std::shared_ptr<float[]>(data_, data_.get() + offset);  // shares ownership of the whole buffer
   return t;
 }
 
-std::vector<float> Tensor::to_vector() const { return std::vector<float>(data(), data() + size_); }
+std::vector<float> Tensor::to_vector() const { return std::vector<float>(data_.get(), data_.get() + size_); }
 
-void Tensor::fill(float value) { std::fill(data(), data() + size_, value); }
+void Tensor::fill(float value) { std::fill(data_.get(), data_.get() + size_, value); }
 
 }  // namespace dtrain

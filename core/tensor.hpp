@@ -19,22 +19,21 @@ class Tensor {
   static Tensor uninitialized(Shape shape);
   // Wraps `data` (at least num_elements(shape) floats), sharing its ownership.
   static Tensor adopt(Shape shape, std::shared_ptr<float[]> data);
-  // The 2-D matrix `rows` lists (a TF-IDF batch): matmul multiplies the list instead of scanning values
-  // for non-zeros, and the dense values are written only when something reads them (data(), a copy, a
-  // reshape), usually never: a batch's 1200 columns are mostly zeros. Must not be written to; copies share
-  // the list, views, reshapes and clones drop it. Not for first reads from two threads at once.
-  static Tensor from_compressed_rows(std::shared_ptr<const CompressedRows> rows);
+  // `dense` (2-D) with its non-zeros listed beside it (a TF-IDF batch): matmul then multiplies the list
+  // instead of scanning the values for non-zeros. The list describes the values as they are now, so such a
+  // tensor must not be written to afterwards; copies share the list, views, reshapes and clones drop it.
+  static Tensor with_compressed_rows(Tensor dense, std::shared_ptr<const CompressedRows> rows);
 
   const Shape& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }
   int64_t dim(int axis) const { return shape_.at(axis); }
   int64_t size() const { return size_; }
-  float* data() { return data_ ? data_.get() : densify(); }
-  const float* data() const { return data_ ? data_.get() : densify(); }
-  // The non-zeros given by from_compressed_rows, or null.
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  // The non-zeros given by with_compressed_rows, or null.
   const CompressedRows* compressed_rows() const { return compressed_rows_.get(); }
-  float& operator[](int64_t i) { return data()[i]; }
-  float operator[](int64_t i) const { return data()[i]; }
+  float& operator[](int64_t i) { return data_.get()[i]; }
+  float operator[](int64_t i) const { return data_.get()[i]; }
 
   Tensor clone() const;
   // No other Tensor shares this buffer, and no non-zeros list describes it: it may be changed in place.
@@ -47,12 +46,9 @@ class Tensor {
   void fill(float value);
 
  private:
-  // The dense values of a tensor made from compressed rows, written now (null for a default tensor).
-  float* densify() const;
-
   Shape shape_;
   int64_t size_ = 0;
-  mutable std::shared_ptr<float[]> data_;  // mutable: filled on first read when made from compressed rows
+  std::shared_ptr<float[]> data_;
   std::shared_ptr<const CompressedRows> compressed_rows_;
 };
 

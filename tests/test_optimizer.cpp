@@ -71,8 +71,8 @@ Trained train_steps(const Setup& setup, const Tensor& w0, const Tensor& b0, cons
                                               : Layout::batch_sharded(mesh, setup.batch_dim, 2);
     Tensor x_local = pack(x, x_layout, device.rank);
     if (setup.compressed_x) {
-      x_local = Tensor::from_compressed_rows(
-          std::make_shared<CompressedRows>(compressed_rows_of(x_local.data(), x_local.dim(0), x_local.dim(1))));
+      x_local = Tensor::with_compressed_rows(
+          x_local, std::make_shared<CompressedRows>(compressed_rows_of(x_local.data(), x_local.dim(0), x_local.dim(1))));
     }
     Var input(DTensor(x.shape(), x_layout, x_local));
     Var weight(DTensor(r.shape(), Layout::replicated(mesh, 2), r.clone()));

@@ -2,7 +2,6 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
-#include "core/kernels/gemm_sparse.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {
@@ -43,11 +42,9 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   const Tensor& lb = b.local();
   const int64_t lm = la.dim(a_rows), lk = la.dim(a_cols), ln = lb.dim(b_cols);
   Tensor out = Tensor::uninitialized({lm, ln});
-  // A batch that came as its non-zeros: the list is multiplied, and a's dense values are asked for (and so
-  // written) only when the kernel finds the list too long for the sparse path.
-  const CompressedRows* rows = transpose_a ? nullptr : la.compressed_rows();
-  if (!rows || !kernels::try_gemm_compressed_rows(*rows, transpose_b, ln, 1.0f, lb.data(), 0.0f, out.data(),
-                                                  kernels::gemm_threads()))
+  if (la.compressed_rows() != nullptr && !transpose_a)  // a batch that came with its non-zeros
+    kernels::gemm(*la.compressed_rows(), la.data(), transpose_b, ln, 1.0f, lb.data(), 0.0f, out.data());
+  else
     kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
   std::vector<std::string> partial;
   if (k_dim != kUnsharded) partial.push_back(k_dim);

@@ -34,12 +34,12 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
     column_begin = offset[1];
     column_end = column_begin + local[1];
   }
-  Tensor x;
+  Tensor x = Tensor::uninitialized(local);  // every value is written below
   auto rows = local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
-  if (rows) {  // dense values only if something reads them (matmul and the optimizer use the list)
-    x = Tensor::from_compressed_rows(std::move(rows));
+  if (rows) {  // the dense values from the non-zeros just listed (in cache), not from the source again
+    write_dense(*rows, x.data());
+    x = Tensor::with_compressed_rows(std::move(x), std::move(rows));
   } else {
-    x = Tensor::uninitialized(local);  // every value is written here
     source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
   }
   Tensor y({row_end - row_begin});
