@@ -28,12 +28,24 @@ struct CompressedRows {
   int64_t nonzeros() const { return row_starts[size_t(rows)]; }
 };
 
-// The matrix the rows describe, row-major into out (rows x cols floats, every one written).
-inline void write_dense(const CompressedRows& a, float* out) {
-  std::fill(out, out + a.rows * a.cols, 0.0f);
+// Each listed value at its place in out (rows x cols floats, row-major); the other places are left alone.
+inline void write_nonzeros(const CompressedRows& a, float* out) {
   for (int64_t r = 0; r < a.rows; ++r)
     for (int64_t entry = a.row_starts[size_t(r)]; entry < a.row_starts[size_t(r + 1)]; ++entry)
       out[r * a.cols + a.entries[size_t(entry)].index] = a.entries[size_t(entry)].value;
+}
+
+// Zeros where the rows list a value: a matrix they describe becomes all zeros again.
+inline void clear_nonzeros(const CompressedRows& a, float* out) {
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t entry = a.row_starts[size_t(r)]; entry < a.row_starts[size_t(r + 1)]; ++entry)
+      out[r * a.cols + a.entries[size_t(entry)].index] = 0.0f;
+}
+
+// The matrix the rows describe, row-major into out (rows x cols floats, every one written).
+inline void write_dense(const CompressedRows& a, float* out) {
+  std::fill(out, out + a.rows * a.cols, 0.0f);
+  write_nonzeros(a, out);
 }
 
 }  // namespace dtrain

@@ -33,7 +33,7 @@ TEST_CASE("a tensor's non-zeros list follows its copies, not its views, reshapes
   CHECK_THROWS_AS(Tensor::with_compressed_rows(Tensor({2, 3}), nullptr), Error);
 }
 
-TEST_CASE("write_dense gives back the matrix the rows list, zeros between") {
+TEST_CASE("write_dense gives back the matrix the rows list, zeros between; clear_nonzeros undoes it") {
   CompressedRows rows;
   rows.rows = 3;
   rows.cols = 4;
@@ -42,4 +42,14 @@ TEST_CASE("write_dense gives back the matrix the rows list, zeros between") {
   std::vector<float> out(12, 99.0f);
   write_dense(rows, out.data());
   CHECK(out == std::vector<float>{1.5f, 0, 0, -2.0f, 0, 0, 0, 0, 0, 0, 7.0f, 0});
+  // The next batch in the same buffer (as make_batch reuses it): the old values cleared, the new written.
+  CompressedRows next;
+  next.rows = 3;
+  next.cols = 4;
+  next.entries = {{1, 4.0f}, {0, 5.0f}, {3, 6.0f}};
+  next.row_starts = {0, 1, 3, 3};
+  clear_nonzeros(rows, out.data());
+  CHECK(out == std::vector<float>(12, 0.0f));
+  write_nonzeros(next, out.data());
+  CHECK(out == std::vector<float>{0, 4.0f, 0, 0, 5.0f, 0, 0, 6.0f, 0, 0, 0, 0});
 }

@@ -23,8 +23,17 @@ struct Batch {
   int64_t size;
 };
 
-// This rank's block of the global batch `ids` for the input layout.
-Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank) {
+// A rank's input values, kept from one batch to the next. A TF-IDF batch is mostly zeros: when nothing
+// holds the last batch any more, its non-zeros are zeroed and the new ones written, instead of zero-filling
+// the whole block (38 KB a rank in an IMDB step, 4% of the step).
+struct InputBuffer {
+  Tensor dense;                                // no non-zeros list attached: unique() says nobody else holds it
+  std::shared_ptr<const CompressedRows> rows;  // the values in `dense` that are not zero
+};
+
+// This rank's block of the global batch `ids` for the input layout (`reuse`: this rank's buffer, or null).
+Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
+                 InputBuffer* reuse = nullptr) {
   Shape global{int64_t(ids.size())};
   for (int64_t extent : source.example_shape()) global.push_back(extent);
   const Shape local = layout.local_shape(global), offset = layout.local_offset(global, rank);
@@ -34,12 +43,21 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
     column_begin = offset[1];
     column_end = column_begin + local[1];
   }
-  Tensor x = Tensor::uninitialized(local);  // every value is written below
+  Tensor x;
   auto rows = local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
   if (rows) {  // the dense values from the non-zeros just listed (in cache), not from the source again
-    write_dense(*rows, x.data());
+    if (reuse && reuse->rows && reuse->dense.shape() == local && reuse->dense.unique()) {
+      clear_nonzeros(*reuse->rows, reuse->dense.data());
+      write_nonzeros(*rows, reuse->dense.data());
+      x = reuse->dense;
+    } else {
+      x = Tensor::uninitialized(local);
+      write_dense(*rows, x.data());
+    }
+    if (reuse) *reuse = {x, rows};
     x = Tensor::with_compressed_rows(std::move(x), std::move(rows));
   } else {
+    x = Tensor::uninitialized(local);  // every value is written here
     source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
   }
   Tensor y({row_end - row_begin});
@@ -177,6 +195,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     optim::Optimizer& optimizer = *run.optimizer;
     Position& position = run.position;
 
+    InputBuffer input;
     bool stopped = false, told_partial = false;
     for (; position.epoch < options_.epochs && !stopped; ++position.epoch, position.batch_in_epoch = 0) {
       const std::vector<int64_t> order = train_data.order(position.epoch);
@@ -199,7 +218,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         const auto step_start = Clock::now();
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
-        Batch batch = make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank);
+        Batch batch = make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank, &input);
         nn::ForwardContext context{params, true, uint64_t(position.step)};
         Var logits = model_.forward(Var(batch.x), context);
         Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
