@@ -26,6 +26,14 @@ const Group& DeviceContext::group(const std::vector<std::string>& dims) const {
   return remember(dims);
 }
 
+const Group& DeviceContext::group(PartialDims dims) const {
+  // Any entry over the same dims has this group, however its dims were named.
+  for (const auto& cached : groups_)
+    if (cached->set == dims) return cached->group;
+  DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
+  return remember(dims.names(*mesh));
+}
+
 const Group& DeviceContext::group_along(const std::string& dim) const {
   for (const auto& cached : groups_)
     if (cached->dims.size() == 1 && cached->dims[0] == dim) return cached->group;
@@ -37,6 +45,7 @@ const Group& DeviceContext::remember(std::vector<std::string> dims) const {
   auto cached = std::make_unique<CachedGroup>();
   cached->group.ranks = mesh->group(rank, dims);
   cached->group.index = int(std::find(cached->group.ranks.begin(), cached->group.ranks.end(), rank) - cached->group.ranks.begin());
+  for (const auto& dim : dims) cached->set.add(mesh->dim_index(dim));
   cached->dims = std::move(dims);
   groups_.push_back(std::move(cached));
   return groups_.back()->group;

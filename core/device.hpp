@@ -9,6 +9,7 @@
 
 #include "core/comm/communicator.hpp"
 #include "core/mesh.hpp"
+#include "core/partial_dims.hpp"
 
 namespace dtrain {
 
@@ -22,11 +23,15 @@ struct DeviceContext {
   // The group of ranks along `dims` (group_along: along one dim) that contains this rank. Computed once
   // per dims and kept: ops ask for it on every collective. The reference lives as long as this context.
   const Group& group(const std::vector<std::string>& dims) const;
+  // The same by index set: found by comparing bits, no strings and no allocation once cached (the
+  // optimizer's gradient buckets ask on every step).
+  const Group& group(PartialDims dims) const;
   const Group& group_along(const std::string& dim) const;
 
  private:
   struct CachedGroup {
-    std::vector<std::string> dims;
+    std::vector<std::string> dims;  // as asked for
+    PartialDims set;                // the same dims as indices
     Group group;
   };
   const Group& remember(std::vector<std::string> dims) const;

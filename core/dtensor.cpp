@@ -83,31 +83,42 @@ Tensor concat_chunks(const Tensor& chunks, int n, const Shape& chunk, int axis) 
 
 }  // namespace
 
-DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, std::vector<std::string> partial)
+DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, PartialDims partial)
     : global_shape_(std::move(global_shape)), layout_(std::move(layout)), local_(std::move(local)) {
   Shape expected = layout_.local_shape(global_shape_);
   DTRAIN_CHECK(local_.shape() == expected, "[dtensor] local shard {} does not match {} of global {} under {}",
                shape_string(local_.shape()), shape_string(expected), shape_string(global_shape_),
                layout_.specs_string());
   if (partial.empty()) return;
-  const std::vector<std::string>& names = layout_.mesh().dim_names();
-  size_t found = 0;
-  for (const auto& dim : names) {
-    if (std::find(partial.begin(), partial.end(), dim) == partial.end()) continue;
-    DTRAIN_CHECK(layout_.axis_of(dim) < 0, "[dtensor] mesh dim '{}' cannot both shard and be partial", dim);
-    ++found;
+  check_partial(partial);
+  partial_ = partial;
+}
+
+DTensor::DTensor(Shape global_shape, Layout layout, Tensor local, const std::vector<std::string>& partial)
+    : DTensor(std::move(global_shape), std::move(layout), std::move(local)) {
+  if (partial.empty()) return;
+  // A named dim that shards an axis is reported before names that are unknown or repeated.
+  const Mesh& mesh = layout_.mesh();
+  PartialDims known;
+  for (int dim = 0; dim < mesh.num_dims(); ++dim) {
+    if (std::find(partial.begin(), partial.end(), mesh.dim_names()[size_t(dim)]) != partial.end()) known.add(dim);
   }
-  DTRAIN_CHECK(found == partial.size(), "[dtensor] partial dims {} are not all mesh dims", fmt::join(partial, ","));
-  // Distinct mesh dims now: keep the caller's vector (no copy), in mesh order.
-  partial_ = std::move(partial);
-  std::sort(partial_.begin(), partial_.end(), [&](const std::string& a, const std::string& b) {
-    return std::find(names.begin(), names.end(), a) < std::find(names.begin(), names.end(), b);
-  });
+  check_partial(known);
+  partial_ = PartialDims::named(mesh, partial);
+}
+
+void DTensor::check_partial(PartialDims partial) const {
+  const Mesh& mesh = layout_.mesh();
+  for (int dim : partial) {
+    DTRAIN_CHECK(dim < mesh.num_dims(), "[dtensor] partial dim index {} is not a dim of {}", dim, mesh.to_string());
+    DTRAIN_CHECK(layout_.axis_of_dim(dim) < 0, "[dtensor] mesh dim '{}' cannot both shard and be partial",
+                 mesh.dim_names()[size_t(dim)]);
+  }
 }
 
 std::string DTensor::describe() const {
   std::string text = fmt::format("{} {}", shape_string(global_shape_), layout_.specs_string());
-  if (is_partial()) text += fmt::format(" partial{{{}}}", fmt::join(partial_, ","));
+  if (is_partial()) text += fmt::format(" partial{{{}}}", fmt::join(partial_names(), ","));
   return text;
 }
 
@@ -164,9 +175,9 @@ DTensor redistribute(DTensor x, const Layout& target) {
   Tensor local = std::move(x.local());
 
   // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
-  for (const auto& dim : x.partial()) {
-    const Group& group = device.group_along(dim);
-    int axis = target.axis_of(dim);
+  for (int dim : x.partial()) {
+    const Group& group = device.group_along(mesh.dim_names()[size_t(dim)]);
+    const int axis = target.axis_of_dim(dim);
     if (axis >= 0 && dims[axis] < 0 && group.size() > 1) {
       Tensor chunks = split_chunks(local, axis, group.size());
       Shape chunk = local.shape();

@@ -6,19 +6,23 @@
 #include <vector>
 
 #include "core/layout.hpp"
+#include "core/partial_dims.hpp"
 #include "core/tensor.hpp"
 
 namespace dtrain {
 
 class DTensor {
  public:
-  DTensor(Shape global_shape, Layout layout, Tensor local, std::vector<std::string> partial = {});
+  DTensor(Shape global_shape, Layout layout, Tensor local, PartialDims partial = {});
+  // Partial dims by name, in any order (host side and tests); checked like the other.
+  DTensor(Shape global_shape, Layout layout, Tensor local, const std::vector<std::string>& partial);
 
   const Shape& global_shape() const { return global_shape_; }
   const Layout& layout() const { return layout_; }
   const Tensor& local() const { return local_; }
   Tensor& local() { return local_; }
-  const std::vector<std::string>& partial() const { return partial_; }
+  PartialDims partial() const { return partial_; }
+  std::vector<std::string> partial_names() const { return partial_.names(mesh()); }  // in mesh order
   bool is_partial() const { return !partial_.empty(); }
   int rank() const { return int(global_shape_.size()); }
   const Mesh& mesh() const { return layout_.mesh(); }
@@ -28,10 +32,12 @@ class DTensor {
   std::string describe() const;  // "(64,48) [batch, unsharded] partial{model}"
 
  private:
+  void check_partial(PartialDims partial) const;  // throws unless each is a mesh dim that shards no axis
+
   Shape global_shape_;
   Layout layout_;
   Tensor local_;
-  std::vector<std::string> partial_;  // in mesh order
+  PartialDims partial_;
 };
 
 // Host side: a rank's shard of a global tensor (a copy).

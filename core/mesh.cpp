@@ -29,6 +29,8 @@ Mesh::Mesh(std::vector<std::string> dim_names, std::vector<int> dim_sizes, std::
     : dim_names_(std::move(dim_names)), dim_sizes_(std::move(dim_sizes)), devices_(std::move(devices)) {
   DTRAIN_CHECK_USAGE(dim_names_.size() == dim_sizes_.size(), "[mesh] {} dim names but {} sizes", dim_names_.size(),
                      dim_sizes_.size());
+  DTRAIN_CHECK_USAGE(int(dim_names_.size()) <= kMaxDims, "[mesh] {} dims; a mesh has at most {}", dim_names_.size(),
+                     kMaxDims);
   std::set<std::string> seen;
   for (size_t i = 0; i < dim_names_.size(); ++i) {
     const std::string& name = dim_names_[i];

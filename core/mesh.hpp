@@ -8,6 +8,9 @@ namespace dtrain {
 
 class Mesh {
  public:
+  // At most this many dims: a set of them (PartialDims) is 32 bits.
+  static constexpr int kMaxDims = 32;
+
   // devices defaults to CPU:0 .. CPU:n-1.
   Mesh(std::vector<std::string> dim_names, std::vector<int> dim_sizes, std::vector<std::string> devices = {});
 

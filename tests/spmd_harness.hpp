@@ -112,7 +112,7 @@ inline SpmdResult run_op(const MeshPtr& mesh, const std::vector<Tensor>& inputs,
     }
   });
   SpmdResult result;
-  result.output = unpack(out_meta->global_shape(), out_meta->layout(), out_locals, out_meta->partial());
+  result.output = unpack(out_meta->global_shape(), out_meta->layout(), out_locals, out_meta->partial_names());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (differentiate && grad_locals[i][0].shape() == layouts[i].local_shape(inputs[i].shape()))
       result.grads.push_back(unpack(inputs[i].shape(), layouts[i], grad_locals[i]));

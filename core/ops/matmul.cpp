@@ -26,17 +26,19 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   DTensor a = resolve_partial(a_in), b = resolve_partial(b_in);
 
   // The rule: M keeps a's sharding, N keeps b's unless it clashes with M, K takes the first sharding of
-  // a or b that is still free; both operands move to it (a slice when they were replicated).
-  const std::string m_dim = a.layout().spec(a_rows);
-  std::string n_dim = b.layout().spec(b_cols);
-  if (n_dim == m_dim) n_dim = kUnsharded;
-  std::string k_dim = kUnsharded;
-  for (const std::string& candidate : {a.layout().spec(a_cols), b.layout().spec(b_rows)}) {
-    if (k_dim == kUnsharded && candidate != kUnsharded && candidate != m_dim && candidate != n_dim) k_dim = candidate;
+  // a or b that is still free; both operands move to it (a slice when they were replicated). Shardings are
+  // mesh dim indices (-1: unsharded).
+  const int m_dim = a.layout().dim_at(a_rows);
+  int n_dim = b.layout().dim_at(b_cols);
+  if (n_dim == m_dim) n_dim = -1;
+  int k_dim = -1;
+  for (int candidate : {a.layout().dim_at(a_cols), b.layout().dim_at(b_rows)}) {
+    if (k_dim < 0 && candidate >= 0 && candidate != m_dim && candidate != n_dim) k_dim = candidate;
   }
   const MeshPtr mesh = a.layout().mesh_ptr();
-  a = redistribute(std::move(a), physical(m_dim, k_dim, transpose_a, mesh));
-  b = redistribute(std::move(b), physical(k_dim, n_dim, transpose_b, mesh));
+  auto name = [&](int dim) -> const std::string& { return dim < 0 ? kUnsharded : mesh->dim_names()[size_t(dim)]; };
+  a = redistribute(std::move(a), physical(name(m_dim), name(k_dim), transpose_a, mesh));
+  b = redistribute(std::move(b), physical(name(k_dim), name(n_dim), transpose_b, mesh));
 
   const Tensor& la = a.local();
   const Tensor& lb = b.local();
@@ -46,9 +48,9 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
     kernels::gemm(*la.compressed_rows(), la.data(), transpose_b, ln, 1.0f, lb.data(), 0.0f, out.data());
   else
     kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
-  std::vector<std::string> partial;
-  if (k_dim != kUnsharded) partial.push_back(k_dim);
-  return DTensor({m, n}, Layout({m_dim, n_dim}, mesh), out, std::move(partial));
+  PartialDims partial;  // a sharded K leaves summands over its dim
+  if (k_dim >= 0) partial.add(k_dim);
+  return DTensor({m, n}, Layout({name(m_dim), name(n_dim)}, mesh), out, partial);
 }
 
 }  // namespace dtrain::ops

@@ -27,7 +27,7 @@ namespace {
 // (just this rank when the batch is whole).
 const Group& batch_group(const Layout& layout) {
   const DeviceContext& device = current_device();
-  return layout.is_sharded(0) ? device.group_along(layout.spec(0)) : device.group({});
+  return layout.is_sharded(0) ? device.group_along(layout.spec(0)) : device.group(PartialDims{});
 }
 
 // Per-feature mean and biased variance of the global batch, replicated over the batch group: [mean |

@@ -45,10 +45,10 @@ DTensor reduce_sum(const DTensor& a, Axes axes, bool keep_dims) {
   axes = normalized_axes(axes, a.rank(), "reduce_sum");
   Tensor local = a.local();
   for (int axis : axes) local = sum_axis(local, axis);
-  std::vector<std::string> partial = a.partial();
+  PartialDims partial = a.partial();
   Shape global = a.global_shape();
   for (int axis : axes) {
-    if (a.layout().is_sharded(axis)) partial.push_back(a.layout().spec(axis));
+    if (a.layout().is_sharded(axis)) partial.add(a.layout().dim_at(axis));
     global[axis] = 1;
   }
   Layout layout = a.layout();
@@ -62,7 +62,7 @@ DTensor reduce_sum(const DTensor& a, Axes axes, bool keep_dims) {
     global = kept;
     local = local.reshaped(layout.local_shape(global));
   }
-  return DTensor(global, layout, local, std::move(partial));
+  return DTensor(global, layout, local, partial);
 }
 
 DTensor reduce_mean(const DTensor& a, Axes axes, bool keep_dims) {

@@ -21,6 +21,7 @@ FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min
     const std::string& dim = mesh.dim_names()[d];
     if (mesh.dim_sizes()[d] == 1 || layout.axis_of(dim) >= 0) continue;
     sharding.dims.push_back(dim);
+    sharding.dim_set.add(d);
     n *= mesh.dim_sizes()[d];
   }
   if (n == 1) return sharding;
@@ -118,11 +119,16 @@ namespace {
 // cost one rendezvous of the ranks per step instead of one each. `grads` is reordered: by pending dims
 // (the buckets, in the same order on every rank), stably.
 void sum_small_gradients_together(std::vector<DTensor*>& grads) {
-  std::stable_sort(grads.begin(), grads.end(),
-                   [](const DTensor* a, const DTensor* b) { return a->partial() < b->partial(); });
+  // Insertion sort: a handful of entries, and std::stable_sort allocates a temporary buffer on every call.
+  for (size_t i = 1; i < grads.size(); ++i) {
+    DTensor* grad = grads[i];
+    size_t j = i;
+    for (; j > 0 && grad->partial() < grads[j - 1]->partial(); --j) grads[j] = grads[j - 1];
+    grads[j] = grad;
+  }
   DeviceContext& device = current_device();
   for (auto bucket_begin = grads.begin(); bucket_begin != grads.end();) {
-    const std::vector<std::string>& dims = (*bucket_begin)->partial();
+    const PartialDims dims = (*bucket_begin)->partial();
     const auto bucket_end =
         std::find_if(bucket_begin, grads.end(), [&](const DTensor* grad) { return grad->partial() != dims; });
     const std::span<DTensor* const> members(bucket_begin, bucket_end);
@@ -152,11 +158,13 @@ void sum_small_gradients_together(std::vector<DTensor*>& grads) {
 namespace {
 
 // Whether x^T g, computed from x and g gathered over `dims` (one mesh dim, the batch), gives the variable's
-// local shard in `layout`: x [D, a] and g [D, b] for a variable [a, b], none of them pending sums.
-bool factors_line_up(const VarState::GradFactors& f, const Layout& layout, const std::vector<std::string>& dims) {
-  return dims.size() == 1 && f.x.rank() == 2 && f.g.rank() == 2 && !f.x.is_partial() && !f.g.is_partial() &&
-         f.x.layout().spec(0) == dims[0] && f.g.layout().spec(0) == dims[0] && f.x.layout().spec(1) == layout.spec(0) &&
-         f.g.layout().spec(1) == layout.spec(1);
+// local shard in `layout`: x [D, a] and g [D, b] for a variable [a, b], none of them pending sums. Compares
+// mesh dim indices: all of them are on the variable's mesh.
+bool factors_line_up(const VarState::GradFactors& f, const Layout& layout, PartialDims dims) {
+  if (dims.size() != 1 || f.x.rank() != 2 || f.g.rank() != 2 || f.x.is_partial() || f.g.is_partial()) return false;
+  const int batch = *dims.begin();
+  return f.x.layout().dim_at(0) == batch && f.g.layout().dim_at(0) == batch &&
+         f.x.layout().dim_at(1) == layout.dim_at(0) && f.g.layout().dim_at(1) == layout.dim_at(1);
 }
 
 }  // namespace
@@ -212,9 +220,8 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
                "[{}] {} changed layout since build: {}", name(), entry.path, var.value().describe());
   float* grad_chunk = scratch_.data();
   const float* g = grad_chunk;
-  const bool from_factors =
-      !grad_in && !factors.empty() &&
-      std::all_of(factors.begin(), factors.end(), [&](const auto& f) { return factors_line_up(f, entry.layout, sharding.dims); });
+  const auto lines_up = [&](const auto& f) { return factors_line_up(f, entry.layout, sharding.dim_set); };
+  const bool from_factors = !grad_in && !factors.empty() && std::all_of(factors.begin(), factors.end(), lines_up);
   std::optional<DTensor> grad = std::move(grad_in);
   if (!from_factors) {  // multiply the factors out and sum all terms the general way
     for (const auto& f : factors) {
@@ -225,7 +232,7 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
   }
   if (from_factors) {
     chunk_from_factors(entry, factors, grad_chunk);
-  } else if (grad->layout() == entry.layout && grad->partial() == sharding.dims) {
+  } else if (grad->layout() == entry.layout && grad->partial() == sharding.dim_set) {
     // The usual case: summands over the group; each member receives the sum of its chunk.
     const float* send = grad->local().data();
     if (padded != local_size) {

@@ -39,12 +39,14 @@
 #include "core/comm/communicator.hpp"
 #include "core/nn/layer.hpp"
 #include "core/optim/factor_product.hpp"
+#include "core/partial_dims.hpp"
 
 namespace dtrain::optim {
 
 // How a variable's update is split over its data-parallel dims (see the header comment).
 struct FlatSharding {
   std::vector<std::string> dims;  // D, in mesh order; empty when the update is whole
+  PartialDims dim_set;            // D as mesh dim indices: partial() of a gradient pending over D
   int group_size = 1;             // n: the product of D's sizes (1: updated whole on every rank)
   int64_t local_size = 0;         // L: values in a rank's shard of the variable
   int64_t chunk = 0;              // c = ceil(L / n): values a rank updates (and keeps per slot)

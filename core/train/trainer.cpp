@@ -74,14 +74,14 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
   DTensor truth = redistribute(labels, predicted.layout());
   float correct = 0;
   for (int64_t i = 0; i < predicted.local().size(); ++i) correct += predicted.local()[i] == truth.local()[i];
-  std::vector<std::string> partial;
-  if (predicted.layout().is_sharded(0)) partial.push_back(predicted.layout().spec(0));
+  PartialDims partial;
+  if (predicted.layout().is_sharded(0)) partial.add(predicted.layout().dim_at(0));
   MeshPtr mesh = predicted.layout().mesh_ptr();
   if (loss_sum.partial() == partial) {
     Tensor pair = Tensor::uninitialized({2});
     pair[0] = loss_sum.local()[0];
     pair[1] = correct;
-    return DTensor({2}, Layout::replicated(mesh, 1), pair, std::move(partial));
+    return DTensor({2}, Layout::replicated(mesh, 1), pair, partial);
   }
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
   return DTensor({2}, Layout::replicated(mesh, 1),
