@@ -21,34 +21,33 @@ void make_current(DeviceContext* device) { fibers::local(fibers::Slot::Device) =
 }  // namespace
 
 const Group& DeviceContext::group(const std::vector<std::string>& dims) const {
-  for (const auto& cached : groups_)
-    if (cached->dims == dims) return cached->group;
-  return remember(dims);
+  DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
+  PartialDims set;
+  for (const auto& dim : dims) set.add(mesh->dim_index(dim));  // throws naming an unknown dim
+  return group(set);
 }
 
 const Group& DeviceContext::group(PartialDims dims) const {
-  // Any entry over the same dims has this group, however its dims were named.
   for (const auto& cached : groups_)
-    if (cached->set == dims) return cached->group;
+    if (cached->dims == dims) return cached->group;
   DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
-  return remember(dims.names(*mesh));
+  auto cached = std::make_unique<CachedGroup>();
+  cached->dims = dims;
+  cached->group.ranks = mesh->group(rank, dims.names(*mesh));
+  cached->group.index = int(std::find(cached->group.ranks.begin(), cached->group.ranks.end(), rank) - cached->group.ranks.begin());
+  groups_.push_back(std::move(cached));
+  return groups_.back()->group;
 }
 
 const Group& DeviceContext::group_along(const std::string& dim) const {
-  for (const auto& cached : groups_)
-    if (cached->dims.size() == 1 && cached->dims[0] == dim) return cached->group;
-  return remember({dim});
+  DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
+  return group_along(mesh->dim_index(dim));
 }
 
-const Group& DeviceContext::remember(std::vector<std::string> dims) const {
-  DTRAIN_CHECK(mesh, "[device] the device context has no mesh");
-  auto cached = std::make_unique<CachedGroup>();
-  cached->group.ranks = mesh->group(rank, dims);
-  cached->group.index = int(std::find(cached->group.ranks.begin(), cached->group.ranks.end(), rank) - cached->group.ranks.begin());
-  for (const auto& dim : dims) cached->set.add(mesh->dim_index(dim));
-  cached->dims = std::move(dims);
-  groups_.push_back(std::move(cached));
-  return groups_.back()->group;
+const Group& DeviceContext::group_along(int dim) const {
+  PartialDims set;
+  set.add(dim);
+  return group(set);
 }
 
 DeviceContext& current_device() {

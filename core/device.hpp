@@ -20,21 +20,19 @@ struct DeviceContext {
   int rank = 0;
   Communicator* comm = nullptr;
 
-  // The group of ranks along `dims` (group_along: along one dim) that contains this rank. Computed once
-  // per dims and kept: ops ask for it on every collective. The reference lives as long as this context.
+  // The group of ranks along `dims` (group_along: along one dim) that contains this rank, by dim names or
+  // mesh dim indices. Computed once per set of dims and kept, found again by comparing bits: ops ask for it
+  // on every collective. The reference lives as long as this context.
   const Group& group(const std::vector<std::string>& dims) const;
-  // The same by index set: found by comparing bits, no strings and no allocation once cached (the
-  // optimizer's gradient buckets ask on every step).
   const Group& group(PartialDims dims) const;
   const Group& group_along(const std::string& dim) const;
+  const Group& group_along(int dim) const;
 
  private:
   struct CachedGroup {
-    std::vector<std::string> dims;  // as asked for
-    PartialDims set;                // the same dims as indices
+    PartialDims dims;
     Group group;
   };
-  const Group& remember(std::vector<std::string> dims) const;
   mutable std::vector<std::unique_ptr<CachedGroup>> groups_;  // this rank's fiber only: no lock
 };
 

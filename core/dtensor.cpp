@@ -176,7 +176,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
 
   // 1. Pending sums: reduce_scatter straight into the target sharding when that axis is free, else all_reduce.
   for (int dim : x.partial()) {
-    const Group& group = device.group_along(mesh.dim_names()[size_t(dim)]);
+    const Group& group = device.group_along(dim);
     const int axis = target.axis_of_dim(dim);
     if (axis >= 0 && dims[axis] < 0 && group.size() > 1) {
       Tensor chunks = split_chunks(local, axis, group.size());
@@ -195,7 +195,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
   for (int axis = 0; axis < x.rank(); ++axis) {
     const int dim = dims[axis];
     if (dim < 0 || target.dim_at(axis) == dim) continue;
-    const Group& group = device.group_along(mesh.dim_names()[size_t(dim)]);
+    const Group& group = device.group_along(dim);
     const int n = group.size();
     int to_axis = target.axis_of_dim(dim);
     if (to_axis >= 0 && dims[to_axis] < 0) {

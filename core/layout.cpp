@@ -39,6 +39,19 @@ std::vector<std::string> Layout::specs() const {
   return result;
 }
 
+Layout Layout::of_dims(std::initializer_list<int> dims, MeshPtr mesh) {
+  Layout layout({}, std::move(mesh));
+  DTRAIN_CHECK(dims.size() <= size_t(kMaxRank), "[layout] {} axes; at most {}", dims.size(), kMaxRank);
+  for (int dim : dims) {
+    DTRAIN_CHECK(dim >= -1 && dim < layout.mesh_->num_dims(), "[layout] mesh dim index {} of a mesh of {} dims", dim,
+                 layout.mesh_->num_dims());
+    DTRAIN_CHECK(dim < 0 || layout.axis_of_dim(dim) < 0, "[layout] mesh dim '{}' shards two axes",
+                 layout.mesh_->dim_names()[size_t(dim)]);
+    layout.dims_[layout.rank_++] = int8_t(dim);
+  }
+  return layout;
+}
+
 Layout Layout::replicated(MeshPtr mesh, int rank) {
   // Out of range: the constructor throws its usual error.
   if (rank < 0 || rank > kMaxRank) return Layout(std::vector<std::string>(rank, kUnsharded), std::move(mesh));

@@ -25,6 +25,8 @@ class Layout {
   Layout(const std::vector<std::string>& specs, MeshPtr mesh);
   Layout(std::initializer_list<std::string> specs, MeshPtr mesh);  // Layout({"batch", kUnsharded}, mesh): no vector
 
+  // From each axis' mesh dim index (-1: unsharded), as dim_at() gives them: no names looked up.
+  static Layout of_dims(std::initializer_list<int> dims, MeshPtr mesh);
   static Layout replicated(MeshPtr mesh, int rank);
   static Layout batch_sharded(MeshPtr mesh, const std::string& dim, int rank, int axis = 0);
 

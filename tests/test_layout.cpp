@@ -72,6 +72,16 @@ TEST_CASE("layout shapes, offsets and helpers") {
   CHECK(layout.erase({0}).axis_of_dim(0) == -1);
 }
 
+TEST_CASE("a layout from mesh dim indices equals the one from names, and is checked alike") {
+  auto mesh = make_mesh({"batch", "model"}, {4, 2});
+  CHECK(Layout::of_dims({1, -1, 0}, mesh) == Layout({"model", kUnsharded, "batch"}, mesh));
+  CHECK(Layout::of_dims({}, mesh) == Layout::replicated(mesh, 0));
+  CHECK(Layout::of_dims({-1, 0}, mesh).dim_at(1) == 0);
+  CHECK_THROWS_AS(Layout::of_dims({2}, mesh), Error);
+  CHECK_THROWS_AS(Layout::of_dims({-2}, mesh), Error);
+  CHECK_THROWS_AS(Layout::of_dims({0, 0}, mesh), Error);
+}
+
 TEST_CASE("with_spec unshards directly and checks a named dim like the constructor") {
   auto mesh = make_mesh({"batch", "model"}, {4, 2});
   Layout layout({"batch", "model"}, mesh);

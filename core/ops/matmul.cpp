@@ -7,9 +7,9 @@
 namespace dtrain::ops {
 namespace {
 
-// The layout of a 2-D operand stored transposed or not, for logical (rows, cols) specs.
-Layout physical(const std::string& rows, const std::string& cols, bool transposed, const MeshPtr& mesh) {
-  return transposed ? Layout({cols, rows}, mesh) : Layout({rows, cols}, mesh);
+// The layout of a 2-D operand stored transposed or not, for the mesh dims of its logical rows and cols.
+Layout physical(int rows, int cols, bool transposed, MeshPtr mesh) {
+  return transposed ? Layout::of_dims({cols, rows}, mesh) : Layout::of_dims({rows, cols}, mesh);
 }
 
 }  // namespace
@@ -36,9 +36,8 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
     if (k_dim < 0 && candidate >= 0 && candidate != m_dim && candidate != n_dim) k_dim = candidate;
   }
   const MeshPtr mesh = a.layout().mesh_ptr();
-  auto name = [&](int dim) -> const std::string& { return dim < 0 ? kUnsharded : mesh->dim_names()[size_t(dim)]; };
-  a = redistribute(std::move(a), physical(name(m_dim), name(k_dim), transpose_a, mesh));
-  b = redistribute(std::move(b), physical(name(k_dim), name(n_dim), transpose_b, mesh));
+  a = redistribute(std::move(a), physical(m_dim, k_dim, transpose_a, mesh));
+  b = redistribute(std::move(b), physical(k_dim, n_dim, transpose_b, mesh));
 
   const Tensor& la = a.local();
   const Tensor& lb = b.local();
@@ -50,7 +49,7 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
     kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
   PartialDims partial;  // a sharded K leaves summands over its dim
   if (k_dim >= 0) partial.add(k_dim);
-  return DTensor({m, n}, Layout({name(m_dim), name(n_dim)}, mesh), out, partial);
+  return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh), out, partial);
 }
 
 }  // namespace dtrain::ops
