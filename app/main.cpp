@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 
 namespace {
@@ -40,8 +41,16 @@ void add_common_options(CLI::App& command, CommandOptions& options, bool config_
       ->allow_extra_args(false);
 }
 
+// Prints the error and returns its exit code. Under mpirun a failing process names itself (an error from a
+// rank names its device too) and ends the whole job at once: its peers would otherwise wait for it.
 int fail(const std::string& message, int code) {
-  std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+  const bool several = dtrain::process_count() > 1;
+  const std::string where =
+      several && message.rfind("[process ", 0) != 0
+          ? fmt::format("[process {} of {}] ", dtrain::process_index(), dtrain::process_count())
+          : "";
+  std::fprintf(stderr, "dtrain: error: %s%s\n", where.c_str(), message.c_str());
+  dtrain::abort_processes(code);
   return code;
 }
 
@@ -54,6 +63,15 @@ std::string unknown_command_message(const std::string& word) {
     if (name.size() >= 2 && (name.rfind(word.substr(0, 2), 0) == 0)) best = name;
   return fmt::format("unknown command '{}' (expected one of: {}){}", word, fmt::join(names, ", "),
                      best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+}
+
+// Under mpirun every process runs the command; process 0 alone prints progress and results (errors are
+// printed by whichever process meets them).
+void start_processes() {
+  dtrain::initialize_processes();
+  if (dtrain::process_index() != 0) {
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
+  }
 }
 
 }  // namespace
@@ -85,6 +103,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    start_processes();
     if (argc > 1 && argv[1][0] != '-') {
       const std::string word = argv[1];
       bool known = false;

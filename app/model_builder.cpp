@@ -108,12 +108,23 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
 Engine build_engine(const Config& config, train::TrainOptions options) {
   Engine engine;
   engine.mesh = build_mesh(config);
+  try {
+    engine.placement = placement_of(engine.mesh->size());
+  } catch (const UsageError& error) {
+    throw_config_error(config.where("mesh"), error.what());
+  }
   engine.example = config.data.example_shape();
   engine.built = build_model(config, engine.mesh, engine.example);
   print_warnings(engine.built);
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
   engine.trainer->input_layout(int(engine.example.size()) + 1);
   return engine;
+}
+
+std::string Engine::devices_line() const {
+  const std::string devices = fmt::format("{} virtual CPU devices", mesh->size());
+  if (placement.processes == 1) return devices;
+  return fmt::format("{} over {} processes: {}", devices, placement.processes, placement.describe());
 }
 
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {

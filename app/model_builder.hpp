@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/config.hpp"
+#include "core/comm/hierarchical.hpp"
 #include "core/nn/sequential.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/trainer.hpp"
@@ -31,9 +32,13 @@ train::TrainOptions train_options(const Config& config);
 // layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked.
 struct Engine {
   MeshPtr mesh;
+  Placement placement;  // which process holds which devices (one process unless under mpirun)
   Shape example;  // one example without the batch axis
   BuiltModel built;
   std::unique_ptr<train::Trainer> trainer;
+
+  // For the start-up line: "8 virtual CPU devices" and, under mpirun, which process holds which.
+  std::string devices_line() const;
 };
 Engine build_engine(const Config& config, train::TrainOptions options);
 

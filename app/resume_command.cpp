@@ -5,12 +5,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
 #include "core/checkpoint/reader.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/train/progress.hpp"
 
@@ -48,13 +50,19 @@ int run_resume(const CommandOptions& options) {
                                  "was trained with: the data changed",
                                  config.data.path, index.folder));
   }
-  std::filesystem::create_directories(config.run_dir);
-  if (data.vectorizer) data.vectorizer->save(config.run_dir);
+  const bool main_process = process_index() == 0;  // under mpirun, process 0 alone writes the run dir
+  barrier_processes();  // every process has read what it needs before anything is written
+  if (main_process) {
+    std::filesystem::create_directories(config.run_dir);
+    if (data.vectorizer) data.vectorizer->save(config.run_dir);
+  }
 
-  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({} virtual CPU devices)\n",
-             index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), mesh->size());
-  train::MetricsLog metrics(config.run_dir);
-  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every, &metrics);
+  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({})\n",
+             index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), engine.devices_line());
+  std::optional<train::MetricsLog> metrics;
+  if (main_process) metrics.emplace(config.run_dir);
+  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every,
+                                   metrics ? &*metrics : nullptr);
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
                                        save_context(config, data.vectorizer));
   train::TrainResult result =
@@ -65,7 +73,7 @@ int run_resume(const CommandOptions& options) {
     break;
   }
   if (config.checkpoint.every != CheckpointEvery::never) fmt::print("checkpoints: {}\n", config.checkpoint.dir);
-  fmt::print("metrics: {}\n", metrics.path());
+  if (metrics) fmt::print("metrics: {}\n", metrics->path());
   return 0;
 }
 

@@ -5,11 +5,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/train/progress.hpp"
 
@@ -30,17 +32,23 @@ int run_train(const CommandOptions& options) {
 
   LoadedData data = load_data(config);
   check_output_classes(config, *built.model, data.num_classes);
-  std::filesystem::create_directories(config.run_dir);
-  if (data.vectorizer) data.vectorizer->save(config.run_dir);
+  const bool main_process = process_index() == 0;  // under mpirun, process 0 alone writes the run dir
+  barrier_processes();  // every process has read what it needs before anything is written
+  if (main_process) {
+    std::filesystem::create_directories(config.run_dir);
+    if (data.vectorizer) data.vectorizer->save(config.run_dir);
+  }
 
-  fmt::print("dtrain: {} parameters on mesh {} ({} virtual CPU devices); {} training and {} test examples\n",
-             built.model->num_parameters(), mesh->to_string(), mesh->size(), data.train->num_examples(),
+  fmt::print("dtrain: {} parameters on mesh {} ({}); {} training and {} test examples\n",
+             built.model->num_parameters(), mesh->to_string(), engine.devices_line(), data.train->num_examples(),
              data.test->num_examples());
-  train::MetricsLog metrics(config.run_dir);
-  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every, &metrics);
+  std::optional<train::MetricsLog> metrics;
+  if (main_process) metrics.emplace(config.run_dir);
+  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every,
+                                   metrics ? &*metrics : nullptr);
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
                                        save_context(config, data.vectorizer));
-  if (saves && options.overwrite) checkpoint::clear_checkpoints(config.checkpoint.dir);
+  if (saves && options.overwrite && main_process) checkpoint::clear_checkpoints(config.checkpoint.dir);
   train::TrainResult result =
       trainer.train(*data.train, data.test.get(), reporter, checkpoint_hooks(config, &manager, nullptr, false));
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
@@ -49,7 +57,7 @@ int run_train(const CommandOptions& options) {
     break;
   }
   if (saves) fmt::print("checkpoints: {}\n", config.checkpoint.dir);
-  fmt::print("metrics: {}\n", metrics.path());
+  if (metrics) fmt::print("metrics: {}\n", metrics->path());
   return 0;
 }
 

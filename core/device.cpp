@@ -7,7 +7,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/comm/hierarchical.hpp"
 #include "core/comm/local.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 
@@ -60,51 +62,91 @@ ScopedDevice::ScopedDevice(DeviceContext& context) : previous_(current()) { make
 
 ScopedDevice::~ScopedDevice() { make_current(previous_); }
 
-void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
-  DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
-  const int size = mesh->size();
-  LocalWorld world(size);
+namespace {
 
-  if (size == 1) {  // nothing to wait for: run in the calling thread, errors propagate as they are
-    auto comm = world.communicator(0);
-    DeviceContext context{mesh, 0, comm.get()};
+// Runs fn on world ranks [first, first + count) of `mesh`, one fiber each, with comms[i] for rank first + i.
+// `where` names a rank in messages. If any throws, the others are aborted and the first error is rethrown.
+void run_ranks(const MeshPtr& mesh, int first, LocalWorld& world, std::vector<std::unique_ptr<Communicator>>& comms,
+               int cores, const std::function<std::string(int rank)>& where,
+               const std::function<void(DeviceContext&)>& fn) {
+  const int count = int(comms.size());
+  if (count == 1) {  // nothing to wait for: run in the calling thread, errors propagate as they are
+    DeviceContext context{mesh, first, comms[0].get()};
     ScopedDevice scope(context);
-    fn(context);
+    const std::string prefix = where(first);
+    if (prefix.empty()) return fn(context);
+    try {
+      fn(context);
+    } catch (const UsageError& error) {
+      throw UsageError(prefix + error.what());
+    } catch (const std::exception& error) {
+      throw Error(prefix + error.what());
+    }
     return;
   }
 
   std::mutex mutex;
   std::exception_ptr first_error;  // the first failure; the "aborted" errors it causes in peers come later
-  auto fail = [&](std::exception_ptr error, const std::string& where) {
+  auto fail = [&](std::exception_ptr error, int rank) {
     std::string what = "unknown exception";
+    bool usage = false;
     try {
       std::rethrow_exception(error);
+    } catch (const UsageError& caught) {
+      what = caught.what();
+      usage = true;
     } catch (const std::exception& caught) {
       what = caught.what();
     } catch (...) {
     }
+    const std::string prefix = where(rank);
+    if (!prefix.empty()) error = usage ? std::make_exception_ptr(UsageError(prefix + what))
+                                       : std::make_exception_ptr(Error(prefix + what));
     {
       std::lock_guard lock(mutex);
       if (!first_error) first_error = error;
     }
     // Recorded before aborting, so an error the abort causes elsewhere can never be the first.
-    world.abort(fmt::format("{} failed: {}", where, what));
+    world.abort(fmt::format("rank {} failed: {}", rank, what));
   };
 
   // One fiber per rank, on as many OS threads as there are cores (no more than ranks).
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int rank = 0; rank < size; ++rank) comms.push_back(world.communicator(rank));
-  const int threads = std::max(1, std::min(size, int(std::thread::hardware_concurrency())));
-  fibers::run(size, threads, [&](int rank) {
+  const int threads = std::max(1, std::min(count, cores));
+  fibers::run(count, threads, [&](int index) {
+    const int rank = first + index;
     try {
-      DeviceContext context{mesh, rank, comms[rank].get()};
+      DeviceContext context{mesh, rank, comms[index].get()};
       ScopedDevice scope(context);
       fn(context);
     } catch (...) {
-      fail(std::current_exception(), fmt::format("rank {}", rank));
+      fail(std::current_exception(), rank);
     }
   });
   if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace
+
+void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
+  DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
+  if (process_count() == 1) return run_spmd_in_process(mesh, fn);
+  const Placement placement = placement_of(mesh->size());
+  LocalWorld world(placement.local);
+  const SpanningGroups& spanning = spanning_groups(mesh, placement, &world.aborted());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int i = 0; i < placement.local; ++i)
+    comms.push_back(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning));
+  // An error names its process and device: the job's processes print theirs side by side.
+  auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
+  run_ranks(mesh, placement.first, world, comms, process_cores(), where, fn);
+}
+
+void run_spmd_in_process(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
+  DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
+  LocalWorld world(mesh->size());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int rank = 0; rank < mesh->size(); ++rank) comms.push_back(world.communicator(rank));
+  run_ranks(mesh, 0, world, comms, process_cores(), [](int) { return std::string(); }, fn);
 }
 
 }  // namespace dtrain

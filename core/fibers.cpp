@@ -40,6 +40,7 @@ struct Fiber {
   // through references into the suspended fiber's stack), switching to the fiber only once it holds.
   bool (*wait_check)(void* ready) = nullptr;
   void* wait_ready = nullptr;
+  bool wait_polls = false;  // the condition turns true without notify()
   void* slots[int(Slot::Count)] = {};
   void* stack = nullptr;
 #ifdef DTRAIN_FIBERS_ASM
@@ -61,14 +62,14 @@ thread_local ucontext_t scheduler_context;
 std::atomic<uint32_t> epoch{0};
 std::atomic<int> sleepers{0};
 
-void sleep_while_epoch_is(uint32_t seen) {
+void sleep_while_epoch_is(uint32_t seen, long nanoseconds) {
 #if defined(__linux__)
   sleepers.fetch_add(1);
-  timespec timeout{0, 1000000};  // 1 ms: a safety net, not the wake-up path
+  timespec timeout{0, nanoseconds};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
   sleepers.fetch_sub(1);
 #else
-  (void)seen;
+  (void)seen, (void)nanoseconds;
   std::this_thread::sleep_for(std::chrono::microseconds(50));
 #endif
 }
@@ -80,11 +81,12 @@ void cpu_relax() {
 }
 
 // How a thread with nothing to run waits: pause-spin first (a peer is usually microseconds away), then
-// give the core to other processes, then sleep until notify().
+// give the core to other processes, then sleep until notify(). A thread with a polling wait (a condition
+// that turns true with no notify(), such as an MPI request) sleeps only briefly, so it notices soon.
 class Backoff {
  public:
   void reset() { idle_ = false; }
-  void idle(uint32_t epoch_before) {
+  void idle(uint32_t epoch_before, bool polling) {
     const auto now = std::chrono::steady_clock::now();
     if (!idle_) idle_since_ = now, idle_ = true;
     const auto idle_for = now - idle_since_;
@@ -93,7 +95,8 @@ class Backoff {
     } else if (idle_for < std::chrono::microseconds(200)) {
       std::this_thread::yield();
     } else {
-      sleep_while_epoch_is(epoch_before);
+      // 1 ms is a safety net, not the wake-up path; a poll is re-checked every 50 us.
+      sleep_while_epoch_is(epoch_before, polling ? 50000 : 1000000);
     }
   }
 
@@ -221,10 +224,13 @@ void schedule(const std::vector<Fiber*>& fibers) {
   Backoff backoff;
   while (alive > 0) {
     const uint32_t epoch_before = epoch.load();
-    bool progress = false;
+    bool progress = false, polling = false;
     for (Fiber* fiber : fibers) {
       if (fiber->finished) continue;
-      if (fiber->wait_check != nullptr && !fiber->wait_check(fiber->wait_ready)) continue;  // still waiting
+      if (fiber->wait_check != nullptr && !fiber->wait_check(fiber->wait_ready)) {  // still waiting
+        polling = polling || fiber->wait_polls;
+        continue;
+      }
       fiber->progressed = false;
       switch_to_fiber(fiber);
       progress = progress || fiber->progressed || fiber->finished;
@@ -233,7 +239,7 @@ void schedule(const std::vector<Fiber*>& fibers) {
     if (progress) {
       backoff.reset();
     } else {
-      backoff.idle(epoch_before);
+      backoff.idle(epoch_before, polling);
     }
   }
 }
@@ -284,10 +290,11 @@ void yield() {
   }
 }
 
-void wait_until_impl(bool (*check)(void* ready), void* ready) {
+void wait_until_impl(bool (*check)(void* ready), void* ready, bool polls) {
   if (Fiber* fiber = current_fiber) {
     fiber->wait_check = check;
     fiber->wait_ready = ready;
+    fiber->wait_polls = polls;
     while (!check(ready)) switch_to_scheduler(fiber);  // the scheduler backs off when no fiber of it progresses
     fiber->wait_check = nullptr;
     fiber->progressed = true;
@@ -297,7 +304,7 @@ void wait_until_impl(bool (*check)(void* ready), void* ready) {
   while (true) {
     const uint32_t epoch_before = epoch.load();
     if (check(ready)) return;
-    backoff.idle(epoch_before);
+    backoff.idle(epoch_before, polls);
   }
 }
 

@@ -28,13 +28,20 @@ void yield();
 // `ready` is passed by reference (it outlives the wait): no std::function, so no heap allocation. Inside a
 // fiber the thread's scheduler evaluates it too, outside the fiber, so it may read only shared state
 // (atomics), never fiber-local state such as current_device().
-void wait_until_impl(bool (*check)(void* ready), void* ready);
+// polls: the condition turns true without a notify() (e.g. it polls MPI), so the idle thread must not
+// sleep long before checking it again.
+void wait_until_impl(bool (*check)(void* ready), void* ready, bool polls);
 template <typename Ready>
-void wait_until(Ready&& ready) {
+void wait_until(Ready&& ready, bool polls = false) {
   if (ready()) return;  // the common case: not even a call
   using Callable = std::remove_reference_t<Ready>;
   wait_until_impl([](void* callable) -> bool { return (*static_cast<Callable*>(callable))(); },
-                  const_cast<void*>(static_cast<const void*>(std::addressof(ready))));
+                  const_cast<void*>(static_cast<const void*>(std::addressof(ready))), polls);
+}
+// wait_until for a condition that turns true without notify().
+template <typename Ready>
+void poll_until(Ready&& ready) {
+  wait_until(ready, true);
 }
 void notify();
 

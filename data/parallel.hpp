@@ -7,10 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm/mpi.hpp"
+
 namespace dtrain::data {
 
-// Worker threads for reading and vectorizing: all the machine's cores.
-inline int default_threads() { return std::max(1, int(std::thread::hardware_concurrency())); }
+// Worker threads for reading and vectorizing: this process's cores (under mpirun, the machine's cores
+// shared by the processes on it).
+inline int default_threads() { return process_cores(); }
 
 // Calls body(range_index, begin, end) for `ranges` contiguous ranges covering [0, count), in parallel
 // (range 0 on the calling thread). The first exception thrown by any range is rethrown after all join.

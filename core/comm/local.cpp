@@ -562,6 +562,8 @@ LocalWorld::~LocalWorld() = default;
 
 int LocalWorld::size() const { return state_->size; }
 
+const std::atomic<bool>& LocalWorld::aborted() const { return state_->aborted; }
+
 std::unique_ptr<Communicator> LocalWorld::communicator(int rank) {
   DTRAIN_CHECK(rank >= 0 && rank < state_->size, "[comm] rank {} outside a local world of {}", rank, state_->size);
   return std::make_unique<LocalCommunicator>(state_, rank);

@@ -3,6 +3,7 @@
 // If one rank fails, abort() wakes every rank waiting in (or later entering) a collective with an
 // Error, so a run never hangs on a dead peer.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@ class LocalWorld {
   int size() const;
   std::unique_ptr<Communicator> communicator(int rank);
   void abort(const std::string& why);
+  const std::atomic<bool>& aborted() const;  // set by abort()
 
   struct State;  // shared rendezvous state (local.cpp)
 

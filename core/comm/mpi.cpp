@@ -1,18 +1,22 @@
-// The MPI backend. A group becomes an MPI communicator whose rank order is the group's member order; it
-// is made once per member list and cached. MPI_Comm_create_group is collective over the members only, so
-// a group can be created whatever the other processes are doing at that moment (MPI_Comm_split would
-// need every process of the world to join in at once).
+// The process layer over MPI (see mpi.hpp). Every MPI call after initialization is made under one lock
+// (MPI_THREAD_SERIALIZED asks no more), and collectives are started non-blocking and polled with
+// MPI_Test from fibers::poll_until, so a waiting fiber never holds its thread.
 #include "core/comm/mpi.hpp"
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <mutex>
-#include <vector>
+#include <thread>
 
 #include "core/error.hpp"
+#include "core/fibers.hpp"
 
 // Throws a dtrain::Error with MPI's own error string and where the call was made.
 #define DTRAIN_CHECK_MPI(call)                                                                          \
@@ -30,115 +34,152 @@
 namespace dtrain {
 namespace {
 
+std::mutex mpi_lock;  // held for every MPI call once fibers may run
+int world_index = 0, world_count = 1, node_count = 1;
+std::atomic<double> timeout_seconds{300.0};
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
 }
 
-void initialize_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    int initialized = 0;
-    DTRAIN_CHECK_MPI(MPI_Initialized(&initialized));
-    if (initialized) return;  // somebody else owns MPI's lifetime
-    int provided = 0;
-    DTRAIN_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
-    // Errors come back as codes (turned into dtrain::Error) instead of aborting the job.
-    DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    std::atexit(finalize_at_exit);
-  });
-}
-
-int checked_count(size_t count, const char* what) {
+int checked_int(size_t count, const char* what) {
   DTRAIN_CHECK(count <= size_t(INT_MAX), "[mpi] {} of {} elements exceeds MPI's int count", what, count);
   return int(count);
 }
 
-class MpiCommunicator final : public Communicator {
+std::vector<int> ints(const std::vector<size_t>& counts, const char* what) {
+  std::vector<int> out(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) out[i] = checked_int(counts[i], what);
+  return out;
+}
+
+std::vector<int> offsets_of(const std::vector<int>& counts, const char* what) {
+  std::vector<int> offsets(counts.size());
+  size_t next = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    offsets[i] = checked_int(next, what);
+    next += size_t(counts[i]);
+  }
+  checked_int(next, what);
+  return offsets;
+}
+
+class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiCommunicator() {
-    DTRAIN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    DTRAIN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MpiProcessGroup(MPI_Comm comm, std::vector<int> processes, int index, std::string name)
+      : comm_(comm), processes_(std::move(processes)), index_(index), name_(std::move(name)) {}
+
+  int size() const override { return int(processes_.size()); }
+  int index() const override { return index_; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override {
+    run("all_reduce", [&](MPI_Request* request) {
+      return MPI_Iallreduce(MPI_IN_PLACE, data, checked_int(count, "all_reduce"), MPI_FLOAT,
+                            op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, request);
+    });
   }
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return size_; }
-  std::string backend() const override { return "mpi"; }
-
-  void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
-    MPI_Comm comm = communicator(group);
-    DTRAIN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count, "all_reduce"), MPI_FLOAT,
-                                   op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm));
+  void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) override {
+    std::vector<int> sizes = ints(counts, "all_gather"), starts = ints(offsets, "all_gather");
+    run("all_gather", [&](MPI_Request* request) {
+      return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, sizes.data(), starts.data(), MPI_FLOAT, comm_,
+                             request);
+    });
   }
 
-  void all_gather(const Group& group, const float* send, float* recv, size_t count) override {
-    MPI_Comm comm = communicator(group);
-    int n = checked_count(count, "all_gather");
-    checked_count(count * size_t(group.size()), "all_gather");
-    DTRAIN_CHECK_MPI(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm));
+  std::vector<char> all_gather_bytes(const char* data, size_t bytes, std::vector<size_t>& sizes) override {
+    std::vector<uint64_t> lengths(processes_.size());
+    const uint64_t mine = bytes;
+    run("all_gather (sizes)", [&](MPI_Request* request) {
+      return MPI_Iallgather(&mine, 1, MPI_UINT64_T, lengths.data(), 1, MPI_UINT64_T, comm_, request);
+    });
+    sizes.assign(lengths.begin(), lengths.end());
+    std::vector<int> counts = ints(sizes, "all_gather (bytes)");
+    std::vector<int> starts = offsets_of(counts, "all_gather (bytes)");
+    std::vector<char> out(size_t(starts.back()) + size_t(counts.back()));
+    run("all_gather (bytes)", [&](MPI_Request* request) {
+      return MPI_Iallgatherv(data, checked_int(bytes, "all_gather (bytes)"), MPI_BYTE, out.data(), counts.data(),
+                             starts.data(), MPI_BYTE, comm_, request);
+    });
+    return out;
   }
 
-  void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
-    MPI_Comm comm = communicator(group);
-    DTRAIN_CHECK_MPI(
-        MPI_Reduce_scatter_block(send, recv, checked_count(count, "reduce_scatter"), MPI_FLOAT, MPI_SUM, comm));
+  void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) override {
+    std::vector<int> sizes = ints(counts, "reduce_scatter");
+    offsets_of(sizes, "reduce_scatter");  // the whole send must fit an int count too
+    run("reduce_scatter", [&](MPI_Request* request) {
+      return MPI_Ireduce_scatter(send, recv, sizes.data(), MPI_FLOAT, MPI_SUM, comm_, request);
+    });
   }
 
-  void all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
-    MPI_Comm comm = communicator(group);
-    int n = checked_count(count, "all_to_all");
-    checked_count(count * size_t(group.size()), "all_to_all");
-    DTRAIN_CHECK_MPI(MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm));
+  void all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
+                  const std::vector<size_t>& recv_counts) override {
+    std::vector<int> sends = ints(send_counts, "all_to_all"), recvs = ints(recv_counts, "all_to_all");
+    std::vector<int> send_starts = offsets_of(sends, "all_to_all"), recv_starts = offsets_of(recvs, "all_to_all");
+    run("all_to_all", [&](MPI_Request* request) {
+      return MPI_Ialltoallv(send, sends.data(), send_starts.data(), MPI_FLOAT, recv, recvs.data(), recv_starts.data(),
+                            MPI_FLOAT, comm_, request);
+    });
   }
 
-  void broadcast(const Group& group, float* data, size_t count, int root) override {
-    DTRAIN_CHECK(root >= 0 && root < group.size(), "[mpi] broadcast root {} is not a member index of a group of {}",
-                 root, group.size());
-    MPI_Comm comm = communicator(group);
-    DTRAIN_CHECK_MPI(MPI_Bcast(data, checked_count(count, "broadcast"), MPI_FLOAT, root, comm));
+  void broadcast(float* data, size_t count, int root) override {
+    run("broadcast", [&](MPI_Request* request) {
+      return MPI_Ibcast(data, checked_int(count, "broadcast"), MPI_FLOAT, root, comm_, request);
+    });
   }
 
-  void barrier(const Group& group) override { DTRAIN_CHECK_MPI(MPI_Barrier(communicator(group))); }
+  void barrier() override {
+    run("barrier", [&](MPI_Request* request) { return MPI_Ibarrier(comm_, request); });
+  }
 
  private:
-  // The MPI communicator of `group`, made on first use. Every member asks for it at the same point of the
-  // program (the collectives' contract), so the collective creation matches up across processes.
-  MPI_Comm communicator(const Group& group) {
-    DTRAIN_CHECK(group.size() >= 1 && group.index >= 0 && group.index < group.size() &&
-                     group.ranks[group.index] == rank_,
-                 "[mpi] rank {} called a collective on group [{}] as member {}, which is not itself", rank_,
-                 fmt::join(group.ranks, ","), group.index);
-    if (group.size() == size_) {
-      bool identity = true;
-      for (int i = 0; i < size_ && identity; ++i) identity = group.ranks[i] == i;
-      if (identity) return MPI_COMM_WORLD;
+  // Starts the operation, then polls it until done (other fibers run meanwhile) or the timeout passes.
+  template <typename Start>
+  void run(const char* what, Start&& start) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    {
+      std::lock_guard lock(mpi_lock);
+      const int code = start(&request);
+      if (code != MPI_SUCCESS) fail(what, code);
     }
-    auto found = communicators_.find(group.ranks);
-    if (found != communicators_.end()) return found->second;
-    for (int member : group.ranks)
-      DTRAIN_CHECK(member >= 0 && member < size_, "[mpi] group [{}] names rank {} outside a world of {}",
-                   fmt::join(group.ranks, ","), member, size_);
-    MPI_Group world_group, member_group;
-    DTRAIN_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
-    DTRAIN_CHECK_MPI(MPI_Group_incl(world_group, group.size(), group.ranks.data(), &member_group));
-    MPI_Comm comm = MPI_COMM_NULL;
-    DTRAIN_CHECK_MPI(MPI_Comm_create_group(MPI_COMM_WORLD, member_group, /*tag=*/0, &comm));
-    MPI_Group_free(&member_group);
-    MPI_Group_free(&world_group);
-    DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-    int position = -1;
-    DTRAIN_CHECK_MPI(MPI_Comm_rank(comm, &position));
-    DTRAIN_CHECK(position == group.index, "[mpi] rank {} is member {} of group [{}] but MPI ranks it {}", rank_,
-                 group.index, fmt::join(group.ranks, ","), position);
-    communicators_.emplace(group.ranks, comm);
-    return comm;
+    using Clock = std::chrono::steady_clock;
+    const double limit = timeout_seconds.load();
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
+    int done = 0, code = MPI_SUCCESS;
+    bool late = false;
+    fibers::poll_until([&] {
+      {
+        std::lock_guard lock(mpi_lock);
+        code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      }
+      late = !done && Clock::now() > deadline;
+      return done || code != MPI_SUCCESS || late || (stop && stop->load());
+    });
+    if (code != MPI_SUCCESS) fail(what, code);
+    // The request stays pending: the job is about to end (abort_processes), and MPI moves data only inside
+    // MPI calls, so nothing lands in the buffers once they are gone.
+    if (!done && !late) throw Error(fmt::format("[mpi] process {}: {} on {} abandoned: this process failed", world_index,
+                                                what, name_));
+    DTRAIN_CHECK(!late,
+                 "[mpi] process {} waited {} s in {} on {} (processes {}) and gave up: a peer process is stuck or gone "
+                 "(comm.timeout_s sets the limit)",
+                 world_index, limit, what, name_, fmt::join(processes_, ","));
   }
 
-  int rank_ = 0;
-  int size_ = 1;
-  // Never freed: MPI_Finalize releases them, and freeing after finalize would be an error.
-  std::map<std::vector<int>, MPI_Comm> communicators_;
+  [[noreturn]] void fail(const char* what, int code) const {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    throw Error(fmt::format("[mpi] process {}: {} on {} (processes {}) failed: {}", world_index, what, name_,
+                            fmt::join(processes_, ","), std::string(text, size_t(length))));
+  }
+
+  MPI_Comm comm_;  // never freed: MPI_Finalize releases it, and freeing after finalize would be an error
+  std::vector<int> processes_;
+  int index_;
+  std::string name_;
 };
 
 }  // namespace
@@ -149,9 +190,78 @@ bool mpi_launched() {
   return false;
 }
 
-std::unique_ptr<Communicator> mpi_communicator() {
-  initialize_once();
-  return std::make_unique<MpiCommunicator>();
+void initialize_processes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!mpi_launched()) return;
+    int initialized = 0;
+    DTRAIN_CHECK_MPI(MPI_Initialized(&initialized));
+    if (!initialized) {
+      int provided = 0;
+      DTRAIN_CHECK_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      std::atexit(finalize_at_exit);
+      DTRAIN_CHECK(provided >= MPI_THREAD_SERIALIZED,
+                   "[mpi] this MPI library gives thread level {}, and dtrain's fibers need MPI_THREAD_SERIALIZED ({})",
+                   provided, int(MPI_THREAD_SERIALIZED));
+    }
+    // Errors come back as codes (turned into dtrain::Error) instead of aborting the job unannounced.
+    DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    DTRAIN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_index));
+    DTRAIN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_count));
+    MPI_Comm node = MPI_COMM_NULL;
+    DTRAIN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    DTRAIN_CHECK_MPI(MPI_Comm_size(node, &node_count));
+    MPI_Comm_free(&node);
+  });
+}
+
+int process_index() { return world_index; }
+int process_count() { return world_count; }
+
+int process_cores() {
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, node_count));
+}
+
+void barrier_processes() {
+  if (world_count <= 1) return;
+  std::lock_guard lock(mpi_lock);
+  DTRAIN_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+void abort_processes(int code) {
+  if (world_count <= 1) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::lock_guard lock(mpi_lock);  // serialized with the other threads' polls
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void set_collective_timeout(double seconds) {
+  DTRAIN_CHECK_USAGE(seconds > 0, "[mpi] the collective timeout must be > 0 seconds, got {}", seconds);
+  timeout_seconds = seconds;
+}
+
+double collective_timeout() { return timeout_seconds.load(); }
+
+std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>& processes, std::string name) {
+  initialize_processes();
+  const auto found = std::find(processes.begin(), processes.end(), world_index);
+  DTRAIN_CHECK(found != processes.end() && std::is_sorted(processes.begin(), processes.end()),
+               "[mpi] process {} made a group of processes [{}] it is not in (or not ascending)", world_index,
+               fmt::join(processes, ","));
+  std::lock_guard lock(mpi_lock);
+  MPI_Group world_group, member_group;
+  DTRAIN_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+  DTRAIN_CHECK_MPI(MPI_Group_incl(world_group, int(processes.size()), processes.data(), &member_group));
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Collective over the members only; processes create their groups in one global order (the caller's
+  // contract), so creations never cross.
+  DTRAIN_CHECK_MPI(MPI_Comm_create_group(MPI_COMM_WORLD, member_group, /*tag=*/0, &comm));
+  MPI_Group_free(&member_group);
+  MPI_Group_free(&world_group);
+  DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  return std::make_unique<MpiProcessGroup>(comm, processes, int(found - processes.begin()), std::move(name));
 }
 
 }  // namespace dtrain

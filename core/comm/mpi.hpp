@@ -1,7 +1,17 @@
-// The MPI backend: one rank per process, world rank = MPI rank. Built when DTRAIN_WITH_MPI is on;
-// otherwise core/comm/no_mpi.cpp provides the same functions, which say dtrain was built without MPI.
+// The process layer: what dtrain needs from MPI when a mesh is spread over `mpirun -np P` processes.
+// Built when DTRAIN_WITH_MPI is on; otherwise core/comm/no_mpi.cpp provides the same functions for a
+// single process (and says dtrain was built without MPI when asked for more).
+//
+// Collectives between processes are non-blocking MPI calls waited for by polling: a blocking call made in
+// a fiber would stall every fiber of its OS thread, and two processes whose blocked fibers wait on
+// different groups would deadlock. MPI is initialized MPI_THREAD_SERIALIZED and every call is made under
+// one process-wide lock, so fibers on any thread may call.
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/comm/communicator.hpp"
 
@@ -10,7 +20,54 @@ namespace dtrain {
 // True when this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE, PMI_SIZE, ...).
 bool mpi_launched();
 
-// Initializes MPI on the first call (finalized at exit) and returns a communicator over MPI_COMM_WORLD.
-std::unique_ptr<Communicator> mpi_communicator();
+// Initializes MPI when launched by mpirun (once; finalized at a normal exit). Without mpirun, or in a
+// build without MPI, the run is one process and nothing happens.
+void initialize_processes();
+int process_index();  // this process's MPI rank (0 without mpirun)
+int process_count();  // MPI world size (1 without mpirun)
+// Cores this process may use: the machine's cores shared by the processes mpirun put on this node.
+int process_cores();
+
+// Returns once every process of the job has called it (outside run_spmd: the commands' own steps).
+void barrier_processes();
+
+// Ends every process of the job with `code` (MPI_Abort) when there are several; returns otherwise. The
+// caller prints its message first: after this nothing more is printed.
+void abort_processes(int code);
+
+// How long a process waits in a collective for its peers before it gives up with an error (config
+// comm.timeout_s): a peer that is stuck or gone turns into a message, never a hang.
+void set_collective_timeout(double seconds);
+double collective_timeout();
+
+// Non-blocking collectives among a fixed list of processes, one MPI communicator (made once, at creation).
+// Each call returns when the operation is complete; meanwhile the calling fiber polls and lets the other
+// fibers of its thread run. A wait longer than collective_timeout() throws an Error naming the group.
+// Counts are per process.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  // Watched while waiting (may be null): set when this process's run failed; the wait then throws.
+  const std::atomic<bool>* stop = nullptr;
+  virtual int size() const = 0;   // processes in the group
+  virtual int index() const = 0;  // this process's position in it
+  virtual void all_reduce(float* data, size_t count, ReduceOp op) = 0;
+  // In place: process i's block is data[offsets[i] .. offsets[i] + counts[i]) (floats), gathered into all.
+  virtual void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) = 0;
+  // Bytes of any length from every process, concatenated in process order (sizes exchanged first).
+  virtual std::vector<char> all_gather_bytes(const char* data, size_t bytes, std::vector<size_t>& sizes) = 0;
+  // send holds every process's block (counts[i] floats each, in order); recv gets the sum of block index().
+  virtual void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) = 0;
+  // send_counts[i] floats to process i (consecutive in send), recv_counts[i] from process i into recv.
+  virtual void all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
+                          const std::vector<size_t>& recv_counts) = 0;
+  virtual void broadcast(float* data, size_t count, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+// A communicator over `processes` (ascending MPI ranks, this one among them). Collective over those
+// processes: every process of the list must create its groups in the same order.
+// `name` says which group it serves, for messages.
+std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>& processes, std::string name);
 
 }  // namespace dtrain

@@ -1,11 +1,33 @@
-// The MPI backend's stand-in for builds without MPI: nothing was launched by mpirun as far as we can use.
+// The process layer for builds without MPI: a run is always one process.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
+namespace {
+std::atomic<double> timeout_seconds{300.0};
+}  // namespace
 
 bool mpi_launched() { return false; }
+void initialize_processes() {}
+int process_index() { return 0; }
+int process_count() { return 1; }
+int process_cores() { return std::max(1, int(std::thread::hardware_concurrency())); }
+void barrier_processes() {}
+void abort_processes(int) {}
 
-std::unique_ptr<Communicator> mpi_communicator() { throw Error("[mpi] dtrain was built without MPI"); }
+void set_collective_timeout(double seconds) {
+  DTRAIN_CHECK_USAGE(seconds > 0, "[mpi] the collective timeout must be > 0 seconds, got {}", seconds);
+  timeout_seconds = seconds;
+}
+
+double collective_timeout() { return timeout_seconds.load(); }
+
+std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>&, std::string) {
+  throw Error("[mpi] dtrain was built without MPI: a mesh cannot span processes");
+}
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/comm/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
@@ -178,9 +179,9 @@ Layout Trainer::prepare(const BatchSource& data) const {
   for (int64_t extent : data.example_shape()) input_shape.push_back(extent);
   const Layout layout = input_layout(int(input_shape.size()));
   layout.check_shape(input_shape);
-  // The cores are shared by the mesh's devices: each device's GEMMs get its share.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  kernels::set_gemm_threads(std::max(1, int(cores) / mesh_->size()));
+  // This process's cores are shared by the devices it holds: each device's GEMMs get its share.
+  const int local_devices = std::max(1, mesh_->size() / process_count());
+  kernels::set_gemm_threads(std::max(1, process_cores() / local_devices));
   return layout;
 }
 
