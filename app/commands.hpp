@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/config.hpp"
+#include "core/comm/mpi.hpp"
 
 namespace dtrain {
 
@@ -23,9 +24,12 @@ struct CommandOptions {
   std::string idx_file;                // predict --idx FILE: images to classify
   std::string inspect_dir;             // inspect DIR
 
-  // The config named by --config with --set and --run-dir applied (UsageError on any problem).
+  // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
+  // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
   Config load_config() const {
-    return dtrain::load_config(config_path, LoadOptions{overrides, run_dir, true});
+    Config config = dtrain::load_config(config_path, LoadOptions{overrides, run_dir, true});
+    set_collective_timeout(config.comm.timeout_s);
+    return config;
   }
 };
 

@@ -758,6 +758,19 @@ CheckpointConfig read_checkpoint(Reader& reader, const std::optional<Field>& fie
   return checkpoint;
 }
 
+CommConfig read_comm(Reader& reader, const std::optional<Field>& field, const Where& file_where) {
+  CommConfig comm;
+  comm.timeout_s_where = file_where;
+  if (!field) return comm;
+  comm.timeout_s_where = field->where;
+  Section section(reader, *field, {"timeout_s"});
+  if (auto timeout = section.get("timeout_s")) {
+    comm.timeout_s = positive_number(reader, *timeout);
+    comm.timeout_s_where = timeout->where;
+  }
+  return comm;
+}
+
 std::string file_stem(const std::string& file) {
   const std::string stem = std::filesystem::path(file).stem().string();
   return stem.empty() ? "config" : stem;
@@ -781,10 +794,10 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   const Field top{root, "", reader.where(root, Where{file, 0, 0})};
   if (!root.IsMap())
     reader.fail(top.where, "config",
-                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, run_dir), "
+                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, comm, run_dir), "
                             "got {}",
                             describe(root)));
-  Section section(reader, top, {"mesh", "data", "model", "layouts", "train", "checkpoint", "run_dir"});
+  Section section(reader, top, {"mesh", "data", "model", "layouts", "train", "checkpoint", "comm", "run_dir"});
   auto require = [&](const std::string& key) {
     if (auto value = section.get(key)) return *value;
     reader.fail(top.where, "config", fmt::format("missing required section '{}'", key));
@@ -810,6 +823,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
     config.run_dir_where = Where{"--run-dir " + options.run_dir, 0, 0};
   }
   config.checkpoint = read_checkpoint(reader, section.get("checkpoint"), config.run_dir, config.run_dir_where);
+  config.comm = read_comm(reader, section.get("comm"), top.where);
   config.locations = std::move(reader.locations);
   return config;
 }
@@ -1053,6 +1067,10 @@ std::string dump_config(const Config& config) {
   else
     out << (checkpoint.every == CheckpointEvery::epoch ? "epoch" : "never");
   out << YAML::Key << "max_to_keep" << YAML::Value << checkpoint.max_to_keep;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "comm" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "timeout_s" << YAML::Value << number_text(config.comm.timeout_s);
   out << YAML::EndMap;
 
   out << YAML::Key << "run_dir" << YAML::Value << config.run_dir;

@@ -186,6 +186,14 @@ struct CheckpointConfig {
   Where where, dir_where;
 };
 
+// ---- communication between processes ----
+struct CommConfig {
+  // How long a process waits in a collective for its peers (under mpirun) before it gives up with an
+  // error: a stuck or dead peer ends the job with a message instead of a hang. > 0, finite.
+  double timeout_s = 300;
+  Where timeout_s_where;  // the value; when not given, the comm section or else the config itself
+};
+
 // ---- the whole config ----
 struct Config {
   std::string file;  // the path it was read from (or the name given to parse_config)
@@ -195,6 +203,7 @@ struct Config {
   std::vector<LayoutRule> layouts;
   TrainConfig train;
   CheckpointConfig checkpoint;
+  CommConfig comm;
   std::string run_dir;  // --run-dir, else run_dir:, else runs/<config file stem>
   Where run_dir_where;
 

@@ -386,6 +386,43 @@ TEST_CASE("train, optimizer and checkpoint forms and defaults") {
   CHECK(never.checkpoint.every == CheckpointEvery::never);
 }
 
+TEST_CASE("comm: the collective timeout, default 300 s, positive and finite") {
+  const Config plain = parse_config(kBase, "t.yaml", no_path_check());
+  CHECK(plain.comm.timeout_s == 300);
+  CHECK(plain.comm.timeout_s_where.str() == position("t.yaml", kBase, "mesh"));  // the config itself
+
+  const std::string with_comm = kBase + "comm: {timeout_s: 12.5}\n";
+  const Config given = parse_config(with_comm, "t.yaml", no_path_check());
+  CHECK(given.comm.timeout_s == 12.5);
+  CHECK(given.comm.timeout_s_where.str() == position("t.yaml", with_comm, "12.5"));
+  CHECK(given.where("comm.timeout_s").str() == position("t.yaml", with_comm, "12.5"));
+  // An empty section keeps the default.
+  CHECK(parse_config(kBase + "comm:\n", "t.yaml", no_path_check()).comm.timeout_s == 300);
+
+  // --set overrides the file's value, or creates the section.
+  CHECK(parse_config(with_comm, "t.yaml", no_path_check({"comm.timeout_s=5"})).comm.timeout_s == 5);
+  const Config created = parse_config(kBase, "t.yaml", no_path_check({"comm.timeout_s=5"}));
+  CHECK(created.comm.timeout_s == 5);
+  CHECK(created.comm.timeout_s_where.str() == "--set comm.timeout_s=5");
+  const std::string bad_set = error_of(kBase, no_path_check({"comm.timeout_s=0"}));
+  INFO("message: ", bad_set);
+  CHECK(bad_set.rfind("--set comm.timeout_s=0: comm.timeout_s: expected a number > 0, got 0", 0) == 0);
+
+  // Errors at the key or value, saying what was expected.
+  check_error(kBase + "comm: {timeout: 5}\n", "timeout", {"comm: unknown key 'timeout'", "did you mean 'timeout_s'?"},
+              "comm:");
+  check_error(kBase + "comm:\n  colour: blue\n", "colour", {"comm: unknown key 'colour'", "expected one of: timeout_s"});
+  check_error(kBase + "comm: {timeout_s: long}\n", "long", {"comm.timeout_s: expected a number, got 'long'"});
+  check_error(kBase + "comm: {timeout_s: [5]}\n", "[5]", {"comm.timeout_s: expected a number, got a list"});
+  check_error(kBase + "comm: {timeout_s: 0}\n", "0}", {"comm.timeout_s: expected a number > 0, got 0"}, "comm:");
+  check_error(kBase + "comm: {timeout_s: -3}\n", "-3", {"comm.timeout_s: expected a number > 0, got -3"});
+  check_error(kBase + "comm: {timeout_s: nan}\n", "nan", {"comm.timeout_s: expected a number, got 'nan'"});
+  check_error(kBase + "comm: {timeout_s: inf}\n", "inf", {"comm.timeout_s: expected a number, got 'inf'"});
+  check_error(kBase + "comm: {timeout_s: .inf}\n", ".inf", {"comm.timeout_s: expected a number, got '.inf'"});
+  check_error(kBase + "comm: 5\n", "5\n", {"comm: expected a map, got '5'"}, "comm:");
+  check_error(kBase + "cmom: {timeout_s: 5}\n", "cmom", {"config: unknown key 'cmom'", "did you mean 'comm'?"});
+}
+
 TEST_CASE("--set overrides: dotted paths, YAML values, created keys, list indices") {
   const Config config =
       parse_config(kBase, "t.yaml",
@@ -474,6 +511,10 @@ TEST_CASE("dump_config writes every default and reads back to the same config") 
   CHECK(again.layouts[2].pattern == ".*/bias");
   CHECK(again.train.optimizer.learning_rate == 0.01);
   CHECK(contains(dumped, "log_every: 100"));
+  CHECK(contains(dumped, "comm:\n  timeout_s: 300\n"));
+  CHECK(again.comm.timeout_s == 300);
+  const Config short_timeout = parse_config(kBase, "t.yaml", no_path_check({"comm.timeout_s=2.5"}));
+  CHECK(parse_config(dump_config(short_timeout), "c.yaml", no_path_check()).comm.timeout_s == 2.5);
 }
 
 TEST_CASE("every config in configs/ parses, and round-trips through dump_config") {
