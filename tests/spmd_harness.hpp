@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/ops/ops.hpp"
@@ -30,11 +31,30 @@ inline CompressedRows compressed_rows_of(const float* a, int64_t rows, int64_t c
   return out;
 }
 
-// {1}, {2}, {4}, {8}, {2,2}, {4,2}, {2,2,2}.
+// {1}, {2}, {4}, {8}, {2,2}, {4,2}, {2,2,2}. Under `mpirun -np P`, those that spread over the P processes.
 inline std::vector<MeshPtr> test_meshes() {
-  return {make_mesh({"x"}, {1}),           make_mesh({"x"}, {2}),           make_mesh({"x"}, {4}),
-          make_mesh({"x"}, {8}),           make_mesh({"x", "y"}, {2, 2}),   make_mesh({"x", "y"}, {4, 2}),
-          make_mesh({"x", "y", "z"}, {2, 2, 2})};
+  std::vector<MeshPtr> all{make_mesh({"x"}, {1}),         make_mesh({"x"}, {2}),           make_mesh({"x"}, {4}),
+                           make_mesh({"x"}, {8}),         make_mesh({"x", "y"}, {2, 2}),   make_mesh({"x", "y"}, {4, 2}),
+                           make_mesh({"x", "y", "z"}, {2, 2, 2})};
+  std::vector<MeshPtr> spread;
+  for (MeshPtr mesh : all)
+    if (mesh->size() % process_count() == 0) spread.push_back(mesh);
+  return spread;
+}
+
+// Every rank's `local` (equal sizes on every rank), gathered over the whole mesh: under mpirun a process
+// holds only its own ranks' shards, and the checks need all of them.
+inline std::vector<Tensor> gather_locals(const DeviceContext& device, const Tensor& local) {
+  const Group& everyone = device.group(device.mesh->dim_names());
+  std::vector<float> all(size_t(local.size()) * size_t(everyone.size()));
+  device.comm->all_gather(everyone, local.data(), all.data(), size_t(local.size()));
+  std::vector<Tensor> out;
+  for (int member = 0; member < everyone.size(); ++member) {
+    Tensor piece(local.shape());
+    std::copy_n(all.data() + size_t(member) * size_t(local.size()), local.size(), piece.data());
+    out.push_back(piece);
+  }
+  return out;
 }
 
 // Every layout of `shape` on `mesh`: each axis unsharded or one unused dim that divides its extent.
@@ -90,7 +110,9 @@ inline SpmdResult run_op(const MeshPtr& mesh, const std::vector<Tensor>& inputs,
   std::vector<Layout> grad_layouts = layouts;
   std::optional<DTensor> out_meta;
   std::mutex mutex;
-  run_spmd(mesh, [&](DeviceContext& device) {
+  // A mesh the processes do not divide (the one-device reference under mpirun) runs in each process.
+  const bool spread = process_count() > 1 && mesh->size() % process_count() == 0;
+  (spread ? run_spmd : run_spmd_in_process)(mesh, [&](DeviceContext& device) {
     std::vector<Var> vars;
     for (size_t i = 0; i < inputs.size(); ++i) {
       DTensor value(inputs[i].shape(), layouts[i], pack(inputs[i], layouts[i], device.rank));
@@ -103,6 +125,18 @@ inline SpmdResult run_op(const MeshPtr& mesh, const std::vector<Tensor>& inputs,
       std::vector<int> all_axes;
       for (int a = 0; a < out.value().rank(); ++a) all_axes.push_back(a);
       backward(reduce_sum(multiply(out, weight), all_axes));
+    }
+    if (spread) {  // every process needs every rank's shards (ranks of one process fill its vectors alike)
+      std::vector<Tensor> outs = gather_locals(device, out.value().local());
+      std::vector<std::vector<Tensor>> grads(vars.size());
+      for (size_t i = 0; differentiate && i < vars.size(); ++i)
+        if (vars[i].has_grad()) grads[i] = gather_locals(device, vars[i].grad().local());
+      std::lock_guard<std::mutex> lock(mutex);
+      out_locals = outs;
+      if (!out_meta) out_meta = out.value();
+      for (size_t i = 0; i < vars.size(); ++i)
+        if (!grads[i].empty()) grad_locals[i] = grads[i];
+      return;
     }
     std::lock_guard<std::mutex> lock(mutex);
     out_locals[device.rank] = out.value().local();

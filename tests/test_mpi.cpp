@@ -1,22 +1,31 @@
-// The MPI backend, c10d style: run plainly, this case re-executes the test binary under
-// `mpirun -np 2` and checks that it passed; under mpirun, each process checks every collective with
-// rank-dependent values (rank r contributes r + 1, so sums are known).
+// Meshes spread over processes, c10d style: run plainly, each case re-executes this test binary under
+// `mpirun -np P` on itself and checks that every process passed; under mpirun, each process runs the case's
+// checks on the ranks it holds and compares them with the same program run with every rank in one process.
+// (The SPMD op and gradient suites also run under mpirun: see the mpi.* entries in CMakeLists.txt.)
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/comm/hierarchical.hpp"
 #include "core/comm/mpi.hpp"
+#include "core/device.hpp"
 #include "core/error.hpp"
+#include "tests/temp_folder.hpp"
+#include "tests/training_fixture.hpp"
 
 using namespace dtrain;
+using namespace dtrain::testing;
 
-#ifdef DTRAIN_HAS_MPI
 namespace {
 
 bool on_path(const std::string& program) {
@@ -34,94 +43,239 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-// The checks each process runs under mpirun.
-void check_collectives(Communicator& comm) {
-  const int rank = comm.rank();
-  const int n = comm.world_size();
-  REQUIRE(n >= 2);
-  CHECK(comm.backend() == "mpi");
-  Group world;
-  for (int r = 0; r < n; ++r) world.ranks.push_back(r);
-  world.index = rank;
-  const size_t count = 1001;  // odd, so nothing lines up by accident
-
-  std::vector<float> data(count);
-  for (size_t i = 0; i < count; ++i) data[i] = float(rank + 1) * float(i % 17);
-  comm.all_reduce(world, data.data(), count, ReduceOp::Sum);
-  for (size_t i = 0; i < count; ++i) REQUIRE(data[i] == float(n * (n + 1) / 2) * float(i % 17));
-
-  for (size_t i = 0; i < count; ++i) data[i] = float((int(i) + rank) % n);
-  comm.all_reduce(world, data.data(), count, ReduceOp::Max);
-  for (size_t i = 0; i < count; ++i) REQUIRE(data[i] == float(n - 1));
-
-  std::vector<float> send(count), gathered(count * n, -1.0f);
-  for (size_t i = 0; i < count; ++i) send[i] = float(rank * 1000 + int(i % 997));
-  comm.all_gather(world, send.data(), gathered.data(), count);
-  for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) REQUIRE(gathered[r * count + i] == float(r * 1000 + int(i % 997)));
-
-  std::vector<float> chunks(count * n), reduced(count, -1.0f);
-  for (int c = 0; c < n; ++c)
-    for (size_t i = 0; i < count; ++i) chunks[c * count + i] = float(rank + 1 + 100 * c + int(i % 13));
-  comm.reduce_scatter(world, chunks.data(), reduced.data(), count);
-  for (size_t i = 0; i < count; ++i)
-    REQUIRE(reduced[i] == float(n * (n + 1) / 2 + n * (100 * rank + int(i % 13))));
-
-  std::vector<float> outgoing(count * n), incoming(count * n, -1.0f);
-  for (int to = 0; to < n; ++to)
-    for (size_t i = 0; i < count; ++i) outgoing[to * count + i] = float(rank * 100000 + to * 1000 + int(i % 997));
-  comm.all_to_all(world, outgoing.data(), incoming.data(), count);
-  for (int from = 0; from < n; ++from)
-    for (size_t i = 0; i < count; ++i)
-      REQUIRE(incoming[from * count + i] == float(from * 100000 + rank * 1000 + int(i % 997)));
-
-  for (int root = 0; root < n; ++root) {
-    for (size_t i = 0; i < count; ++i) data[i] = float(rank * 1000 + int(i % 997));
-    comm.broadcast(world, data.data(), count, root);
-    for (size_t i = 0; i < count; ++i) REQUIRE(data[i] == float(root * 1000 + int(i % 997)));
-  }
-
-  // A sub-group of one member (its own MPI communicator) and the world in reverse member order.
-  Group alone{{rank}, 0};
-  float x = float(rank + 1);
-  comm.all_reduce(alone, &x, 1, ReduceOp::Sum);
-  CHECK(x == float(rank + 1));
-  Group reversed;
-  for (int r = n - 1; r >= 0; --r) reversed.ranks.push_back(r);
-  reversed.index = n - 1 - rank;
-  comm.all_gather(reversed, send.data(), gathered.data(), count);
-  for (int m = 0; m < n; ++m) REQUIRE(gathered[m * count] == float((n - 1 - m) * 1000));
-  comm.barrier(world);
-}
-
-}  // namespace
-#endif
-
-TEST_CASE("MPI collectives across 2 processes") {
+// Whether this build and machine can start processes; says why not (doctest prints it; ctest reads
+// "skipped:" as SKIPPED, see CMakeLists.txt).
+bool can_launch() {
 #ifndef DTRAIN_HAS_MPI
   MESSAGE("skipped: dtrain was built without MPI");
-  CHECK_THROWS_WITH_AS(mpi_communicator(), "[mpi] dtrain was built without MPI", Error);
-  return;
+  return false;
 #else
-  if (mpi_launched()) {
-    auto comm = mpi_communicator();
-    check_collectives(*comm);
-    return;
-  }
-  if (!on_path("mpirun")) {
-    MESSAGE("skipped: mpirun is not on PATH");
-    return;
-  }
+  if (on_path("mpirun")) return true;
+  MESSAGE("skipped: mpirun is not on PATH");
+  return false;
+#endif
+}
+
+// Runs this binary's test case `name` under `mpirun -np processes [mpirun_options]` and checks it passed.
+void launch(int processes, const std::string& name, const std::string& mpirun_options = "",
+            const std::string& environment = "") {
   char self[PATH_MAX];
   ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
   REQUIRE(length > 0);
   self[length] = '\0';
-  std::string command = std::string("mpirun --allow-run-as-root --oversubscribe -np 2 '") + self +
-                        "' --source-file='*/test_mpi.cpp' --no-intro --no-version --no-colors";
-  int status = std::system(command.c_str());
+  const std::string command =
+      fmt::format("{} mpirun --allow-run-as-root --oversubscribe {} -np {} '{}' --source-file='*/test_mpi.cpp' "
+                  "--test-case='{}' --no-intro --no-version --no-colors",
+                  environment, mpirun_options, processes, self, name);
   INFO("command: ", command);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(command.c_str());
+  MESSAGE(command << ": " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s");
   REQUIRE(status != -1);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-#endif
+}
+
+// Everything one rank saw, in call order: each collective's result on integer-valued floats (so sums are
+// exact and every correct order of summation gives the same bits).
+using Record = std::vector<float>;
+
+void record(Record& out, const float* values, size_t count) { out.insert(out.end(), values, values + count); }
+
+// Every collective on `group`, with `count` floats per member and rank-dependent values.
+void exercise(const DeviceContext& device, const Group& group, size_t count, Record& out) {
+  Communicator& comm = *device.comm;
+  const int rank = device.rank, n = group.size();
+  auto value = [&](int who, size_t i, int salt) { return float((who * 7 + int(i % 11) * 3 + salt) % 64); };
+  // Ranks arrive in a different order in each process: the in-process parts must not depend on it.
+  if (rank % 3 == 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 1);
+  comm.all_reduce(group, data.data(), count, ReduceOp::Sum);
+  record(out, data.data(), count);
+  for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 2);
+  comm.all_reduce(group, data.data(), count, ReduceOp::Max);
+  record(out, data.data(), count);
+
+  std::vector<float> send(count), gathered(count * size_t(n), -1.0f);
+  for (size_t i = 0; i < count; ++i) send[i] = value(rank, i, 3);
+  comm.all_gather(group, send.data(), gathered.data(), count);
+  record(out, gathered.data(), gathered.size());
+  std::shared_ptr<float[]> shared = comm.all_gather_shared(group, send.data(), count);
+  record(out, shared.get(), count * size_t(n));
+  shared = comm.all_gather_shared_in_place(group, count, [&](float* chunk) {
+    for (size_t i = 0; i < count; ++i) chunk[i] = value(rank, i, 4);
+  });
+  record(out, shared.get(), count * size_t(n));
+
+  std::vector<float> chunks(count * size_t(n)), reduced(count, -1.0f);
+  for (size_t i = 0; i < chunks.size(); ++i) chunks[i] = value(rank, i, 5);
+  comm.reduce_scatter(group, chunks.data(), reduced.data(), count);
+  record(out, reduced.data(), count);
+
+  std::vector<float> incoming(count * size_t(n), -1.0f);
+  for (size_t i = 0; i < chunks.size(); ++i) chunks[i] = value(rank, i, 6) + float(i / count) * 100.0f;
+  comm.all_to_all(group, chunks.data(), incoming.data(), count);
+  record(out, incoming.data(), incoming.size());
+
+  for (int root : {0, n / 2, n - 1}) {
+    for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 7 + root);
+    comm.broadcast(group, data.data(), count, root);
+    record(out, data.data(), count);
+  }
+
+  // Members send different counts (one sends none); the counts are part of what is checked.
+  const size_t mine = size_t(group.index % 3) * count / 2;
+  std::vector<float> varying(std::max<size_t>(mine, 1));
+  for (size_t i = 0; i < mine; ++i) varying[i] = value(rank, i, 9);
+  VaryingGather result;
+  comm.all_gather_varying(group, varying.data(), mine, result);
+  REQUIRE(result.counts.size() == size_t(n));
+  for (int member = 0; member < n; ++member) {
+    out.push_back(float(result.counts[size_t(member)]));
+    record(out, result.members[size_t(member)], result.counts[size_t(member)]);
+  }
+  comm.barrier(group);
+}
+
+// Meshes whose groups cross processes in every way: along the first dims, the last, all; {3,4} over 4
+// processes gives groups whose processes hold different numbers of members.
+std::vector<MeshPtr> spread_meshes() {
+  std::vector<MeshPtr> out;
+  for (MeshPtr mesh : {make_mesh({"x"}, {8}), make_mesh({"x", "y"}, {4, 2}), make_mesh({"x", "y"}, {2, 4}),
+                       make_mesh({"x", "y", "z"}, {2, 2, 2}), make_mesh({"x", "y"}, {3, 4}), make_mesh({"x"}, {6})})
+    if (mesh->size() % process_count() == 0) out.push_back(mesh);
+  return out;
+}
+
+void check_collectives_across_processes() {
+  REQUIRE(process_count() >= 2);
+  int compared = 0;
+  for (MeshPtr mesh : spread_meshes()) {
+    const std::vector<std::string>& names = mesh->dim_names();
+    for (uint32_t subset = 1; subset < (1u << names.size()); ++subset) {
+      std::vector<std::string> dims;
+      for (size_t d = 0; d < names.size(); ++d)
+        if (subset & (1u << d)) dims.push_back(names[d]);
+      for (size_t count : {size_t(7), size_t(5000)}) {  // the in-process staged and shared paths
+        std::vector<Record> spread(size_t(mesh->size())), alone(size_t(mesh->size()));
+        run_spmd(mesh, [&](DeviceContext& device) { exercise(device, device.group(dims), count, spread[size_t(device.rank)]); });
+        run_spmd_in_process(mesh, [&](DeviceContext& device) {
+          exercise(device, device.group(dims), count, alone[size_t(device.rank)]);
+        });
+        const Placement placement = placement_of(mesh->size());
+        for (int rank = placement.first; rank < placement.first + placement.local; ++rank) {
+          INFO("mesh ", mesh->to_string(), " group along ", fmt::format("{}", fmt::join(dims, ",")), " count ", count,
+               " rank ", rank);
+          REQUIRE(!spread[size_t(rank)].empty());
+          CHECK(spread[size_t(rank)] == alone[size_t(rank)]);
+          ++compared;
+        }
+      }
+    }
+  }
+  MESSAGE("process " << process_index() << ": " << compared << " rank/group/size cases equal to one process");
+  CHECK(compared > 0);
+}
+
+}  // namespace
+
+TEST_CASE("collectives across 2 and 4 processes equal the in-process ones on every group of 6 meshes") {
+  if (mpi_launched()) return check_collectives_across_processes();
+  if (!can_launch()) return;
+  launch(2, "collectives across 2 and 4 processes*");
+  launch(4, "collectives across 2 and 4 processes*");
+}
+
+TEST_CASE("collectives over TCP only (the path between machines) equal the in-process ones") {
+  if (mpi_launched()) return check_collectives_across_processes();
+  if (!can_launch()) return;
+  launch(2, "collectives over TCP only*", "--mca btl self,tcp");
+}
+
+TEST_CASE("placement: contiguous device blocks, and a process count that does not divide the mesh is refused") {
+  if (mpi_launched()) {
+    const Placement placement = placement_of(8);
+    CHECK(placement.local == 8 / process_count());
+    CHECK(placement.first == process_index() * placement.local);
+    if (process_count() == 2) CHECK(placement.describe() == "process 0: devices 0-3; process 1: devices 4-7");
+    const std::string refusal = fmt::format("a mesh of {} devices cannot be spread over {} processes",
+                                            process_count() + 1, process_count());
+    CHECK_THROWS_WITH_AS(run_spmd(make_mesh({"x"}, {process_count() + 1}), [](DeviceContext&) {}),
+                         doctest::Contains(refusal.c_str()), UsageError);
+    return;
+  }
+  const Placement alone = placement_of(8);
+  CHECK(alone.processes == 1);
+  CHECK(alone.local == 8);
+  CHECK(alone.describe() == "process 0: devices 0-7");
+  if (!can_launch()) return;
+  launch(2, "placement:*");
+}
+
+// Reference losses come from the launching process (one process, every rank in it); each process count
+// must give them again, 1e-5 relative.
+namespace {
+
+struct TrainingCase {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool images;
+  int64_t steps;
+};
+
+std::vector<TrainingCase> training_cases() {
+  const std::vector<std::string> flat{"data.image_shape=flat", "data.layout=[batch, unsharded]"};
+  return {{"mnist_core_dp.yaml", flat, true, 30},
+          {"mnist_mp.yaml", flat, true, 30},
+          {"imdb_dp.yaml", {}, false, 60},
+          {"imdb_mp.yaml", {}, false, 60},
+          {"imdb_sp.yaml", {}, false, 60},
+          {"imdb_dp_adam.yaml", {}, false, 60}};
+}
+
+std::vector<double> train_case(const TrainingCase& training) {
+  static const data::Dataset images = generated(128 * 30, 784, 10, false);
+  static const data::Dataset reviews = generated(64 * 60, 1200, 2, true);
+  return step_losses(training.config, training.overrides, training.images ? images : reviews, training.steps);
+}
+
+}  // namespace
+
+TEST_CASE("the shipped MNIST and IMDB configs give the same per-step losses on 1, 2, 4 and 8 processes") {
+  const char* reference_file = std::getenv("DTRAIN_TEST_REFERENCE_LOSSES");
+  if (mpi_launched()) {
+    REQUIRE(reference_file != nullptr);
+    std::ifstream in(reference_file);
+    for (const TrainingCase& training : training_cases()) {
+      size_t count = 0;
+      in >> count;
+      std::vector<double> reference(count);
+      for (double& loss : reference) in >> loss;
+      REQUIRE(!in.fail());
+      const std::vector<double> losses = train_case(training);
+      if (process_index() == 0) {  // process 0 holds device 0, which reports
+        check_same_losses(reference, losses, fmt::format("{} on {} processes", training.config, process_count()), 1e-5);
+      }
+    }
+    return;
+  }
+  TempFolder folder("mpi_losses");
+  const std::string path = (folder / "losses.txt").string();
+  {
+    std::ofstream out(path);
+    out.precision(17);
+    for (const TrainingCase& training : training_cases()) {
+      const std::vector<double> losses = train_case(training);
+      REQUIRE(losses.size() == size_t(training.steps));
+      CHECK(losses.back() < losses.front());  // it learns
+      out << losses.size();
+      for (double loss : losses) out << ' ' << loss;
+      out << '\n';
+    }
+  }
+  if (!can_launch()) return;
+  for (int processes : {2, 4, 8})
+    launch(processes, "the shipped MNIST and IMDB configs*", "", "DTRAIN_TEST_REFERENCE_LOSSES='" + path + "'");
 }

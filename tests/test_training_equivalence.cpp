@@ -3,88 +3,10 @@
 // data-, model- and spatial-parallel configs for 100 steps, on generated data of the same shapes.
 #include <doctest/doctest.h>
 
-#include <filesystem>
-
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
-#include "tests/spmd_harness.hpp"
+#include "tests/training_fixture.hpp"
 
 using namespace dtrain;
-
-namespace {
-
-std::string config_path(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs" / name).string();
-}
-
-class QuietReporter : public train::Reporter {};
-
-// Dense features in [0, 1) whose labels a linear model can learn, or sparse TF-IDF-like rows.
-data::Dataset generated(int64_t examples, int64_t columns, int classes, bool sparse) {
-  Tensor weights = testing::test_tensor({columns, classes}, 3);
-  std::vector<int32_t> labels(examples);
-  std::vector<float> dense(examples * columns);
-  data::SparseRows rows;
-  rows.columns = columns;
-  Tensor noise = testing::test_tensor({examples, columns}, 4, 0.0f, 1.0f);
-  for (int64_t e = 0; e < examples; ++e) {
-    std::vector<double> score(classes, 0.0);
-    for (int64_t c = 0; c < columns; ++c) {
-      float value = noise[e * columns + c];
-      if (sparse) {
-        if (value < 0.97f) continue;  // about 3% non-zeros, like TF-IDF rows
-        value = (value - 0.97f) * 100.0f;
-        rows.indices.push_back(int32_t(c));
-        rows.values.push_back(value);
-      }
-      dense[e * columns + c] = value;
-      for (int k = 0; k < classes; ++k) score[k] += value * weights[c * classes + k];
-    }
-    if (sparse) rows.offsets.push_back(int64_t(rows.indices.size()));
-    labels[e] = int32_t(std::max_element(score.begin(), score.end()) - score.begin());
-  }
-  if (sparse) return data::Dataset::sparse(std::move(rows), std::move(labels));
-  return data::Dataset::dense(std::move(dense), {columns}, std::move(labels));
-}
-
-// A DatasetSource that hands out dense blocks only, never their non-zero lists.
-class WithoutNonzeroLists : public DatasetSource {
- public:
-  using DatasetSource::DatasetSource;
-  std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t>, int64_t, int64_t, int64_t,
-                                                            int64_t) const override {
-    return nullptr;
-  }
-};
-
-std::vector<double> step_losses(const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
-                                int64_t steps, bool nonzero_lists = true) {
-  overrides.push_back("train.max_steps=" + std::to_string(steps));
-  Config config = load_config(config_path(file), LoadOptions{overrides, "", false});
-  MeshPtr mesh = build_mesh(config);
-  BuiltModel built = build_model(config, mesh, data.example_shape());
-  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
-  QuietReporter quiet;
-  if (!nonzero_lists) {
-    WithoutNonzeroLists source(data, true, config.data.shuffle.seed);
-    return trainer.train(source, nullptr, quiet).step_losses;
-  }
-  DatasetSource source(data, true, config.data.shuffle.seed);
-  return trainer.train(source, nullptr, quiet).step_losses;
-}
-
-void check_same_losses(const std::vector<double>& reference, const std::vector<double>& other, const std::string& what) {
-  REQUIRE(other.size() == reference.size());
-  for (size_t i = 0; i < reference.size(); ++i) {
-    const double tolerance = 1e-4 * std::max(1e-3, std::fabs(reference[i]));
-    if (std::fabs(other[i] - reference[i]) > tolerance) {
-      FAIL_CHECK(what << ": step " << i + 1 << " loss " << other[i] << " vs " << reference[i]);
-      return;
-    }
-  }
-}
-
-}  // namespace
+using namespace dtrain::testing;
 
 TEST_CASE("MNIST configs on meshes {batch:1}, {batch:8}, {batch:4,model:2} give the same 50 step losses") {
   // Flat [N, 784] pixels through the real configs' model; the image_shape override keeps it flat.

@@ -1,0 +1,87 @@
+// Training on generated data through the shipped configs, for the tests that compare per-step losses
+// (across meshes and layouts, and across process counts).
+#pragma once
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "tests/spmd_harness.hpp"
+
+namespace dtrain::testing {
+
+inline std::string config_path(const std::string& name) {
+  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "configs" / name).string();
+}
+
+class QuietReporter : public train::Reporter {};
+
+// Dense features in [0, 1) whose labels a linear model can learn, or sparse TF-IDF-like rows.
+inline data::Dataset generated(int64_t examples, int64_t columns, int classes, bool sparse) {
+  Tensor weights = test_tensor({columns, classes}, 3);
+  std::vector<int32_t> labels(examples);
+  std::vector<float> dense(examples * columns);
+  data::SparseRows rows;
+  rows.columns = columns;
+  Tensor noise = test_tensor({examples, columns}, 4, 0.0f, 1.0f);
+  for (int64_t e = 0; e < examples; ++e) {
+    std::vector<double> score(classes, 0.0);
+    for (int64_t c = 0; c < columns; ++c) {
+      float value = noise[e * columns + c];
+      if (sparse) {
+        if (value < 0.97f) continue;  // about 3% non-zeros, like TF-IDF rows
+        value = (value - 0.97f) * 100.0f;
+        rows.indices.push_back(int32_t(c));
+        rows.values.push_back(value);
+      }
+      dense[e * columns + c] = value;
+      for (int k = 0; k < classes; ++k) score[k] += value * weights[c * classes + k];
+    }
+    if (sparse) rows.offsets.push_back(int64_t(rows.indices.size()));
+    labels[e] = int32_t(std::max_element(score.begin(), score.end()) - score.begin());
+  }
+  if (sparse) return data::Dataset::sparse(std::move(rows), std::move(labels));
+  return data::Dataset::dense(std::move(dense), {columns}, std::move(labels));
+}
+
+// A DatasetSource that hands out dense blocks only, never their non-zero lists.
+class WithoutNonzeroLists : public DatasetSource {
+ public:
+  using DatasetSource::DatasetSource;
+  std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t>, int64_t, int64_t, int64_t,
+                                                            int64_t) const override {
+    return nullptr;
+  }
+};
+
+inline std::vector<double> step_losses(const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
+                                int64_t steps, bool nonzero_lists = true) {
+  overrides.push_back("train.max_steps=" + std::to_string(steps));
+  Config config = load_config(config_path(file), LoadOptions{overrides, "", false});
+  MeshPtr mesh = build_mesh(config);
+  BuiltModel built = build_model(config, mesh, data.example_shape());
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
+  QuietReporter quiet;
+  if (!nonzero_lists) {
+    WithoutNonzeroLists source(data, true, config.data.shuffle.seed);
+    return trainer.train(source, nullptr, quiet).step_losses;
+  }
+  DatasetSource source(data, true, config.data.shuffle.seed);
+  return trainer.train(source, nullptr, quiet).step_losses;
+}
+
+inline void check_same_losses(const std::vector<double>& reference, const std::vector<double>& other, const std::string& what,
+                              double relative = 1e-4) {
+  REQUIRE(other.size() == reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const double tolerance = relative * std::max(1e-3, std::fabs(reference[i]));
+    if (!(std::fabs(other[i] - reference[i]) <= tolerance)) {  // NaN fails
+      FAIL_CHECK(what << ": step " << i + 1 << " loss " << other[i] << " vs " << reference[i]);
+      return;
+    }
+  }
+}
+
+
+}  // namespace dtrain::testing
