@@ -23,6 +23,7 @@ struct CommandOptions {
   std::vector<std::string> texts;      // predict: raw texts to classify
   std::string idx_file;                // predict --idx FILE: images to classify
   std::string inspect_dir;             // inspect DIR
+  int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).

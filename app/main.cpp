@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
       sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");
     }
     if (name == "inspect") sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
+    if (name == "plan")
+      sub->add_option("--processes", options.processes, "Plan for `mpirun -np P`: which process holds which devices")
+          ->check(CLI::PositiveNumber);
     subcommands.emplace_back(sub, &command);
   }
 

@@ -85,7 +85,17 @@ int run_plan(const CommandOptions& options) {
   input_shape.insert(input_shape.end(), example.begin(), example.end());
   const Layout input = trainer.input_layout(int(input_shape.size()));
 
+  // Which process holds which devices: this run's, or those of `mpirun -np P` when --processes P says so.
+  Placement placement = engine.placement;
+  if (options.processes > 0) {
+    try {
+      placement = placement_of(mesh->size(), options.processes, 0);
+    } catch (const UsageError& error) {
+      throw UsageError(fmt::format("plan --processes {}: {}", options.processes, error.what()));
+    }
+  }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
+  fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
   fmt::print("input x: global {} layout {} -> local {} per device\n\n", shape_string(input_shape), input.specs_string(),
              shape_string(input.local_shape(input_shape)));
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
@@ -135,7 +145,10 @@ int run_plan(const CommandOptions& options) {
   std::map<std::pair<std::string, std::string>, Total> totals;
   size_t all_bytes = 0;
   for (const auto& call : counters[0]->calls()) {
-    Total& total = totals[{call.kind, group_dims(*mesh, 0, call.ranks)}];
+    std::string over = group_dims(*mesh, 0, call.ranks);
+    if (placement.process_of(call.ranks.front()) != placement.process_of(call.ranks.back()))
+      over += " (across processes)";
+    Total& total = totals[{call.kind, over}];
     ++total.calls;
     total.bytes += call.bytes;
     all_bytes += call.bytes;
@@ -143,9 +156,9 @@ int run_plan(const CommandOptions& options) {
   fmt::print("\ncollectives of one training step (forward, backward, update, metrics), per device:\n");
   if (totals.empty()) fmt::print("  none: every device computes alone\n");
   for (const auto& [key, total] : totals) {
-    fmt::print("  {:<15} over {:<22} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
+    fmt::print("  {:<15} over {:<40} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
   }
-  if (!totals.empty()) fmt::print("  {:<15}      {:<22} {:>4}        {:>12}\n", "total", "", counters[0]->calls().size(), bytes_text(double(all_bytes)));
+  if (!totals.empty()) fmt::print("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", counters[0]->calls().size(), bytes_text(double(all_bytes)));
   return 0;
 }
 

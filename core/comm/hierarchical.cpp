@@ -39,10 +39,14 @@ std::string Placement::describe() const {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-Placement placement_of(int devices) {
+Placement placement_of(int devices) { return placement_of(devices, process_count(), process_index()); }
+
+Placement placement_of(int devices, int processes, int process) {
+  DTRAIN_CHECK_USAGE(processes >= 1 && process >= 0 && process < processes,
+                     "[mesh] process {} of {} processes does not exist", process, processes);
   Placement placement;
-  placement.processes = process_count();
-  placement.process = process_index();
+  placement.processes = processes;
+  placement.process = process;
   DTRAIN_CHECK_USAGE(devices % placement.processes == 0,
                      "[mesh] a mesh of {} devices cannot be spread over {} processes: the process count must divide "
                      "the device count (run `mpirun -np P` with P dividing {})",

@@ -23,8 +23,10 @@ struct Placement {
   std::string describe() const;  // "process 0: devices 0-3; process 1: devices 4-7"
 };
 
-// The placement of `devices` over this run's processes; UsageError naming N and P when P does not divide N.
+// The placement of `devices` over this run's processes (or over `processes`, as seen by process `process`);
+// UsageError naming N and P when P does not divide N.
 Placement placement_of(int devices);
+Placement placement_of(int devices, int processes, int process);
 
 // The MPI communicators of every group of `mesh` that spans processes, made on first use (collective: every
 // process calls this for the same meshes in the same order, before its ranks start) and kept. `stop` is
