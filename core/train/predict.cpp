@@ -20,7 +20,9 @@ Tensor predict(const nn::Sequential& model, const MeshPtr& mesh, const std::vect
   Shape output_shape;
   std::vector<float> outputs;
   std::mutex mutex;
-  run_spmd(mesh, [&](DeviceContext& device) {
+  // Every rank in this process: prediction is small (a 1-device mesh), and its outputs are returned here
+  // whole. Under mpirun each process predicts alone and process 0 prints.
+  run_spmd_in_process(mesh, [&](DeviceContext& device) {
     nn::Parameters params = model.initialize(device.rank);
     restore(params, device.rank);
     NoGradGuard no_grad;
