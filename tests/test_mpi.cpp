@@ -20,6 +20,7 @@
 #include "core/comm/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "tests/checkpoint_fixture.hpp"
 #include "tests/temp_folder.hpp"
 #include "tests/training_fixture.hpp"
 
@@ -278,4 +279,64 @@ TEST_CASE("the shipped MNIST and IMDB configs give the same per-step losses on 1
   if (!can_launch()) return;
   for (int processes : {2, 4, 8})
     launch(processes, "the shipped MNIST and IMDB configs*", "", "DTRAIN_TEST_REFERENCE_LOSSES='" + path + "'");
+}
+
+// A checkpoint saved under one process count restores bitwise under another, onto every mesh: variables,
+// Adam slots (flat-sharded in the optimizer), step and data position. The launching process saves and
+// restores with every rank in it; the processes under mpirun save and restore spread.
+namespace {
+
+// Restores `dir` onto every mesh the processes divide and checks every value bitwise.
+void check_restores(const std::string& dir) {
+  for (const MeshCase& restored : mesh_cases()) {
+    if (restored.mesh->size() % process_count() != 0) continue;
+    CAPTURE(restored.name);
+    CAPTURE(dir);
+    train::Position position;
+    int64_t iterations = 0;
+    std::map<std::string, Tensor> globals = restore_on(restored, dir, &position, &iterations);
+    CHECK(globals.size() == 6 + 2 * 5);
+    for (auto& [name, value] : globals) {
+      CAPTURE(name);
+      CHECK(bitwise_equal(value, value_of(name, value.shape())));
+    }
+    CHECK(position.step == 5);
+    CHECK(position.batch_in_epoch == 2);
+    CHECK(iterations == 7);
+  }
+}
+
+const MeshCase& mesh_case(const std::string& name) {
+  static const std::vector<MeshCase> cases = mesh_cases();
+  for (const MeshCase& found : cases)
+    if (found.name == name) return found;
+  FAIL("no mesh case " << name);
+  return cases.front();
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints move between 1, 2 and 4 processes and between meshes, bitwise") {
+  const char* folder = std::getenv("DTRAIN_TEST_CHECKPOINTS");
+  if (mpi_launched()) {
+    REQUIRE(folder != nullptr);
+    const std::string root = folder;
+    if (process_count() == 4) {  // restore the one-process checkpoint spread over 4, then save one spread
+      check_restores(root + "/from1");
+      save_on(mesh_case("{2,2,2}"), root + "/from4");
+      check_restores(root + "/from4");
+    } else {  // 2 processes: restore the 4-process one, save on {4,2}
+      check_restores(root + "/from4");
+      save_on(mesh_case("{4,2}"), root + "/from2");
+    }
+    return;
+  }
+  if (!can_launch()) return;
+  TempFolder root("mpi_checkpoints");
+  save_on(mesh_case("{8}"), (root / "from1").string());
+  const std::string environment = "DTRAIN_TEST_CHECKPOINTS='" + root.str() + "'";
+  launch(4, "checkpoints move between*", "", environment);
+  launch(2, "checkpoints move between*", "", environment);
+  check_restores((root / "from2").string());  // written by 2 processes, read by one, onto {1}, {8}, {4,2}, {2,2,2}
+  check_restores((root / "from4").string());
 }
