@@ -1,7 +1,6 @@
 // `dtrain resume --config NEW [--from DIR]`: the latest checkpoint (of DIR, default NEW's checkpoint dir)
 // restored onto NEW's mesh and layouts (variables, optimizer slots and step, data position), then
 // training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir.
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -61,7 +60,7 @@ int run_resume(const CommandOptions& options) {
              index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), engine.devices_line());
   std::optional<train::MetricsLog> metrics;
   if (main_process) metrics.emplace(config.run_dir);
-  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every,
+  train::ProgressReporter reporter(stdout, train::redraws_lines(stdout), config.train.log_every,
                                    metrics ? &*metrics : nullptr);
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
                                        save_context(config, data.vectorizer));

@@ -1,7 +1,6 @@
 // `dtrain train`: load the config and data, build the model on the mesh, train (saving checkpoints per
 // `checkpoint.every`), report test accuracy. A fresh run: it refuses a checkpoint dir that holds anything
 // unless --overwrite, which deletes the old checkpoints just before training starts.
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -44,7 +43,7 @@ int run_train(const CommandOptions& options) {
              data.test->num_examples());
   std::optional<train::MetricsLog> metrics;
   if (main_process) metrics.emplace(config.run_dir);
-  train::ProgressReporter reporter(stdout, isatty(fileno(stdout)) != 0, config.train.log_every,
+  train::ProgressReporter reporter(stdout, train::redraws_lines(stdout), config.train.log_every,
                                    metrics ? &*metrics : nullptr);
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
                                        save_context(config, data.vectorizer));

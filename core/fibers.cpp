@@ -62,14 +62,14 @@ thread_local ucontext_t scheduler_context;
 std::atomic<uint32_t> epoch{0};
 std::atomic<int> sleepers{0};
 
-void sleep_while_epoch_is(uint32_t seen, long nanoseconds) {
+void sleep_while_epoch_is(uint32_t seen) {
 #if defined(__linux__)
   sleepers.fetch_add(1);
-  timespec timeout{0, nanoseconds};
+  timespec timeout{0, 1000000};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
   sleepers.fetch_sub(1);
 #else
-  (void)seen, (void)nanoseconds;
+  (void)seen;
   std::this_thread::sleep_for(std::chrono::microseconds(50));
 #endif
 }
@@ -82,7 +82,7 @@ void cpu_relax() {
 
 // How a thread with nothing to run waits: pause-spin first (a peer is usually microseconds away), then
 // give the core to other processes, then sleep until notify(). A thread with a polling wait (a condition
-// that turns true with no notify(), such as an MPI request) sleeps only briefly, so it notices soon.
+// that turns true with no notify(), such as an MPI request) keeps checking it, yielding the core between.
 class Backoff {
  public:
   void reset() { idle_ = false; }
@@ -94,9 +94,11 @@ class Backoff {
       for (int i = 0; i < 16; ++i) cpu_relax();
     } else if (idle_for < std::chrono::microseconds(200)) {
       std::this_thread::yield();
+    } else if (polling) {
+      // Never asleep: a non-blocking MPI collective moves on only inside the MPI_Test calls of its poll.
+      std::this_thread::yield();
     } else {
-      // 1 ms is a safety net, not the wake-up path; a poll is re-checked every 50 us.
-      sleep_while_epoch_is(epoch_before, polling ? 50000 : 1000000);
+      sleep_while_epoch_is(epoch_before);  // 1 ms at most: a safety net, not the wake-up path
     }
   }
 

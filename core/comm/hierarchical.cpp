@@ -14,12 +14,15 @@
 //                   the other processes an in-process broadcast from the leader.
 //   all_gather_varying  in-process varying gather; the leader sends counts and payloads as bytes; the
 //                   result is shared with the process's members through the group's slot.
+//   all_gather_shared(_in_place)  one result per process, published by the leader: members write their
+//                   chunks into it, the leader MPI all_gathers the other processes' blocks into it.
 //   barrier         in-process barrier; leader MPI barrier; in-process barrier.
 #include "core/comm/hierarchical.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -65,12 +68,13 @@ struct SpanningGroup {
   int mine = 0;                // this process's index in `processes`
   std::unique_ptr<ProcessGroup> mpi;
 
-  // all_gather_varying's result, shared by this process's members (written by the leader between two
-  // in-process collectives, so no member still reads the last one; see all_gather_varying).
+  // Results shared by this process's members, published by the leader. It writes them only between two
+  // in-process collectives of the group, after every member has read the last ones.
   struct Varying {
     std::shared_ptr<float[]> storage;
     std::vector<size_t> counts, offsets;
-  } varying;
+  } varying;                            // all_gather_varying's
+  std::shared_ptr<float[]> gathered;    // all_gather_shared(_in_place)'s
 };
 
 class SpanningGroups {
@@ -222,6 +226,19 @@ class HierarchicalCommunicator final : public Communicator {
     if (several) local_->barrier(route.local);
   }
 
+  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override {
+    const Route& route = route_of(group);
+    if (!route.spanning) return local_->all_gather_shared(route.local, send, count);
+    return gather_shared(group, route, count, [&](float* chunk) { copy_floats(chunk, send, count); });
+  }
+
+  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
+                                                      const std::function<void(float*)>& write_chunk) override {
+    const Route& route = route_of(group);
+    if (!route.spanning) return local_->all_gather_shared_in_place(route.local, count, write_chunk);
+    return gather_shared(group, route, count, write_chunk);
+  }
+
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const Route& route = route_of(group);
     if (!route.spanning) return local_->all_gather_varying(route.local, send, count, out);
@@ -289,6 +306,28 @@ class HierarchicalCommunicator final : public Communicator {
     const SpanningGroup* spanning = nullptr;
     bool leader() const { return local.index == 0; }
   };
+
+  // One result for the process's members: the leader publishes it, each member writes its chunk, the
+  // leader gathers the other processes' blocks into it. Three in-process barriers, no copy per member.
+  template <typename WriteChunk>
+  std::shared_ptr<float[]> gather_shared(const Group& group, const Route& route, size_t count, WriteChunk&& write_chunk) {
+    SpanningGroup& span = const_cast<SpanningGroup&>(*route.spanning);  // this process's slot; the leader writes it
+    const bool several = route.local.size() > 1;
+    if (route.leader()) span.gathered = allocate_floats(size_t(group.size()) * count);
+    if (several) local_->barrier(route.local);  // published
+    std::shared_ptr<float[]> result = span.gathered;
+    std::exception_ptr failed;
+    try {
+      write_chunk(result.get() + size_t(group.index) * count);
+    } catch (...) {  // the others still wait in the barriers below: take part, then throw
+      failed = std::current_exception();
+    }
+    if (several) local_->barrier(route.local);  // every local chunk written
+    if (route.leader() && !failed) span.mpi->all_gather(result.get(), scaled(span.count, count), scaled(span.first, count));
+    if (several) local_->barrier(route.local);  // the other processes' blocks are in
+    if (failed) std::rethrow_exception(failed);
+    return result;
+  }
 
   static std::vector<size_t> scaled(const std::vector<int>& members, size_t count) {
     std::vector<size_t> out(members.size());

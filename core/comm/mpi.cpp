@@ -164,7 +164,7 @@ class MpiProcessGroup final : public ProcessGroup {
                                                 what, name_));
     DTRAIN_CHECK(!late,
                  "[mpi] process {} waited {} s in {} on {} (processes {}) and gave up: a peer process is stuck or gone "
-                 "(comm.timeout_s sets the limit)",
+                 "(comm.timeout_s sets the limit; it must exceed the longest checkpoint save)",
                  world_index, limit, what, name_, fmt::join(processes_, ","));
   }
 
@@ -225,8 +225,13 @@ int process_cores() {
 
 void barrier_processes() {
   if (world_count <= 1) return;
-  std::lock_guard lock(mpi_lock);
-  DTRAIN_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+  // Made at the first call, which every process makes at the same point (this is collective).
+  static const std::unique_ptr<ProcessGroup> everyone = [] {
+    std::vector<int> processes(static_cast<size_t>(world_count));
+    for (int p = 0; p < world_count; ++p) processes[size_t(p)] = p;
+    return make_process_group(processes, "all processes");
+  }();
+  everyone->barrier();  // polled, so a peer that never comes is an error after comm.timeout_s
 }
 
 void abort_processes(int code) {

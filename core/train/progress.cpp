@@ -1,8 +1,11 @@
 #include "core/train/progress.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+
+#include "core/comm/mpi.hpp"
 
 namespace dtrain::train {
 namespace {
@@ -14,6 +17,8 @@ std::string duration_text(double seconds) {
 }
 
 }  // namespace
+
+bool redraws_lines(std::FILE* out) { return process_count() == 1 && isatty(fileno(out)) != 0; }
 
 ProgressReporter::ProgressReporter(std::FILE* out, bool terminal, int64_t log_every, MetricsLog* metrics)
     : out_(out), terminal_(terminal), log_every_(std::max<int64_t>(1, log_every)), metrics_(metrics) {}

@@ -11,6 +11,10 @@
 
 namespace dtrain::train {
 
+// Whether `out` is a terminal a person watches, so the line can be redrawn. Never under mpirun: OpenMPI
+// hands process 0 a pseudo-terminal even when mpirun's own output goes to a file.
+bool redraws_lines(std::FILE* out);
+
 class ProgressReporter : public Reporter {
  public:
   // metrics may be null (no run dir); log_every applies when not on a terminal.
