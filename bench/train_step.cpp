@@ -2,6 +2,13 @@
 // `--steps` steps after `--warmup`, as examples/s, plus the step's matmul FLOPs and peak resident memory.
 //   bench_train_step --config configs/mnist_core_dp.yaml [--set mesh.dims={batch: 1}]... [--steps 200]
 // Prints one JSON line. With --gemm-gflops R it adds the GEMM limit (matmul FLOPs at R GFLOP/s).
+// With --real-data it trains on the config's own training split (data.path; IMDB fits its TF-IDF
+// vocabulary first, outside the timed steps) instead of generated data, and says so ("data": "real").
+//
+// Under `mpirun -np P` the mesh is spread over the P processes; process 0 alone prints (the step times are
+// its rank 0's), and the line adds "processes", "peak_rss_bytes_per_process" (gathered, in process order)
+// and "peak_rss_bytes_max_process" in place of "peak_rss_bytes" (which is one process's figure).
+//   mpirun -np 2 bench_train_step --config configs/mnist_core_dp.yaml
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,6 +18,7 @@
 
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 
 using namespace dtrain;
@@ -67,23 +75,48 @@ double matmul_flops(const nn::Sequential& model, int64_t batch) {
   return flops;
 }
 
+// Every process's peak RSS, in process order (this one's alone in a single process).
+std::vector<int64_t> peak_rss_per_process(int64_t mine) {
+  if (process_count() == 1) return {mine};
+  std::vector<int> everyone(static_cast<size_t>(process_count()));
+  for (int p = 0; p < process_count(); ++p) everyone[size_t(p)] = p;
+  auto group = make_process_group(everyone, "bench_train_step peak RSS");
+  std::vector<size_t> sizes;
+  const std::vector<char> bytes = group->all_gather_bytes(reinterpret_cast<const char*>(&mine), sizeof(mine), sizes);
+  std::vector<int64_t> out(static_cast<size_t>(process_count()));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(int64_t));
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  initialize_processes();  // first: under mpirun, MPI_Init_thread
+  const bool main_process = process_index() == 0;
   std::string config_path, name;
   std::vector<std::string> overrides;
   int64_t steps = 200, warmup = 20;
   double gemm_gflops = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool real_data = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--real-data")) {
+      real_data = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--set")) overrides.push_back(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--steps")) steps = std::stoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--warmup")) warmup = std::stoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--name")) name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--gemm-gflops")) gemm_gflops = std::stod(argv[i + 1]);
+    else continue;
+    ++i;
   }
   if (config_path.empty()) {
-    fmt::print(stderr, "usage: bench_train_step --config FILE [--set k=v]... [--steps N] [--warmup N] [--name NAME] [--gemm-gflops R]\n");
+    if (main_process)
+      fmt::print(stderr, "usage: bench_train_step --config FILE [--set k=v]... [--steps N] [--warmup N] [--name NAME] "
+                         "[--gemm-gflops R] [--real-data]\n");
     return 2;
   }
   try {
@@ -95,10 +128,21 @@ int main(int argc, char** argv) {
     const Shape example = config.data.example_shape();
     const bool text = config.data.dataset == Dataset::imdb;
     BuiltModel built = build_model(config, mesh, example);
-    DatasetSource source(generated(config.data.batch_size * 20, example, text ? 2 : 10, text), true, 0);
+    std::unique_ptr<DatasetSource> source;
+    if (real_data) {
+      LoadedData data = load_data(config);
+      check_output_classes(config, *built.model, data.num_classes);
+      source = std::move(data.train);
+    } else {
+      source = std::make_unique<DatasetSource>(generated(config.data.batch_size * 20, example, text ? 2 : 10, text), true, 0);
+    }
     train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
     StepTimes times;
-    trainer.train(source, nullptr, times);
+    trainer.train(*source, nullptr, times);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const std::vector<int64_t> peak_rss = peak_rss_per_process(int64_t(usage.ru_maxrss) * 1024);
+    if (!main_process) return 0;  // the reporter (device 0's) and the printing are process 0's
     std::vector<double> timed(times.seconds.begin() + std::min<int64_t>(warmup, times.seconds.size()), times.seconds.end());
     double total = 0;
     for (double seconds : timed) total += seconds;
@@ -106,14 +150,19 @@ int main(int argc, char** argv) {
     std::sort(timed.begin(), timed.end());
     const double median = timed[timed.size() / 2];
     const double batch = double(config.data.batch_size);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
     const double flops = matmul_flops(*built.model, config.data.batch_size);
     std::string line = fmt::format(
         "{{\"name\": \"{}\", \"mesh\": \"{}\", \"batch\": {}, \"steps\": {}, \"seconds\": {:.6g}, \"examples_per_s\": {:.1f}, "
-        "\"mean_seconds\": {:.6g}, \"examples_per_s_mean\": {:.1f}, \"matmul_gflop_per_step\": {:.4f}, \"peak_rss_bytes\": {}",
+        "\"mean_seconds\": {:.6g}, \"examples_per_s_mean\": {:.1f}, \"matmul_gflop_per_step\": {:.4f}",
         name.empty() ? config_path : name, mesh->to_string().substr(0, mesh->to_string().find('|', 1) + 1),
-        config.data.batch_size, timed.size(), median, batch / median, mean, batch / mean, flops / 1e9, int64_t(usage.ru_maxrss) * 1024);
+        config.data.batch_size, timed.size(), median, batch / median, mean, batch / mean, flops / 1e9);
+    if (process_count() == 1) {
+      line += fmt::format(", \"peak_rss_bytes\": {}", peak_rss[0]);
+    } else {
+      line += fmt::format(", \"processes\": {}, \"peak_rss_bytes_per_process\": [{}], \"peak_rss_bytes_max_process\": {}",
+                          process_count(), fmt::join(peak_rss, ", "), *std::max_element(peak_rss.begin(), peak_rss.end()));
+    }
+    if (real_data) line += ", \"data\": \"real\"";
     if (gemm_gflops > 0) {
       const double limit = batch / (flops / (gemm_gflops * 1e9));
       line += fmt::format(", \"gemm_gflops\": {:.2f}, \"gemm_limit_examples_per_s\": {:.1f}, \"fraction_of_gemm_limit\": {:.3f}",
@@ -121,7 +170,9 @@ int main(int argc, char** argv) {
     }
     fmt::print("{}}}\n", line);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_train_step: {}\n", e.what());
+    if (process_count() > 1) fmt::print(stderr, "bench_train_step: process {}: {}\n", process_index(), e.what());
+    else fmt::print(stderr, "bench_train_step: {}\n", e.what());
+    abort_processes(1);  // under mpirun the others may wait in a collective: end the job
     return 1;
   }
   return 0;
