@@ -159,7 +159,8 @@ void check_collectives_across_processes() {
       std::vector<std::string> dims;
       for (size_t d = 0; d < names.size(); ++d)
         if (subset & (1u << d)) dims.push_back(names[d]);
-      for (size_t count : {size_t(7), size_t(5000)}) {  // the in-process staged and shared paths
+      // The in-process staged and shared paths, and (20000) the summing stage of spanning all_reduce.
+      for (size_t count : {size_t(7), size_t(5000), size_t(20000)}) {
         std::vector<Record> spread(size_t(mesh->size())), alone(size_t(mesh->size()));
         run_spmd(mesh, [&](DeviceContext& device) { exercise(device, device.group(dims), count, spread[size_t(device.rank)]); });
         run_spmd_in_process(mesh, [&](DeviceContext& device) {

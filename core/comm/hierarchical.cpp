@@ -20,6 +20,7 @@
 #include "core/comm/hierarchical.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -75,6 +76,17 @@ struct SpanningGroup {
     std::vector<size_t> counts, offsets;
   } varying;                            // all_gather_varying's
   std::shared_ptr<float[]> gathered;    // all_gather_shared(_in_place)'s
+
+  // The in-process stage of a large all_reduce or reduce_scatter: every member posts its buffer, then all
+  // members claim ranges and sum the posted buffers (in member order) into one target, which the leader
+  // hands to MPI. Each buffer is read once and the sum written once, however many members there are.
+  struct Stage {
+    std::vector<const float*> sources;  // per local member; each writes its own entry
+    std::atomic<size_t> next_item{0};   // the next unclaimed range (reset by the leader)
+    // reduce_scatter's sum and block: replaced by the leader at each call; the last call's are kept one call
+    // longer for a member still copying its chunk out.
+    std::shared_ptr<float[]> sum, block, last_sum, last_block;
+  } stage;
 };
 
 class SpanningGroups {
@@ -89,6 +101,12 @@ class SpanningGroups {
 };
 
 namespace {
+
+// Payloads of at least this many floats take the summing stage (sum_into); below it, the in-process
+// collectives' one-rendezvous staged path is cheaper.
+constexpr size_t kStagedCount = 16384;
+// Floats per claimed range of the summing stage.
+constexpr size_t kSumItem = 8192;
 
 // Every group of `mesh` (along every set of its dims of size > 1), each once, in one order that every
 // process computes alike.
@@ -132,6 +150,16 @@ class HierarchicalCommunicator final : public Communicator {
     const Route& route = route_of(group);
     if (!route.spanning) return local_->all_reduce(route.local, data, count, op);
     const bool several = route.local.size() > 1;
+    if (several && count >= kStagedCount) {
+      // Summed straight into the leader's buffer; MPI; each member copies the result out of it.
+      SpanningGroup& span = slot(route);
+      sum_into(route, span, data, false, count, op);
+      if (route.leader()) span.mpi->all_reduce(data, count, op);
+      local_->barrier(route.local);  // the result is in the leader's buffer
+      if (!route.leader()) copy_floats(data, span.stage.sources[0], count);
+      local_->barrier(route.local);  // every member has it: the leader's caller may reuse its buffer
+      return;
+    }
     if (several) local_->all_reduce(route.local, data, count, op);
     if (route.leader()) route.spanning->mpi->all_reduce(data, count, op);
     if (several) local_->broadcast(route.local, data, count, 0);
@@ -155,8 +183,23 @@ class HierarchicalCommunicator final : public Communicator {
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const Route& route = route_of(group);
     if (!route.spanning) return local_->reduce_scatter(route.local, send, recv, count);
-    const SpanningGroup& span = *route.spanning;
     const size_t n = size_t(group.size()), k = size_t(route.local.size());
+    if (k > 1 && n * count >= kStagedCount) {
+      // The members' sends summed once into the process's sum; MPI into its block; each copies its chunk.
+      SpanningGroup& span = slot(route);
+      if (route.leader()) {
+        span.stage.last_sum = std::move(span.stage.sum);
+        span.stage.last_block = std::move(span.stage.block);
+        span.stage.sum = allocate_floats(n * count);
+        span.stage.block = allocate_floats(k * count);
+      }
+      sum_into(route, span, send, true, n * count, ReduceOp::Sum);
+      if (route.leader()) span.mpi->reduce_scatter(span.stage.sum.get(), span.stage.block.get(), scaled(span.count, count));
+      local_->barrier(route.local);  // the block is in
+      copy_floats(recv, span.stage.block.get() + size_t(route.local.index) * count, count);
+      return;
+    }
+    const SpanningGroup& span = *route.spanning;
     std::shared_ptr<float[]> sum = allocate_floats(n * count), block = allocate_floats(k * count);
     copy_floats(sum.get(), send, n * count);
     if (k > 1) local_->all_reduce(route.local, sum.get(), n * count, ReduceOp::Sum);
@@ -306,6 +349,43 @@ class HierarchicalCommunicator final : public Communicator {
     const SpanningGroup* spanning = nullptr;
     bool leader() const { return local.index == 0; }
   };
+
+  // This process's shared state of a spanning group. Only this process's members touch it, each in the
+  // steps the collectives above allow (between in-process barriers).
+  static SpanningGroup& slot(const Route& route) { return const_cast<SpanningGroup&>(*route.spanning); }
+
+  // The in-process stage: the members' `source`s (count floats each) summed in member order into the
+  // leader's source (in place) or, when into_sum, into span.stage.sum; every member sums the ranges it
+  // claims. Returns once the sum is complete. Every member's source must stay as it is until the caller's
+  // next in-process barrier.
+  void sum_into(const Route& route, SpanningGroup& span, const float* source, bool into_sum, size_t count, ReduceOp op) {
+    SpanningGroup::Stage& stage = span.stage;
+    if (route.leader()) {
+      stage.sources.resize(size_t(route.local.size()));
+      stage.next_item = 0;
+    }
+    local_->barrier(route.local);  // the leader has sized and reset the stage
+    stage.sources[size_t(route.local.index)] = source;
+    local_->barrier(route.local);  // every member's buffer is posted
+    // The leader's own buffer when summing in place: it is the leader's to write (its `data`).
+    float* const sum = into_sum ? stage.sum.get() : const_cast<float*>(stage.sources[0]);
+    const size_t items = (count + kSumItem - 1) / kSumItem;
+    const size_t members = stage.sources.size();
+    for (size_t item = stage.next_item.fetch_add(1); item < items; item = stage.next_item.fetch_add(1)) {
+      const size_t begin = item * kSumItem, length = std::min(kSumItem, count - begin);
+      float* const to = sum + begin;
+      if (into_sum) copy_floats(to, stage.sources[0] + begin, length);
+      for (size_t m = 1; m < members; ++m) {
+        const float* from = stage.sources[m] + begin;
+        if (op == ReduceOp::Sum) {
+          for (size_t i = 0; i < length; ++i) to[i] += from[i];
+        } else {
+          for (size_t i = 0; i < length; ++i) to[i] = std::max(to[i], from[i]);
+        }
+      }
+    }
+    local_->barrier(route.local);  // every range is summed
+  }
 
   // One result for the process's members: the leader publishes it, each member writes its chunk, the
   // leader gathers the other processes' blocks into it. Three in-process barriers, no copy per member.
