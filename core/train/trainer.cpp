@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "core/comm/mpi.hpp"
@@ -95,6 +97,16 @@ std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& l
 }
 
 // How many batches of an epoch run: a last partial batch only when the batch shards divide it.
+// Tests' fault injection: DTRAIN_TEST_FAIL_AT=RANK:STEP makes device RANK throw when it starts step STEP
+// (how a failure on one process only is tested end to end). {-1, -1} when unset.
+std::pair<int, int64_t> injected_failure() {
+  const char* text = std::getenv("DTRAIN_TEST_FAIL_AT");
+  int rank = -1;
+  long long step = -1;
+  if (text == nullptr || std::sscanf(text, "%d:%lld", &rank, &step) != 2) return {-1, -1};
+  return {rank, int64_t(step)};
+}
+
 int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial) {
   const int64_t remainder = examples % batch_size;
   const bool run_partial = remainder > 0 && remainder % shards == 0;
@@ -188,6 +200,7 @@ Layout Trainer::prepare(const BatchSource& data) const {
 TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
                            const Hooks& hooks) {
   const Layout layout = prepare(train_data);
+  const auto [failing_rank, failing_step] = injected_failure();
   TrainResult result;
   run_spmd(mesh_, [&](DeviceContext& device) {
     const bool reports = device.rank == 0;
@@ -216,6 +229,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           stopped = true;
           break;
         }
+        DTRAIN_CHECK(!(device.rank == failing_rank && position.step == failing_step),
+                     "[train] device {} fails at step {} (DTRAIN_TEST_FAIL_AT)", device.rank, position.step);
         const auto step_start = Clock::now();
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);

@@ -271,6 +271,20 @@ check "a failure on process 1 only ends the job with exit 2 (got $rc) in <= 30 s
 check "the error names process 1 and the cause: $(grep -a "dtrain: error" out || tail -3 out)" \
   grep -Eq "dtrain: error: \[process 1 of 2\].*no_such_data.*does not exist" out
 
+# An exception on process 1 only, mid-training (device 5 throws at step 12, in the second epoch): the job
+# ends at once with exit 1 and the message naming process and device; the epoch-1 checkpoint is intact.
+start=$(now)
+rc=0
+DTRAIN_TEST_FAIL_AT=5:12 timeout 120 mpirun --oversubscribe -np 2 "$dtrain" train --config dp.yaml \
+  --set checkpoint.dir=thrown --run-dir r_thrown </dev/null >out 2>&1 || rc=$?
+took=$(seconds_since "$start")
+check "an exception on process 1 mid-training ends the job with exit 1 (got $rc) in <= 30 s (took $took s)" \
+  eval '[[ $rc == 1 ]] && within "$took" 30'
+check "the error names process 1, device 5 and the cause: $(grep -a "dtrain: error" out || tail -3 out)" \
+  grep -Eq "dtrain: error: \[process 1 of 2, device 5\].*fails at step 12" out
+check "the checkpoint of epoch 1 survived the failure" test "$(latest thrown)" = ckpt-8
+expect 0 "resuming thrown/ckpt-8 " -- 1 resume --config dp.yaml --set checkpoint.dir=thrown --run-dir r_thrown
+
 # The kill and stop cases: a run under mpirun in the background, its processes found by config name.
 victim_config() {  # victim_config NAME BASE: BASE.yaml under a name its processes can be found by
   sed "s#dir: ckpt#dir: $1#" "$2.yaml" >"$1.yaml"
