@@ -3,17 +3,14 @@
 // training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir.
 
 #include <cstdio>
-#include <filesystem>
-#include <optional>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
+#include "app/run_outputs.hpp"
 #include "core/checkpoint/reader.hpp"
-#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
-#include "core/train/progress.hpp"
 
 namespace dtrain {
 
@@ -49,30 +46,14 @@ int run_resume(const CommandOptions& options) {
                                  "was trained with: the data changed",
                                  config.data.path, index.folder));
   }
-  const bool main_process = process_index() == 0;  // under mpirun, process 0 alone writes the run dir
-  barrier_processes();  // every process has read what it needs before anything is written
-  if (main_process) {
-    std::filesystem::create_directories(config.run_dir);
-    if (data.vectorizer) data.vectorizer->save(config.run_dir);
-  }
-
+  RunOutputs outputs(config, data.vectorizer);
   fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({})\n",
              index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), engine.devices_line());
-  std::optional<train::MetricsLog> metrics;
-  if (main_process) metrics.emplace(config.run_dir);
-  train::ProgressReporter reporter(stdout, train::redraws_lines(stdout), config.train.log_every,
-                                   metrics ? &*metrics : nullptr);
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
                                        save_context(config, data.vectorizer));
   train::TrainResult result =
-      trainer.train(*data.train, data.test.get(), reporter, checkpoint_hooks(config, &manager, &index, true));
-  for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
-    if (it->split != "test") continue;
-    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
-    break;
-  }
-  if (config.checkpoint.every != CheckpointEvery::never) fmt::print("checkpoints: {}\n", config.checkpoint.dir);
-  if (metrics) fmt::print("metrics: {}\n", metrics->path());
+      trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, &index, true));
+  outputs.print_summary(result, config.checkpoint.every != CheckpointEvery::never, config.checkpoint.dir);
   return 0;
 }
 

@@ -17,35 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "core/device.hpp"
 #include "core/mesh.hpp"
 
 using namespace dtrain;
+using namespace dtrain::bench;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// 64-byte aligned, untouched until first written (like a fresh tensor).
-struct Buffer {
-  explicit Buffer(size_t count)
-      : data(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, (count * 4 + 63) / 64 * 64)))) {}
-  ~Buffer() { std::free(data); }
-  float* data;
-};
-
-std::string size_name(size_t bytes) {
-  if (bytes >= (1u << 20)) return fmt::format("{}MB", bytes >> 20);
-  return fmt::format("{}KB", bytes >> 10);
-}
 
 // Copies with plain AVX loads and stores: glibc's memcpy uses `rep movsb` for mid sizes, which on some
 // AMD CPUs runs at ~3 GB/s unless source and destination share their alignment.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/comm/mpi.hpp"
+#include "bench/bench_util.hpp"
 #include "core/device.hpp"
 #include "core/fibers.hpp"
 #include "core/mesh.hpp"
@@ -36,6 +37,7 @@
 #endif
 
 using namespace dtrain;
+using namespace dtrain::bench;
 
 namespace {
 
@@ -48,26 +50,6 @@ void skipped(const std::string& why) {
 
 #ifdef DTRAIN_HAS_MPI
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// 64-byte aligned, untouched until first written (like a fresh tensor).
-struct Buffer {
-  explicit Buffer(size_t count)
-      : data(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, (count * 4 + 63) / 64 * 64)))) {}
-  ~Buffer() { std::free(data); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  float* data;
-};
-
 // The machine's 1-minute load average (the benches share it with other work): -1 when unknown.
 double load_average() {
   double load = -1;
@@ -76,11 +58,6 @@ double load_average() {
     std::fclose(file);
   }
   return load;
-}
-
-std::string size_name(size_t bytes) {
-  if (bytes >= (1u << 20)) return fmt::format("{}MB", bytes >> 20);
-  return fmt::format("{}KB", bytes >> 10);
 }
 
 enum class Kind { AllReduce, AllGather, ReduceScatter };

@@ -103,53 +103,7 @@ wait_for() {
   done
   return 1
 }
-# A python3 with h5py (Debian's python3-h5py), for the checks that read HDF5 without dtrain.
-h5python=
-for candidate in python3 /usr/bin/python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import h5py" 2>/dev/null; then h5python=$candidate; break; fi
-done
-
-# 512 training and 128 test images of 28x28 whose label is the brightest of 10 pixel bands (learnable);
-# the same files as checkpoint_cli.sh's.
-python3 - <<'PY'
-import random, struct
-random.seed(1)
-def write(prefix, count):
-    pixels, labels = bytearray(), bytearray()
-    for _ in range(count):
-        label = random.randrange(10)
-        image = [random.randrange(0, 120) for _ in range(784)]
-        for i in range(label * 78, label * 78 + 78):
-            image[i] = min(255, image[i] + 120)
-        pixels += bytes(image)
-        labels.append(label)
-    with open(f"data/{prefix}-images-idx3-ubyte", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, count, 28, 28) + pixels)
-    with open(f"data/{prefix}-labels-idx1-ubyte", "wb") as f:
-        f.write(struct.pack(">II", 0x801, count) + labels)
-import os
-os.makedirs("data", exist_ok=True)
-write("train", 512)
-write("t10k", 128)
-PY
-
-# config NAME MESH INPUT_LAYOUT LAYOUTS: the same model and training on another mesh and layouts.
-config() {
-  cat >"$1.yaml" <<YAML
-mesh: {dims: $2}
-data: {dataset: mnist, path: data, batch_size: 64, shuffle: {seed: 3}, image_shape: flat, layout: $3}
-model:
-  - {dense: 32, activation: relu, init: {glorot_uniform: {seed: [1, 2]}}}
-  - {dense: 10, init: {glorot_uniform: {seed: [3, 4]}}}
-layouts: $4
-train: {epochs: 2, optimizer: {adam: {learning_rate: 0.01}}, eval_every_epoch: false}
-checkpoint: {dir: ckpt, every: epoch, max_to_keep: 2}
-run_dir: run
-YAML
-}
-config dp "{batch: 8}" "[batch, unsharded]" "{}"
-config mp "{batch: 4, model: 2}" "[batch, unsharded]" "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}"
-config sp "{batch: 2, feature: 2, model: 2}" "[batch, feature]" "{dense1/kernel: [feature, model], dense2/kernel: [model, unsharded]}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
 
 # same_metrics A B: two metrics.jsonl hold the same records (split, epoch, step, examples) whose loss and
 # accuracy agree within 1e-5 relative.
@@ -420,30 +374,26 @@ stuck() {
   kill -CONT "$victim" 2>/dev/null || true
   kill -9 "$victim" 2>/dev/null || true
 }
-if run 1 plan --config dp.yaml --set comm.timeout_s=5 >out 2>&1; then
-  # Mid-training (no checkpoints).
-  victim_config stuck dp
-  launch stuck 2 --set train.epochs=100000 --set checkpoint.every=never --set comm.timeout_s=5
-  wait_for 60 has_metrics r_stuck || true
-  if find_victim stuck 1; then
-    kill -STOP "$victim"
-    started+=("$victim")
-    stuck stuck "kill -STOP of process 1 mid-training"
-  fi
-  # Mid-save: process 1 stopped while it writes its shards of ckpt-16 (SP, P=4); ckpt-8 stays the latest.
-  # (100 ms per dataset: process 0's part of a save, about 20 datasets, stays well under the 5 s timeout.)
-  victim_config stuck_save sp
-  DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 launch stuck_save 4 --set comm.timeout_s=5
-  wait_for 60 writing stuck_save/ckpt-16.partial/shard-2-of-8.h5 || true
-  if find_victim stuck_save 1; then
-    kill -STOP "$victim"
-    started+=("$victim")
-    stuck stuck_save "kill -STOP of process 1 while it wrote its shards of ckpt-16"
-    check "stuck_save: latest still names the complete ckpt-8 ($(latest stuck_save))" \
-      test "$(latest stuck_save)" = ckpt-8 -a ! -e stuck_save/ckpt-16
-  fi
-else
-  echo "skipped: the stuck-peer checks (this dtrain has no comm.timeout_s: $(tail -1 out))"
+# Mid-training (no checkpoints).
+victim_config stuck dp
+launch stuck 2 --set train.epochs=100000 --set checkpoint.every=never --set comm.timeout_s=5
+wait_for 60 has_metrics r_stuck || true
+if find_victim stuck 1; then
+  kill -STOP "$victim"
+  started+=("$victim")
+  stuck stuck "kill -STOP of process 1 mid-training"
+fi
+# Mid-save: process 1 stopped while it writes its shards of ckpt-16 (SP, P=4); ckpt-8 stays the latest.
+# (100 ms per dataset: process 0's part of a save, about 20 datasets, stays well under the 5 s timeout.)
+victim_config stuck_save sp
+DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 launch stuck_save 4 --set comm.timeout_s=5
+wait_for 60 writing stuck_save/ckpt-16.partial/shard-2-of-8.h5 || true
+if find_victim stuck_save 1; then
+  kill -STOP "$victim"
+  started+=("$victim")
+  stuck stuck_save "kill -STOP of process 1 while it wrote its shards of ckpt-16"
+  check "stuck_save: latest still names the complete ckpt-8 ($(latest stuck_save))" \
+    test "$(latest stuck_save)" = ckpt-8 -a ! -e stuck_save/ckpt-16
 fi
 
 # Nothing this script started is left running (its dtrain processes are the ones working in $work).

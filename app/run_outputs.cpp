@@ -1,0 +1,37 @@
+#include "app/run_outputs.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/comm/mpi.hpp"
+
+namespace dtrain {
+namespace {
+
+// Process 0 creates the run dir and saves the vectorizer, after every process has read what it needs.
+std::optional<train::MetricsLog> open_run_dir(const Config& config,
+                                              const std::optional<data::TfidfVectorizer>& vectorizer) {
+  barrier_processes();
+  if (process_index() != 0) return std::nullopt;
+  std::filesystem::create_directories(config.run_dir);
+  if (vectorizer) vectorizer->save(config.run_dir);
+  return std::optional<train::MetricsLog>(std::in_place, config.run_dir);
+}
+
+}  // namespace
+
+RunOutputs::RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer)
+    : metrics_(open_run_dir(config, vectorizer)),
+      reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {}
+
+void RunOutputs::print_summary(const train::TrainResult& result, bool saves, const std::string& checkpoint_dir) const {
+  for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
+    if (it->split != "test") continue;
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
+    break;
+  }
+  if (saves) fmt::print("checkpoints: {}\n", checkpoint_dir);
+  if (metrics_) fmt::print("metrics: {}\n", metrics_->path());
+}
+
+}  // namespace dtrain
