@@ -68,11 +68,8 @@ std::vector<int> offsets_of(const std::vector<int>& counts, const char* what) {
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiProcessGroup(MPI_Comm comm, std::vector<int> processes, int index, std::string name)
-      : comm_(comm), processes_(std::move(processes)), index_(index), name_(std::move(name)) {}
-
-  int size() const override { return int(processes_.size()); }
-  int index() const override { return index_; }
+  MpiProcessGroup(MPI_Comm comm, std::vector<int> processes, std::string name)
+      : comm_(comm), processes_(std::move(processes)), name_(std::move(name)) {}
 
   void all_reduce(float* data, size_t count, ReduceOp op) override {
     run("all_reduce", [&](MPI_Request* request) {
@@ -178,7 +175,6 @@ class MpiProcessGroup final : public ProcessGroup {
 
   MPI_Comm comm_;  // never freed: MPI_Finalize releases it, and freeing after finalize would be an error
   std::vector<int> processes_;
-  int index_;
   std::string name_;
 };
 
@@ -247,8 +243,6 @@ void set_collective_timeout(double seconds) {
   timeout_seconds = seconds;
 }
 
-double collective_timeout() { return timeout_seconds.load(); }
-
 std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>& processes, std::string name) {
   initialize_processes();
   const auto found = std::find(processes.begin(), processes.end(), world_index);
@@ -266,7 +260,7 @@ std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>& process
   MPI_Group_free(&member_group);
   MPI_Group_free(&world_group);
   DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-  return std::make_unique<MpiProcessGroup>(comm, processes, int(found - processes.begin()), std::move(name));
+  return std::make_unique<MpiProcessGroup>(comm, processes, std::move(name));
 }
 
 }  // namespace dtrain

@@ -38,19 +38,16 @@ void abort_processes(int code);
 // How long a process waits in a collective for its peers before it gives up with an error (config
 // comm.timeout_s): a peer that is stuck or gone turns into a message, never a hang.
 void set_collective_timeout(double seconds);
-double collective_timeout();
 
 // Non-blocking collectives among a fixed list of processes, one MPI communicator (made once, at creation).
 // Each call returns when the operation is complete; meanwhile the calling fiber polls and lets the other
-// fibers of its thread run. A wait longer than collective_timeout() throws an Error naming the group.
+// fibers of its thread run. A wait longer than the collective timeout throws an Error naming the group.
 // Counts are per process.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
   // Watched while waiting (may be null): set when this process's run failed; the wait then throws.
   const std::atomic<bool>* stop = nullptr;
-  virtual int size() const = 0;   // processes in the group
-  virtual int index() const = 0;  // this process's position in it
   virtual void all_reduce(float* data, size_t count, ReduceOp op) = 0;
   // In place: process i's block is data[offsets[i] .. offsets[i] + counts[i]) (floats), gathered into all.
   virtual void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) = 0;

@@ -1,15 +1,11 @@
 // The process layer for builds without MPI: a run is always one process.
 #include <algorithm>
-#include <atomic>
 #include <thread>
 
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
-namespace {
-std::atomic<double> timeout_seconds{300.0};
-}  // namespace
 
 bool mpi_launched() { return false; }
 void initialize_processes() {}
@@ -20,11 +16,9 @@ void barrier_processes() {}
 void abort_processes(int) {}
 
 void set_collective_timeout(double seconds) {
+  // Nothing waits for other processes here; the value is checked like the MPI build's.
   DTRAIN_CHECK_USAGE(seconds > 0, "[mpi] the collective timeout must be > 0 seconds, got {}", seconds);
-  timeout_seconds = seconds;
 }
-
-double collective_timeout() { return timeout_seconds.load(); }
 
 std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>&, std::string) {
   throw Error("[mpi] dtrain was built without MPI: a mesh cannot span processes");
