@@ -16,13 +16,14 @@ struct CommandOptions {
   std::string config_path;             // --config FILE (required for train, resume, eval, plan)
   std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
   std::vector<std::string> overrides;  // --set key.path=value, in command-line order
-  bool overwrite = false;              // train --overwrite: allow a non-empty checkpoint dir
+  bool overwrite = false;              // train/resume --overwrite: replace the checkpoint dir's other checkpoints
   std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
   std::string checkpoint;              // eval/predict --checkpoint DIR
   std::string split;                   // eval --split NAME (default: the config's test split)
   std::vector<std::string> texts;      // predict: raw texts to classify
   std::string idx_file;                // predict --idx FILE: images to classify
   std::string inspect_dir;             // inspect DIR
+  bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also

@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(command.name, command.help);
     const std::string name = command.name;
     add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval" || name == "plan");
-    if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Allow a non-empty checkpoint dir");
+    if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Replace the checkpoints in the checkpoint dir");
+    if (name == "resume")
+      sub->add_flag("--overwrite", options.overwrite, "Replace another run's checkpoints in the config's checkpoint dir");
     if (name == "resume") sub->add_option("--from", options.from, "Checkpoint dir (default: the config's)");
     if (name == "eval" || name == "predict") {
       CLI::Option* checkpoint = sub->add_option("--checkpoint", options.checkpoint, "Checkpoint dir");
@@ -98,7 +100,10 @@ int main(int argc, char** argv) {
       sub->add_option("texts", options.texts, "Raw texts to classify (IMDB models)");
       sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");
     }
-    if (name == "inspect") sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
+    if (name == "inspect") {
+      sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
+      sub->add_flag("--verify", options.verify, "Check every file and dataset against its checksums; load nothing");
+    }
     if (name == "plan")
       sub->add_option("--processes", options.processes, "Plan for `mpirun -np P`: which process holds which devices")
           ->check(CLI::PositiveNumber);

@@ -75,7 +75,7 @@ std::vector<double> train_losses(const Run& run, const data::Dataset& data, cons
                                  const std::string& from = "") {
   train::Trainer trainer(*run.built.model, run.mesh, input_specs(run.config), train_options(run.config));
   DatasetSource source(data, true, run.config.data.shuffle.seed);
-  checkpoint::CheckpointManager manager(dir.empty() ? "unused" : dir, 10, {"", run.config.data.shuffle.seed, {}, {}});
+  checkpoint::CheckpointManager manager(dir.empty() ? "unused" : dir, 10, {"test-run", "", run.config.data.shuffle.seed, {}, {}});
   std::optional<checkpoint::CheckpointIndex> index;
   if (!from.empty()) index = checkpoint::read_index(from);
   train::Hooks hooks;

@@ -14,9 +14,10 @@
 namespace dtrain::checkpoint {
 
 inline const std::string kMagic = "dtrain-checkpoint";
-inline constexpr int64_t kFormatVersion = 1;
+inline constexpr int64_t kFormatVersion = 2;  // 2: manifest with checksums, run id and step in every file
 inline const std::string kIndexFile = "index.h5";
 inline const std::string kLatestFile = "latest";
+inline const std::string kManifestFile = "manifest";
 
 std::string shard_file_name(int rank, int ranks);      // "shard-3-of-8.h5"
 std::string checkpoint_folder_name(int64_t step);      // "ckpt-42"
@@ -24,6 +25,7 @@ std::string checkpoint_folder_name(int64_t step);      // "ckpt-42"
 // Everything but the tensors: where the run stood and what it was.
 struct CheckpointMeta {
   int64_t format_version = kFormatVersion;
+  std::string run_id;       // the run that wrote it: fixed by `train`, kept by `resume`
   int64_t step = 0, epoch = 0, batch_in_epoch = 0;
   int64_t epochs_done = 0;  // whole epochs finished (epoch, or epoch + 1 when saved at an epoch's end)
   uint64_t shuffle_seed = 0;

@@ -1,10 +1,12 @@
 #include "core/checkpoint/manager.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 
 #include "core/checkpoint/files.hpp"
+#include "core/checkpoint/manifest.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/checkpoint/writer.hpp"
 #include "core/device.hpp"
@@ -57,11 +59,19 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
 
   std::vector<NamedTensor> tensors = variable_tensors(state.params);
   for (const auto& slot : slot_tensors(state.optimizer)) tensors.push_back(slot);
-  write_shards(partial, tensors, device.rank);
-  device.comm->barrier(everyone);
+  const std::optional<FileDigest> shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
+  // Rank 0 learns every shard file's digest for the manifest: [rank + 1 (0: none), size, hash low, high].
+  constexpr size_t kWords = 4, kFloats = kWords * 2;
+  uint64_t record[kWords] = {shard ? uint64_t(device.rank) + 1 : 0, shard ? shard->size : 0, shard ? shard->hash_low : 0,
+                             shard ? shard->hash_high : 0};
+  float send[kFloats];
+  std::memcpy(send, record, sizeof(record));
+  std::vector<float> gathered(kFloats * size_t(everyone.size()));
+  device.comm->all_gather(everyone, send, gathered.data(), kFloats);
 
   if (device.rank == 0) {
     CheckpointMeta meta;
+    meta.run_id = context_.run_id;
     meta.step = state.position.step;
     meta.epoch = state.position.epoch;
     meta.batch_in_epoch = state.position.batch_in_epoch;
@@ -79,7 +89,14 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       records.push_back({named.name, tensor.global_shape(), tensor.layout().to_string(),
                          shard_records(tensor.global_shape(), tensor.layout())});
     }
-    write_index(partial, meta, records);
+    Manifest manifest{meta.run_id, meta.step, {write_index(partial, meta, records)}};
+    for (int member = 0; member < everyone.size(); ++member) {
+      std::memcpy(record, gathered.data() + kFloats * size_t(member), sizeof(record));
+      if (record[0] == 0) continue;
+      const int rank = int(record[0] - 1);
+      manifest.files.push_back({shard_file_name(rank, device.mesh->size()), record[1], record[2], record[3]});
+    }
+    write_manifest(partial, manifest);
     fsync_path(partial);
     commit(partial, name);
   }

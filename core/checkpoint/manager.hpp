@@ -13,6 +13,7 @@ namespace dtrain::checkpoint {
 
 // What every save records besides the rank state.
 struct SaveContext {
+  std::string run_id;  // written into every file of every checkpoint
   std::string config;  // dump_config() text
   uint64_t shuffle_seed = 0;
   std::vector<std::string> vocabulary;  // the fitted vectorizer, if any

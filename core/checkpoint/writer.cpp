@@ -38,7 +38,14 @@ std::vector<ShardRecord> shard_records(const Shape& global_shape, const Layout& 
   return shards;
 }
 
-void write_shards(const std::string& folder, const std::vector<NamedTensor>& tensors, int rank) {
+// Interim: the digest of the file as written (to be computed from the bytes as they are written).
+FileDigest digest_of_file(const std::string& folder, const std::string& file) {
+  const std::string bytes = read_small_file(folder + "/" + file);
+  return digest_of(file, bytes.data(), bytes.size());
+}
+
+std::optional<FileDigest> write_shards(const std::string& folder, const std::vector<NamedTensor>& tensors, int rank,
+                                       const FileStamp& stamp) {
   std::vector<const NamedTensor*> mine;
   for (const auto& named : tensors) {
     const DTensor& tensor = *named.tensor;
@@ -46,9 +53,10 @@ void write_shards(const std::string& folder, const std::vector<NamedTensor>& ten
     DTRAIN_CHECK(tensor.rank() >= 1, "[checkpoint] {} is a scalar; only tensors of rank >= 1 are saved", named.name);
     if (writes_shard(tensor.layout(), rank)) mine.push_back(&named);
   }
-  if (mine.empty()) return;
+  if (mine.empty()) return std::nullopt;
   const int delay_ms = write_delay_ms();
-  const std::string path = folder + "/" + shard_file_name(rank, tensors.front().tensor->mesh().size());
+  const std::string name = shard_file_name(rank, tensors.front().tensor->mesh().size());
+  const std::string path = folder + "/" + name;
   {
     auto held = h5::lock();
     h5::Handle file = h5::create_file(path);
@@ -72,9 +80,10 @@ void write_shards(const std::string& folder, const std::vector<NamedTensor>& ten
     file.reset();
   }
   fsync_path(path);
+  return digest_of_file(folder, name);
 }
 
-void write_index(const std::string& folder, const CheckpointMeta& meta, const std::vector<TensorRecord>& tensors) {
+FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, const std::vector<TensorRecord>& tensors) {
   const std::string path = folder + "/" + kIndexFile;
   {
     auto held = h5::lock();
@@ -116,6 +125,7 @@ void write_index(const std::string& folder, const CheckpointMeta& meta, const st
     }
   }
   fsync_path(path);
+  return digest_of_file(folder, kIndexFile);
 }
 
 }  // namespace dtrain::checkpoint
