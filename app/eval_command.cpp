@@ -20,7 +20,9 @@ class QuietReporter : public train::Reporter {
 int run_eval(const CommandOptions& options) {
   Config config = options.load_config();
   const std::string from = options.checkpoint.empty() ? config.checkpoint.dir : options.checkpoint;
-  const checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(from));
+  // The lease keeps a training run from deleting the checkpoint while it is read.
+  const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(from);
+  const checkpoint::CheckpointIndex& index = opened.index;
   if (!options.split.empty()) {
     config.data.test_split = options.split;
     config.data.test_split_where = Where{"--split " + options.split, 0, 0};

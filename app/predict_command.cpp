@@ -7,6 +7,7 @@
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/model_builder.hpp"
+#include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
@@ -55,7 +56,9 @@ bool ends_in_softmax(const Config& config) {
 }  // namespace
 
 int run_predict(const CommandOptions& options) {
-  const checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(options.checkpoint));
+  // The lease keeps a training run from deleting the checkpoint while it is read.
+  const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(options.checkpoint);
+  const checkpoint::CheckpointIndex& index = opened.index;
   Config config = parse_config(index.meta.config, index.folder + "/index.h5:/meta/config", LoadOptions{{}, "", false});
   // One device; the mesh keeps its dim names (size 1) so that the stored layout rules still apply.
   std::vector<int> ones(config.mesh.dims.size(), 1);

@@ -1,9 +1,14 @@
 // `dtrain resume --config NEW [--from DIR]`: the latest checkpoint (of DIR, default NEW's checkpoint dir)
 // restored onto NEW's mesh and layouts (variables, optimizer slots and step, data position), then
-// training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir.
+// training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir as the same run.
+// That dir must hold no other run's checkpoints unless --overwrite (then they go once the first new
+// checkpoint is committed).
 
+#include <atomic>
 #include <cstdio>
+#include <memory>
 
+#include "app/checkpoint_dir.hpp"
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
@@ -17,8 +22,24 @@ namespace dtrain {
 int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
   const std::string from = options.from.empty() ? config.checkpoint.dir : options.from;
-  const checkpoint::CheckpointIndex index = checkpoint::read_index(checkpoint::find_checkpoint(from));
+  const bool saves = config.checkpoint.every != CheckpointEvery::never;
+  // The writer lock first: a run already writing the dir may not be resumed beside it.
+  checkpoint::WriterLock lock;
+  if (saves) lock = lock_checkpoint_dir(config);
+  // Another run's dir is read under a lease, which is let go once every rank has restored.
+  checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(from);
+  const checkpoint::CheckpointIndex& index = opened.index;
   const checkpoint::CheckpointMeta& saved = index.meta;
+  if (lock.held()) {
+    const std::string others = other_runs_checkpoints(config, saved.run_id);
+    if (!others.empty() && !options.overwrite) {
+      throw UsageError(fmt::format(
+          "[resume] checkpoint dir '{}' holds checkpoints of another run than {} (run {}): {}. This run would write "
+          "there; pass --overwrite to replace them (deleted once the first new checkpoint is saved), or give it another "
+          "dir with --set checkpoint.dir=DIR",
+          config.checkpoint.dir, index.folder, saved.run_id, others));
+    }
+  }
   if (saved.epochs_done >= config.train.epochs) {
     throw UsageError(fmt::format(
         "[resume] checkpoint {} has finished {} epoch(s) and {} asks for train.epochs = {} in all: nothing to do; "
@@ -49,12 +70,21 @@ int run_resume(const CommandOptions& options) {
   RunOutputs outputs(config, data.vectorizer);
   fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({})\n",
              index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), engine.devices_line());
-  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
-                                       save_context(config, data.vectorizer));
-  train::TrainResult result =
-      trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, &index, true));
-  outputs.print_summary(result, config.checkpoint.every != CheckpointEvery::never, config.checkpoint.dir);
-  return 0;
+  if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
+  checkpoint::SaveContext context = save_context(config, data.vectorizer);
+  context.run_id = saved.run_id;
+  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
+                                       options.overwrite);
+  train::Hooks hooks = checkpoint_hooks(config, &manager, &index, true);
+  hooks.on_start = [restore = hooks.on_start, &opened, restoring = std::make_shared<std::atomic<int>>(engine.placement.local)](
+                       train::RankState& state) {
+    restore(state);
+    if (--*restoring == 0) opened.lease.release();
+  };
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks);
+  if (lock.held()) manager.finish();
+  outputs.print_summary(result, config, manager);
+  return result.exit_code();
 }
 
 }  // namespace dtrain

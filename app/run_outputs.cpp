@@ -24,13 +24,16 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TfidfVect
     : metrics_(open_run_dir(config, vectorizer)),
       reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {}
 
-void RunOutputs::print_summary(const train::TrainResult& result, bool saves, const std::string& checkpoint_dir) const {
+void RunOutputs::print_summary(const train::TrainResult& result, const Config& config,
+                               const checkpoint::CheckpointManager& manager) const {
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
     if (it->split != "test") continue;
     fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
     break;
   }
-  if (saves) fmt::print("checkpoints: {}\n", checkpoint_dir);
+  if (!manager.last_committed().empty()) fmt::print("last checkpoint: {}\n", manager.last_committed());
+  else if (process_index() == 0 && config.checkpoint.every != CheckpointEvery::never)
+    fmt::print("no checkpoint saved in {}\n", config.checkpoint.dir);
   if (metrics_) fmt::print("metrics: {}\n", metrics_->path());
 }
 

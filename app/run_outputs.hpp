@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "app/config.hpp"
+#include "core/checkpoint/manager.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
 #include "data/tfidf.hpp"
@@ -18,8 +19,10 @@ class RunOutputs {
   RunOutputs& operator=(const RunOutputs&) = delete;
 
   train::Reporter& reporter() { return reporter_; }
-  // The last test accuracy, the checkpoint dir when the run saves, and where metrics.jsonl is.
-  void print_summary(const train::TrainResult& result, bool saves, const std::string& checkpoint_dir) const;
+  // The last test accuracy, the last checkpoint the run committed (or that it saved none), and where
+  // metrics.jsonl is.
+  void print_summary(const train::TrainResult& result, const Config& config,
+                     const checkpoint::CheckpointManager& manager) const;
 
  private:
   std::optional<train::MetricsLog> metrics_;  // on process 0 only

@@ -1,8 +1,10 @@
 // `dtrain train`: load the config and data, build the model on the mesh, train (saving checkpoints per
-// `checkpoint.every`), report test accuracy. A fresh run: it refuses a checkpoint dir that holds anything
-// unless --overwrite, which deletes the old checkpoints just before training starts.
+// `checkpoint.every`), report test accuracy. A fresh run with a new run id: it refuses a checkpoint dir
+// that holds anything unless --overwrite, and even then the old checkpoints go only once the run's first
+// checkpoint is committed.
 #include <cstdio>
 
+#include "app/checkpoint_dir.hpp"
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
@@ -21,10 +23,16 @@ int run_train(const CommandOptions& options) {
   const MeshPtr& mesh = engine.mesh;
   train::Trainer& trainer = *engine.trainer;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
-  if (saves && !options.overwrite && checkpoint::is_nonempty_dir(config.checkpoint.dir)) {
-    throw UsageError(fmt::format("[train] checkpoint dir '{}' is not empty: pass --overwrite to replace its checkpoints, "
-                                 "or continue them with `dtrain resume`", config.checkpoint.dir));
+  checkpoint::WriterLock lock;
+  if (saves) {
+    lock = lock_checkpoint_dir(config);
+    if (lock.held() && !options.overwrite && checkpoint::is_nonempty_dir(config.checkpoint.dir)) {
+      throw UsageError(fmt::format("[train] checkpoint dir '{}' is not empty: pass --overwrite to replace its checkpoints "
+                                   "(they are deleted once this run has saved its first), or continue them with "
+                                   "`dtrain resume`", config.checkpoint.dir));
+    }
   }
+  const std::string run_id = new_run_id();
 
   LoadedData data = load_data(config);
   check_output_classes(config, *built.model, data.num_classes);
@@ -32,14 +40,15 @@ int run_train(const CommandOptions& options) {
   fmt::print("dtrain: {} parameters on mesh {} ({}); {} training and {} test examples\n",
              built.model->num_parameters(), mesh->to_string(), engine.devices_line(), data.train->num_examples(),
              data.test->num_examples());
-  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep,
-                                       save_context(config, data.vectorizer));
-  // Under mpirun, process 0 alone deletes (the others wait for it at the first step's collectives).
-  if (saves && options.overwrite && process_index() == 0) checkpoint::clear_checkpoints(config.checkpoint.dir);
+  checkpoint::SaveContext context = save_context(config, data.vectorizer);
+  context.run_id = run_id;
+  checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
+                                       options.overwrite);
   train::TrainResult result =
       trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, nullptr, false));
-  outputs.print_summary(result, saves, config.checkpoint.dir);
-  return 0;
+  if (lock.held()) manager.finish();
+  outputs.print_summary(result, config, manager);
+  return result.exit_code();
 }
 
 }  // namespace dtrain

@@ -1,12 +1,20 @@
 #include "core/checkpoint/manager.hpp"
 
+#include <fcntl.h>  // AT_FDCWD
+#include <stdio.h>  // renameat2
+
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <regex>
 
 #include "core/checkpoint/files.hpp"
 #include "core/checkpoint/manifest.hpp"
+#include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/checkpoint/writer.hpp"
 #include "core/device.hpp"
@@ -16,7 +24,8 @@ namespace dtrain::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
-const std::regex kFolderPattern("ckpt-([0-9]+)");
+const std::regex kFolderPattern("ckpt-([0-9]{1,18})");
+const std::string kDeletingPrefix = ".deleting-";
 
 void remove_all_or_throw(const fs::path& path) {
   std::error_code error;
@@ -30,6 +39,24 @@ void rename_or_throw(const fs::path& from, const fs::path& to) {
   if (error) throw Error(fmt::format("[checkpoint] cannot rename {} to {}: {}", from.string(), to.string(), error.message()));
 }
 
+// Deletes a folder of `dir` so that no reader ever sees part of it: a rename to a hidden name (atomic),
+// then the deletion. Environment DTRAIN_TEST_DELETE_DELAY_MS (tests only) sleeps between the two, so that
+// a test can kill the process mid-deletion.
+void delete_folder(const fs::path& dir, const std::string& name) {
+  const fs::path hidden = dir / (kDeletingPrefix + name);
+  remove_all_or_throw(hidden);
+  rename_or_throw(dir / name, hidden);
+  if (const char* delay = std::getenv("DTRAIN_TEST_DELETE_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+  remove_all_or_throw(hidden);
+}
+
+// What interrupted saves and deletions leave: never a checkpoint anybody reads.
+bool is_leftover(const std::string& file) {
+  return file.rfind(kDeletingPrefix, 0) == 0 || file.ends_with(".partial") || file.ends_with(".old") ||
+         file == kLatestFile + ".tmp";
+}
+
 std::string latest_name(const std::string& dir) {
   const fs::path path = fs::path(dir) / kLatestFile;
   if (!fs::exists(path)) return "";
@@ -38,10 +65,23 @@ std::string latest_name(const std::string& dir) {
   return name;
 }
 
+// Refuses to save a tensor holding NaN or Inf: it would replace good checkpoints by pruning.
+void check_finite(const std::vector<NamedTensor>& tensors, int64_t step) {
+  for (const auto& named : tensors) {
+    const Tensor& local = named.tensor->local();
+    const float* values = local.data();
+    for (int64_t i = 0; i < local.size(); ++i) {
+      if (!std::isfinite(values[i]))
+        throw Error(fmt::format("[checkpoint] not saving step {}: '{}' holds {} (the last checkpoint stays the latest)",
+                                step, named.name, std::isnan(values[i]) ? "NaN" : "Inf"));
+    }
+  }
+}
+
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int max_to_keep, SaveContext context)
-    : dir_(std::move(dir)), max_to_keep_(max_to_keep), context_(std::move(context)) {
+CheckpointManager::CheckpointManager(std::string dir, int max_to_keep, SaveContext context, bool replace_others)
+    : dir_(std::move(dir)), max_to_keep_(max_to_keep), context_(std::move(context)), replace_others_(replace_others) {
   DTRAIN_CHECK_USAGE(max_to_keep_ >= 1, "[checkpoint] max_to_keep must be >= 1, got {}", max_to_keep_);
 }
 
@@ -50,87 +90,121 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
   const Group everyone = device.group(device.mesh->dim_names());
   const std::string name = checkpoint_folder_name(state.position.step);
   const std::string partial = (fs::path(dir_) / (name + ".partial")).string();
-  if (device.rank == 0) {
-    fs::create_directories(dir_);
-    remove_all_or_throw(partial);  // left by an interrupted save
-    fs::create_directory(partial);
-  }
-  device.comm->barrier(everyone);
-
-  std::vector<NamedTensor> tensors = variable_tensors(state.params);
-  for (const auto& slot : slot_tensors(state.optimizer)) tensors.push_back(slot);
-  const std::optional<FileDigest> shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
-  // Rank 0 learns every shard file's digest for the manifest: [rank + 1 (0: none), size, hash low, high].
-  constexpr size_t kWords = 4, kFloats = kWords * 2;
-  uint64_t record[kWords] = {shard ? uint64_t(device.rank) + 1 : 0, shard ? shard->size : 0, shard ? shard->hash_low : 0,
-                             shard ? shard->hash_high : 0};
-  float send[kFloats];
-  std::memcpy(send, record, sizeof(record));
-  std::vector<float> gathered(kFloats * size_t(everyone.size()));
-  device.comm->all_gather(everyone, send, gathered.data(), kFloats);
-
-  if (device.rank == 0) {
-    CheckpointMeta meta;
-    meta.run_id = context_.run_id;
-    meta.step = state.position.step;
-    meta.epoch = state.position.epoch;
-    meta.batch_in_epoch = state.position.batch_in_epoch;
-    meta.epochs_done = state.position.epoch + (end_of_epoch ? 1 : 0);
-    meta.shuffle_seed = context_.shuffle_seed;
-    meta.mesh = device.mesh->to_string();
-    meta.config = context_.config;
-    meta.optimizer = state.optimizer.name();
-    meta.iterations = state.optimizer.iterations();
-    meta.vocabulary = context_.vocabulary;
-    meta.idf = context_.idf;
-    std::vector<TensorRecord> records;
-    for (const auto& named : tensors) {
-      const DTensor& tensor = *named.tensor;
-      records.push_back({named.name, tensor.global_shape(), tensor.layout().to_string(),
-                         shard_records(tensor.global_shape(), tensor.layout())});
+  try {
+    if (device.rank == 0) {
+      fs::create_directories(dir_);
+      for (const auto& entry : fs::directory_iterator(dir_))
+        if (is_leftover(entry.path().filename().string())) remove_all_or_throw(entry.path());
+      fs::create_directory(partial);
     }
-    Manifest manifest{meta.run_id, meta.step, {write_index(partial, meta, records)}};
-    for (int member = 0; member < everyone.size(); ++member) {
-      std::memcpy(record, gathered.data() + kFloats * size_t(member), sizeof(record));
-      if (record[0] == 0) continue;
-      const int rank = int(record[0] - 1);
-      manifest.files.push_back({shard_file_name(rank, device.mesh->size()), record[1], record[2], record[3]});
+    device.comm->barrier(everyone);
+
+    std::vector<NamedTensor> tensors = variable_tensors(state.params);
+    for (const auto& slot : slot_tensors(state.optimizer)) tensors.push_back(slot);
+    check_finite(tensors, state.position.step);
+    const std::optional<FileDigest> shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
+    // Rank 0 learns every shard file's digest for the manifest: [rank + 1 (0: none), size, hash low, high].
+    constexpr size_t kWords = 4, kFloats = kWords * 2;
+    uint64_t record[kWords] = {shard ? uint64_t(device.rank) + 1 : 0, shard ? shard->size : 0, shard ? shard->hash_low : 0,
+                               shard ? shard->hash_high : 0};
+    float send[kFloats];
+    std::memcpy(send, record, sizeof(record));
+    std::vector<float> gathered(kFloats * size_t(everyone.size()));
+    device.comm->all_gather(everyone, send, gathered.data(), kFloats);
+
+    if (device.rank == 0) {
+      CheckpointMeta meta;
+      meta.run_id = context_.run_id;
+      meta.step = state.position.step;
+      meta.epoch = state.position.epoch;
+      meta.batch_in_epoch = state.position.batch_in_epoch;
+      meta.epochs_done = state.position.epoch + (end_of_epoch ? 1 : 0);
+      meta.shuffle_seed = context_.shuffle_seed;
+      meta.mesh = device.mesh->to_string();
+      meta.config = context_.config;
+      meta.optimizer = state.optimizer.name();
+      meta.iterations = state.optimizer.iterations();
+      meta.vocabulary = context_.vocabulary;
+      meta.idf = context_.idf;
+      std::vector<TensorRecord> records;
+      for (const auto& named : tensors) {
+        const DTensor& tensor = *named.tensor;
+        records.push_back({named.name, tensor.global_shape(), tensor.layout().to_string(),
+                           shard_records(tensor.global_shape(), tensor.layout())});
+      }
+      Manifest manifest{meta.run_id, meta.step, {write_index(partial, meta, records)}};
+      for (int member = 0; member < everyone.size(); ++member) {
+        std::memcpy(record, gathered.data() + kFloats * size_t(member), sizeof(record));
+        if (record[0] == 0) continue;
+        const int rank = int(record[0] - 1);
+        manifest.files.push_back({shard_file_name(rank, device.mesh->size()), record[1], record[2], record[3]});
+      }
+      write_manifest(partial, manifest);
+      fsync_path(partial);
+      commit(partial, name);
     }
-    write_manifest(partial, manifest);
-    fsync_path(partial);
-    commit(partial, name);
+    device.comm->barrier(everyone);
+  } catch (...) {
+    // Whoever failed, rank 0 is woken too (the run is aborted) and takes the partial folder away.
+    if (device.rank == 0) {
+      std::error_code ignored;
+      fs::remove_all(partial, ignored);
+    }
+    throw;
   }
-  device.comm->barrier(everyone);
 }
 
-void CheckpointManager::commit(const std::string& partial, const std::string& name) const {
+void CheckpointManager::commit(const std::string& partial, const std::string& name) {
   const fs::path final_path = fs::path(dir_) / name;
-  const fs::path displaced = fs::path(dir_) / (name + ".old");
-  // Only a run that reuses a step number (train --overwrite) finds the name taken.
-  const bool taken = fs::exists(final_path);
-  if (taken) {
-    remove_all_or_throw(displaced);
-    rename_or_throw(final_path, displaced);
+  if (fs::exists(final_path)) {
+    // Only a run that reuses a step number (--overwrite) finds the name taken: swap the new folder in
+    // atomically, then delete the old one under the partial name.
+    if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) != 0) {
+      const fs::path displaced = fs::path(dir_) / (name + ".old");  // a file system without exchange
+      remove_all_or_throw(displaced);
+      rename_or_throw(final_path, displaced);
+    }
   }
-  rename_or_throw(partial, final_path);
+  if (fs::exists(partial)) {
+    if (fs::exists(final_path)) remove_all_or_throw(partial);  // the displaced old checkpoint
+    else rename_or_throw(partial, final_path);
+  }
   fsync_path(dir_);
   write_file_atomically((fs::path(dir_) / kLatestFile).string(), name + "\n");
-  if (taken) remove_all_or_throw(displaced);
-  prune();
+  last_committed_ = final_path.string();
+  for (const auto& entry : fs::directory_iterator(dir_))
+    if (entry.path().filename().string().ends_with(".old")) remove_all_or_throw(entry.path());
+  deletions_pending_ = !delete_unkept(0);
 }
 
-void CheckpointManager::prune() const {
-  const std::vector<std::string> names = list_checkpoints(dir_);
+bool CheckpointManager::delete_unkept(double wait_s) {
+  DeleteGate gate(dir_, wait_s);
+  if (!gate.held()) return false;
   const std::string latest = latest_name(dir_);
-  const int excess = int(names.size()) - max_to_keep_;
-  for (int i = 0; i < excess; ++i) {
-    if (names[i] != latest) remove_all_or_throw(fs::path(dir_) / names[i]);
+  std::vector<std::string> mine;
+  for (const std::string& name : list_checkpoints(dir_)) {
+    if (run_id_of((fs::path(dir_) / name).string()) == context_.run_id) mine.push_back(name);
+    else if (replace_others_ && name != latest) delete_folder(dir_, name);
   }
-  // Leftovers of interrupted saves: nothing else writes here while this run saves.
-  for (const auto& entry : fs::directory_iterator(dir_)) {
-    const std::string file = entry.path().filename().string();
-    if (file.ends_with(".partial") || file.ends_with(".old")) remove_all_or_throw(entry.path());
-  }
+  const int excess = int(mine.size()) - max_to_keep_;
+  for (int i = 0; i < excess; ++i)
+    if (mine[i] != latest) delete_folder(dir_, mine[i]);
+  return true;
+}
+
+void CheckpointManager::finish() {
+  if (!deletions_pending_) return;
+  deletions_pending_ = !delete_unkept(10.0);
+  if (deletions_pending_)
+    fmt::print(stderr, "note: older checkpoints in {} stay: a reader (eval, predict, inspect) held {} for 10 s\n", dir_,
+               kReadersFile);
+}
+
+OpenedCheckpoint open_checkpoint(const std::string& path) {
+  OpenedCheckpoint opened;
+  if (fs::is_directory(path)) opened.lease = ReadLease(guarded_dir(path));
+  opened.index = read_index(find_checkpoint(path));
+  return opened;
 }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
@@ -147,9 +221,17 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return names;
 }
 
+std::string run_id_of(const std::string& folder) {
+  try {
+    return read_manifest(folder).run_id;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 std::string find_checkpoint(const std::string& path) {
   DTRAIN_CHECK_USAGE(fs::is_directory(path), "[checkpoint] {} is not a directory", path);
-  if (fs::exists(fs::path(path) / kIndexFile)) return path;
+  if (fs::exists(fs::path(path) / kIndexFile) || fs::exists(fs::path(path) / kManifestFile)) return path;
   const std::string name = latest_name(path);
   DTRAIN_CHECK_USAGE(!name.empty(), "[checkpoint] {} holds no checkpoint (no '{}' file and no {})", path, kLatestFile,
                      kIndexFile);
@@ -159,15 +241,10 @@ std::string find_checkpoint(const std::string& path) {
 }
 
 bool is_nonempty_dir(const std::string& dir) {
-  return fs::is_directory(dir) && fs::directory_iterator(dir) != fs::directory_iterator();
-}
-
-void clear_checkpoints(const std::string& dir) {
-  if (!fs::is_directory(dir)) return;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind("ckpt-", 0) == 0 || file == kLatestFile || file == kLatestFile + ".tmp") remove_all_or_throw(entry.path());
-  }
+  if (!fs::is_directory(dir)) return false;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (!is_lock_file(entry.path().filename().string())) return true;
+  return false;
 }
 
 }  // namespace dtrain::checkpoint

@@ -1,11 +1,15 @@
 // A run's checkpoint dir. save() is the commit protocol: every rank writes its shards into
-// DIR/ckpt-<step>.partial, rank 0 writes the index, flushes, renames the folder to DIR/ckpt-<step>,
-// flushes DIR, replaces DIR/latest atomically, and only then deletes checkpoints beyond max_to_keep.
-// A crash at any point leaves `latest` naming a complete checkpoint (or no `latest` at all).
+// DIR/ckpt-<step>.partial, rank 0 writes the index and, last, the manifest (every file's checksum),
+// flushes, renames the folder to DIR/ckpt-<step>, flushes DIR, replaces DIR/latest atomically, and only
+// then deletes what is no longer kept. A crash at any point leaves `latest` naming a complete checkpoint
+// (or no `latest` at all). A checkpoint is deleted by renaming it to a hidden name first, and only while
+// no reader holds a lease on the dir (see dir_lock.hpp): nobody ever sees half of one.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/dir_lock.hpp"
 #include "core/checkpoint/format.hpp"
 #include "core/train/trainer.hpp"
 
@@ -22,29 +26,50 @@ struct SaveContext {
 
 class CheckpointManager {
  public:
-  CheckpointManager(std::string dir, int max_to_keep, SaveContext context);
+  // replace_others: the dir's checkpoints of other runs are deleted once this run's first checkpoint is
+  // committed (train --overwrite, resume --overwrite); never before.
+  CheckpointManager(std::string dir, int max_to_keep, SaveContext context, bool replace_others = false);
 
-  // Collective: every rank of the run calls it with its own state, at the same position.
+  // Collective: every rank of the run calls it with its own state, at the same position. Throws (and
+  // leaves no partial folder behind) when a tensor holds NaN or Inf, or a file cannot be written.
   void save(train::RankState& state, bool end_of_epoch);
+  // Deletes what the last saves could not while a reader held a lease (waiting for readers a while).
+  // Call once, after the last save, on the process of rank 0.
+  void finish();
   const std::string& dir() const { return dir_; }
+  // The folder of the last checkpoint this manager committed ("" when none).
+  const std::string& last_committed() const { return last_committed_; }
 
  private:
-  void commit(const std::string& partial, const std::string& name) const;  // rank 0
-  void prune() const;
+  void commit(const std::string& partial, const std::string& name);  // rank 0
+  // Deletes the checkpoints beyond max_to_keep (this run's) and, when replacing, other runs'; returns
+  // false when a reader's lease kept it from deleting.
+  bool delete_unkept(double wait_s);
 
   std::string dir_;
   int max_to_keep_;
   SaveContext context_;
+  bool replace_others_;
+  std::string last_committed_;
+  bool deletions_pending_ = false;
 };
+
+// A reader's view of a checkpoint: the lease that keeps it whole while held, and what it holds (verified).
+struct OpenedCheckpoint {
+  ReadLease lease;
+  CheckpointIndex index;
+};
+// `path` is a checkpoint folder or a dir whose `latest` names one. UsageError when it is neither.
+OpenedCheckpoint open_checkpoint(const std::string& path);
 
 // The checkpoint folder `path` names: itself when it holds index.h5, else the one its `latest` names.
 // UsageError when it is neither.
 std::string find_checkpoint(const std::string& path);
 // The folder names of DIR's complete checkpoints, oldest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// Whether dir exists and holds any entry.
+// The run that wrote checkpoint `folder`, from its manifest ("" when it has none or it is damaged).
+std::string run_id_of(const std::string& folder);
+// Whether dir exists and holds any entry but the lock files.
 bool is_nonempty_dir(const std::string& dir);
-// Deletes DIR's checkpoints (ckpt-*, latest and leftovers of interrupted saves); other files stay.
-void clear_checkpoints(const std::string& dir);
 
 }  // namespace dtrain::checkpoint

@@ -219,15 +219,29 @@ int process_cores() {
   return std::max(1, cores / std::max(1, node_count));
 }
 
-void barrier_processes() {
-  if (world_count <= 1) return;
-  // Made at the first call, which every process makes at the same point (this is collective).
+namespace {
+// Every process, for the commands' own steps. Made at the first call, which every process makes at the
+// same point (this is collective).
+ProcessGroup& all_processes() {
   static const std::unique_ptr<ProcessGroup> everyone = [] {
     std::vector<int> processes(static_cast<size_t>(world_count));
     for (int p = 0; p < world_count; ++p) processes[size_t(p)] = p;
     return make_process_group(processes, "all processes");
   }();
-  everyone->barrier();  // polled, so a peer that never comes is an error after comm.timeout_s
+  return *everyone;
+}
+}  // namespace
+
+void barrier_processes() {
+  if (world_count <= 1) return;
+  all_processes().barrier();  // polled, so a peer that never comes is an error after comm.timeout_s
+}
+
+std::string first_process_value(const std::string& value) {
+  if (world_count <= 1) return value;
+  std::vector<size_t> sizes;
+  const std::vector<char> all = all_processes().all_gather_bytes(value.data(), value.size(), sizes);
+  return std::string(all.data(), sizes.at(0));
 }
 
 void abort_processes(int code) {

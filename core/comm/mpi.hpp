@@ -30,6 +30,8 @@ int process_cores();
 
 // Returns once every process of the job has called it (outside run_spmd: the commands' own steps).
 void barrier_processes();
+// Process 0's `value`, on every process (collective, like barrier_processes).
+std::string first_process_value(const std::string& value);
 
 // Ends every process of the job with `code` (MPI_Abort) when there are several; returns otherwise. The
 // caller prints its message first: after this nothing more is printed.

@@ -13,6 +13,7 @@ int process_index() { return 0; }
 int process_count() { return 1; }
 int process_cores() { return std::max(1, int(std::thread::hardware_concurrency())); }
 void barrier_processes() {}
+std::string first_process_value(const std::string& value) { return value; }
 void abort_processes(int) {}
 
 void set_collective_timeout(double seconds) {

@@ -1,0 +1,68 @@
+// Who may touch a checkpoint dir, with flock(2) on two small files in it:
+//   DIR/.lock     one writer for a run's whole lifetime (train, resume): a second writer is refused, named
+//                 by the PID and host the holder wrote into the file. flock is released when the holder
+//                 dies, so a crashed run never leaves a stale lock.
+//   DIR/.readers  eval, predict, inspect and resume --from hold it shared while they read a checkpoint;
+//                 the writer deletes old checkpoints only while it can hold it exclusively, so a reader
+//                 always gets a whole checkpoint.
+#pragma once
+#include <string>
+
+namespace dtrain::checkpoint {
+
+inline const std::string kWriterLockFile = ".lock";
+inline const std::string kReadersFile = ".readers";
+
+// Whether `file` (a name inside a checkpoint dir) is one of the lock files above.
+bool is_lock_file(const std::string& file);
+
+class WriterLock {
+ public:
+  WriterLock() = default;
+  // Creates DIR (and parents) and takes DIR/.lock. UsageError when another process holds it (naming its
+  // PID and host) or when DIR cannot be created or written (naming the system's reason).
+  explicit WriterLock(const std::string& dir);
+  WriterLock(WriterLock&& other) noexcept;
+  WriterLock& operator=(WriterLock&& other) noexcept;
+  ~WriterLock();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// A reader's hold on DIR/.readers (shared). Waits while the writer deletes old checkpoints. Holds nothing
+// when DIR is not writable and has no .readers file (then no dtrain run ever wrote there).
+class ReadLease {
+ public:
+  ReadLease() = default;
+  explicit ReadLease(const std::string& dir);
+  ReadLease(ReadLease&& other) noexcept;
+  ReadLease& operator=(ReadLease&& other) noexcept;
+  ~ReadLease();
+  void release();
+
+ private:
+  int fd_ = -1;
+};
+
+// The writer's exclusive hold on DIR/.readers while it deletes checkpoints: taken only when no reader
+// holds a lease (waiting up to `wait_s` seconds for one to finish); held() says whether it was.
+class DeleteGate {
+ public:
+  DeleteGate(const std::string& dir, double wait_s);
+  DeleteGate(const DeleteGate&) = delete;
+  DeleteGate& operator=(const DeleteGate&) = delete;
+  ~DeleteGate();
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+// The dir whose .readers file guards `path`: path's parent when path is a checkpoint folder (it holds an
+// index.h5 or a manifest), else path itself.
+std::string guarded_dir(const std::string& path);
+
+}  // namespace dtrain::checkpoint
