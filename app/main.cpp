@@ -2,6 +2,7 @@
 // catches: bad usage or config -> "dtrain: error: ..." and exit 2; any other failure -> exit 1.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -77,6 +78,8 @@ void start_processes() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, which is reported, instead of killing.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dtrain: SPMD training from YAML configs, on one device or many", "dtrain"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dtrain 0.1");

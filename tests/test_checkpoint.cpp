@@ -18,27 +18,13 @@
 #include "core/checkpoint/state.hpp"
 #include "core/device.hpp"
 #include "tests/checkpoint_fixture.hpp"
+#include "tests/usage_error.hpp"
 
 using namespace dtrain;
 using namespace dtrain::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// "usage", "error" or "none": what calling fn throws.
-template <typename Fn>
-std::string thrown(Fn&& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    if (message) *message = e.what();
-    return "usage";
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return "error";
-  }
-  return "none";
-}
 
 // The values h5dump prints for one dataset of a file, read from another working directory.
 std::vector<double> h5dump_values(const std::string& file, const std::string& dataset) {

@@ -90,7 +90,10 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
   const Group everyone = device.group(device.mesh->dim_names());
   const std::string name = checkpoint_folder_name(state.position.step);
   const std::string partial = (fs::path(dir_) / (name + ".partial")).string();
+  std::vector<NamedTensor> tensors = variable_tensors(state.params);
+  for (const auto& slot : slot_tensors(state.optimizer)) tensors.push_back(slot);
   try {
+    check_finite(tensors, state.position.step);  // before anything is written (the others wait for rank 0)
     if (device.rank == 0) {
       fs::create_directories(dir_);
       for (const auto& entry : fs::directory_iterator(dir_))
@@ -99,9 +102,6 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
     }
     device.comm->barrier(everyone);
 
-    std::vector<NamedTensor> tensors = variable_tensors(state.params);
-    for (const auto& slot : slot_tensors(state.optimizer)) tensors.push_back(slot);
-    check_finite(tensors, state.position.step);
     const std::optional<FileDigest> shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
     // Rank 0 learns every shard file's digest for the manifest: [rank + 1 (0: none), size, hash low, high].
     constexpr size_t kWords = 4, kFloats = kWords * 2;
