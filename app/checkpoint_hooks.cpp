@@ -4,10 +4,6 @@
 #include "core/error.hpp"
 
 namespace dtrain {
-namespace {
-// want_save's end-of-epoch flag, per rank thread, for the save that follows it.
-thread_local bool saving_at_epoch_end = false;
-}  // namespace
 
 checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer) {
   checkpoint::SaveContext context;
@@ -31,11 +27,11 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
   const CheckpointConfig every = config.checkpoint;
   if (manager == nullptr || every.every == CheckpointEvery::never) return hooks;
   hooks.want_save = [every](const train::Position& position, bool end_of_epoch) {
-    saving_at_epoch_end = end_of_epoch;
     if (every.every == CheckpointEvery::epoch) return end_of_epoch;
     return position.step % every.every_steps == 0;
   };
-  hooks.save = [manager](train::RankState& state) { manager->save(state, saving_at_epoch_end); };
+  // The trainer also calls it where a run stops early (a signal, train.max_steps), whatever want_save says.
+  hooks.save = [manager](train::RankState& state, bool end_of_epoch) { manager->save(state, end_of_epoch); };
   return hooks;
 }
 

@@ -14,8 +14,8 @@ namespace dtrain {
 
 checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer);
 
-// Saves per config.checkpoint (into `manager`); restores `restore_from` at the start when given
-// (with the optimizer's slots, iterations and the data position when with_optimizer).
+// Saves per config.checkpoint (into `manager`), and where the run stops early; restores `restore_from` at
+// the start when given (with the optimizer's slots, iterations and the data position when with_optimizer).
 train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManager* manager,
                               const checkpoint::CheckpointIndex* restore_from, bool with_optimizer);
 

@@ -1,5 +1,6 @@
 #include "core/train/metrics_log.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -14,11 +15,22 @@ MetricsLog::MetricsLog(const std::string& run_dir) : path_((std::filesystem::pat
   DTRAIN_CHECK(out_.good(), "[metrics] cannot open '{}' for writing", path_);
 }
 
+namespace {
+
+// A JSON number, or null for NaN and the infinities (which JSON has no numbers for).
+std::string json_number(double value, int digits) {
+  if (!std::isfinite(value)) return "null";
+  return fmt::format("{:.{}g}", value, digits);
+}
+
+}  // namespace
+
 void MetricsLog::write(const SplitMetrics& m) {
   out_ << fmt::format(
-              "{{\"split\": \"{}\", \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {:.9g}, \"accuracy\": {:.9g}, "
-              "\"examples_per_s\": {:.6g}, \"seconds\": {:.6g}}}\n",
-              m.split, m.epoch, m.step, m.examples, m.loss, m.accuracy, m.examples_per_s, m.seconds)
+              "{{\"split\": \"{}\", \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, \"accuracy\": {}, "
+              "\"examples_per_s\": {}, \"seconds\": {}}}\n",
+              m.split, m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
+              json_number(m.examples_per_s, 6), json_number(m.seconds, 6))
        << std::flush;
   DTRAIN_CHECK(out_.good(), "[metrics] write to '{}' failed", path_);
 }

@@ -1,4 +1,5 @@
-// RUN_DIR/metrics.jsonl: one JSON object per line for every finished split (train or test) of an epoch.
+// RUN_DIR/metrics.jsonl: one JSON object per line for every finished split: the train split of each
+// finished epoch, the test split of each evaluation. A number that is not finite is written as null.
 #pragma once
 #include <fstream>
 #include <string>

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "core/comm/mpi.hpp"
@@ -11,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
 #include "core/ops/ops.hpp"
+#include "core/train/stop_signals.hpp"
 
 namespace dtrain::train {
 namespace {
@@ -71,12 +74,20 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
 
 // Summed loss and number of correct predictions of one batch as a pair [loss, correct], each rank holding
 // its summand when the two are pending over the same dims (then one all-reduce carries both, or the
-// optimizer's, see Optimizer::apply), else summed already.
-DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
+// optimizer's, see Optimizer::apply), else summed already. Rows from `valid_rows` on (padding) are not
+// counted; loss_sum must leave them out already.
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+                             int64_t valid_rows = std::numeric_limits<int64_t>::max()) {
   DTensor predicted = ops::argmax(logits);
   DTensor truth = redistribute(labels, predicted.layout());
   float correct = 0;
-  for (int64_t i = 0; i < predicted.local().size(); ++i) correct += predicted.local()[i] == truth.local()[i];
+  if (valid_rows >= predicted.global_shape()[0]) {
+    for (int64_t i = 0; i < predicted.local().size(); ++i) correct += predicted.local()[i] == truth.local()[i];
+  } else {
+    const int64_t first_row = predicted.local_offset(current_device().rank)[0];
+    const int64_t rows = std::clamp<int64_t>(valid_rows - first_row, 0, predicted.local().size());
+    for (int64_t i = 0; i < rows; ++i) correct += predicted.local()[i] == truth.local()[i];
+  }
   PartialDims partial;
   if (predicted.layout().is_sharded(0)) partial.add(predicted.layout().dim_at(0));
   MeshPtr mesh = predicted.layout().mesh_ptr();
@@ -91,12 +102,23 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
                  Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
 }
 
-std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels) {
-  const Tensor totals = resolve_partial(batch_totals_pending(loss_sum, logits, labels)).local();
+std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+                                       int64_t valid_rows) {
+  const Tensor totals = resolve_partial(batch_totals_pending(loss_sum, logits, labels, valid_rows)).local();
   return {totals[0], totals[1]};
 }
 
-// How many batches of an epoch run: a last partial batch only when the batch shards divide it.
+// Per-example values of a batch (axis 0) with the rows from `valid_rows` on zeroed in this rank's block.
+DTensor without_padding(const DTensor& per_example, int64_t valid_rows) {
+  Tensor local = per_example.local().clone();
+  const int64_t first_row = per_example.local_offset(current_device().rank)[0];
+  const int64_t row_size = local.dim(0) > 0 ? local.size() / local.dim(0) : 0;
+  for (int64_t i = std::clamp<int64_t>(valid_rows - first_row, 0, local.dim(0)); i < local.dim(0); ++i) {
+    std::fill_n(local.data() + i * row_size, row_size, 0.0f);
+  }
+  return DTensor(per_example.global_shape(), per_example.layout(), std::move(local), per_example.partial());
+}
+
 // Tests' fault injection: DTRAIN_TEST_FAIL_AT=RANK:STEP makes device RANK throw when it starts step STEP
 // (how a failure on one process only is tested end to end). {-1, -1} when unset.
 std::pair<int, int64_t> injected_failure() {
@@ -107,6 +129,7 @@ std::pair<int, int64_t> injected_failure() {
   return {rank, int64_t(step)};
 }
 
+// How many batches of a training epoch run: a last partial batch only when the batch shards divide it.
 int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial) {
   const int64_t remainder = examples % batch_size;
   const bool run_partial = remainder > 0 && remainder % shards == 0;
@@ -114,37 +137,72 @@ int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool*
   return examples / batch_size + (run_partial ? 1 : 0);
 }
 
-// One rank's evaluation pass in inference mode; the metrics are whole-mesh totals.
+// One rank's evaluation pass in inference mode over every example; the metrics are whole-mesh totals. A
+// last batch that the batch shards do not divide is padded to a multiple of them with its own first
+// examples again, and the padded rows are left out of the loss sum and the correct count.
 SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& params, const BatchSource& data,
-                              const Layout& layout, int64_t batch_size, Reporter& reporter, bool reports, int64_t step) {
+                              const Layout& layout, int64_t batch_size, int64_t step) {
   const DeviceContext& device = current_device();
   NoGradGuard no_grad;
   const std::vector<int64_t> order = data.order(0);
-  bool dropped = false;
-  const int64_t batches = runnable_batches(int64_t(order.size()), batch_size, layout.num_shards(0), &dropped);
-  if (reports && dropped) {
-    reporter.on_notice(fmt::format("evaluation skips the last {} examples: mesh dim '{}' ({}) does not divide them",
-                                   order.size() % batch_size, layout.spec(0), layout.num_shards(0)));
-  }
+  const int64_t count = int64_t(order.size()), shards = layout.num_shards(0);
   const auto start = Clock::now();
   double loss_total = 0, correct_total = 0;
-  int64_t examples = 0;
-  for (int64_t b = 0; b < batches; ++b) {
-    const int64_t begin = b * batch_size, size = std::min<int64_t>(batch_size, int64_t(order.size()) - begin);
-    Batch batch = make_batch(data, std::span(order).subspan(begin, size), layout, device.rank);
+  std::vector<int64_t> padded;
+  for (int64_t begin = 0; begin < count; begin += batch_size) {
+    const int64_t size = std::min<int64_t>(batch_size, count - begin);
+    std::span<const int64_t> ids = std::span(order).subspan(begin, size);
+    if (size % shards != 0) {  // at most batch_size rows: the batch shards divide batch_size
+      padded.assign(ids.begin(), ids.end());
+      while (int64_t(padded.size()) % shards != 0) padded.push_back(ids[padded.size() % size_t(size)]);
+      ids = padded;
+    }
+    Batch batch = make_batch(data, ids, layout, device.rank);
     nn::ForwardContext context{params, false, 0};
     Var logits = model.forward(Var(batch.x), context);
-    Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
-    auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels);
+    Var per_example = sparse_softmax_cross_entropy(logits, batch.labels);
+    if (batch.size > size) per_example = Var(without_padding(per_example.value(), size));
+    Var total = reduce_sum(per_example, {0});
+    auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels, size);
     loss_total += loss_sum;
     correct_total += correct;
-    examples += size;
   }
   const double seconds = seconds_since(start);
-  SplitMetrics metrics{"test", 0, step, examples, examples ? loss_total / double(examples) : 0.0,
-                       examples ? correct_total / double(examples) : 0.0, seconds > 0 ? double(examples) / seconds : 0.0,
+  SplitMetrics metrics{"test", 0, step, count, count ? loss_total / double(count) : 0.0,
+                       count ? correct_total / double(count) : 0.0, seconds > 0 ? double(count) / seconds : 0.0,
                        seconds};
   return metrics;
+}
+
+// Ranks check for a stop signal after every step: see agreed_stop_signal.
+constexpr int64_t kSignalCheckEvery = 1;
+bool checks_signals_after(int64_t step) { return step % kSignalCheckEvery == 0; }
+
+// The stop signal that any rank of the mesh has received (the highest number when they differ), or 0: the
+// same answer on every rank, so all stop after the same step. A collective over `everyone` (all mesh dims).
+int agreed_stop_signal(const DeviceContext& device, const Group& everyone) {
+  float signal = float(StopSignals::received());
+  device.comm->all_reduce(everyone, &signal, 1, ReduceOp::Max);
+  return int(signal);
+}
+
+// The error for a loss that is not finite in the step after `position` (not counted yet): it names the
+// step and the first of this rank's variables that holds a value that is not finite after the step.
+Error non_finite_loss(double loss, const Position& position, int64_t batches, const nn::Parameters& params, int rank) {
+  std::string variables = "every variable is finite after it";
+  for (const std::string& path : params.paths()) {
+    const Tensor& local = params.at(path).value().local();
+    const float* values = local.data();
+    const float* bad = std::find_if(values, values + local.size(), [](float v) { return !std::isfinite(v); });
+    if (bad != values + local.size()) {
+      variables = fmt::format("variable '{}' holds {} after it (device {}, element {} of its block)", path, *bad, rank,
+                              bad - values);
+      break;
+    }
+  }
+  return Error(fmt::format("[train] the loss is not finite ({}) at step {} (epoch {}, batch {} of {}): {}; nothing of "
+                           "that step was saved (a learning rate too high?)",
+                           loss, position.step + 1, position.epoch + 1, position.batch_in_epoch + 1, batches, variables));
 }
 
 // One rank's variables, optimizer and position: initialized, then handed to hooks.on_start (a restore).
@@ -201,6 +259,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                            const Hooks& hooks) {
   const Layout layout = prepare(train_data);
   const auto [failing_rank, failing_step] = injected_failure();
+  const StopSignals signals;  // until this returns: a first SIGINT/SIGTERM/SIGHUP stops the run after its step
   TrainResult result;
   run_spmd(mesh_, [&](DeviceContext& device) {
     const bool reports = device.rank == 0;
@@ -208,10 +267,23 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     nn::Parameters& params = run.params;
     optim::Optimizer& optimizer = *run.optimizer;
     Position& position = run.position;
+    const Group& everyone = device.group(device.mesh->dim_names());
+    const auto at_max_steps = [&] { return options_.max_steps >= 0 && position.step >= options_.max_steps; };
 
     InputBuffer input;
-    bool stopped = false, told_partial = false;
-    for (; position.epoch < options_.epochs && !stopped; ++position.epoch, position.batch_in_epoch = 0) {
+    int signal = 0;          // the stop signal every rank agreed on
+    bool stopped = false;    // by a signal or max_steps: no further step
+    bool ran_every_step = false;  // the last step of the last epoch ran
+    bool told_partial = false;
+    int64_t last_saved = -1;
+    if (at_max_steps()) {
+      stopped = true;
+      if (reports) {
+        reporter.on_notice(fmt::format("train.max_steps = {} and the run is at step {} already: no step to run",
+                                       options_.max_steps, position.step));
+      }
+    }
+    for (; !stopped && position.epoch < options_.epochs; ++position.epoch, position.batch_in_epoch = 0) {
       const std::vector<int64_t> order = train_data.order(position.epoch);
       bool dropped = false;
       const int64_t batches = runnable_batches(int64_t(order.size()), options_.batch_size, layout.num_shards(0), &dropped);
@@ -220,15 +292,12 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                                        order.size() % options_.batch_size, layout.spec(0), layout.num_shards(0)));
         told_partial = true;
       }
+      if (position.batch_in_epoch >= batches) continue;  // restored at the end of this epoch
       if (reports) reporter.on_epoch_begin(position.epoch, options_.epochs, batches);
       const auto epoch_start = Clock::now();
       double loss_total = 0, correct_total = 0;
       int64_t examples = 0;
-      while (position.batch_in_epoch < batches) {
-        if (options_.max_steps >= 0 && position.step >= options_.max_steps) {
-          stopped = true;
-          break;
-        }
+      while (position.batch_in_epoch < batches && !stopped) {
         DTRAIN_CHECK(!(device.rank == failing_rank && position.step == failing_step),
                      "[train] device {} fails at step {} (DTRAIN_TEST_FAIL_AT)", device.rank, position.step);
         const auto step_start = Clock::now();
@@ -243,40 +312,76 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         DTensor totals = batch_totals_pending(total.value(), logits.value(), batch.labels);
         DTensor* const sum_with_gradients[] = {&totals};
         optimizer.apply(params, sum_with_gradients);
+        // Summed over the mesh now, so every rank sees the same value and stops at the same step.
         const double loss_sum = totals.local()[0], correct = totals.local()[1];
+        if (!std::isfinite(loss_sum)) throw non_finite_loss(loss_sum, position, batches, params, device.rank);
         loss_total += loss_sum;
         correct_total += correct;
         examples += batch.size;
         ++position.step;
         ++position.batch_in_epoch;
+        const bool end_of_epoch = position.batch_in_epoch == batches;
+        ran_every_step = end_of_epoch && position.epoch + 1 == options_.epochs;
+        if (checks_signals_after(position.step)) signal = agreed_stop_signal(device, everyone);
+        stopped = signal != 0 || at_max_steps();
         if (reports) {
           result.step_losses.push_back(loss_sum / double(batch.size));
           reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, batch.size,
                             loss_sum / double(batch.size), correct / double(batch.size), seconds_since(step_start)});
+          if (signal != 0) {
+            reporter.on_notice(fmt::format("stopping after step {}: {} received", position.step, signal_name(signal)));
+          } else if (stopped && !ran_every_step) {
+            reporter.on_notice(end_of_epoch ? fmt::format("stopped at train.max_steps = {} (after epoch {} of {})",
+                                                          options_.max_steps, position.epoch + 1, options_.epochs)
+                                            : fmt::format("stopped at train.max_steps = {} (epoch {}, batch {} of {})",
+                                                          options_.max_steps, position.epoch + 1,
+                                                          position.batch_in_epoch, batches));
+          }
         }
-        const bool end_of_epoch = position.batch_in_epoch == batches;
-        if (hooks.want_save && hooks.want_save(position, end_of_epoch)) hooks.save(run.state);
+        // A stop saves the position reached whatever want_save says (asked all the same: it may count).
+        const bool wanted = hooks.want_save && hooks.want_save(position, end_of_epoch);
+        if (hooks.save && (wanted || stopped)) {
+          hooks.save(run.state, end_of_epoch);
+          last_saved = position.step;
+        }
       }
-      if (reports && examples > 0) {
+      const bool epoch_done = position.batch_in_epoch == batches;
+      if (reports && epoch_done && examples > 0) {  // a partial epoch is no epoch's result
         const double seconds = seconds_since(epoch_start);
         SplitMetrics metrics{"train", position.epoch, position.step, examples, loss_total / double(examples),
                              correct_total / double(examples), double(examples) / seconds, seconds};
         result.epochs.push_back(metrics);
         reporter.on_split_end(metrics);
       }
+      if (signal != 0) break;  // asked to stop: no evaluation
       const bool last_epoch = stopped || position.epoch + 1 == options_.epochs;
       if ((options_.eval_every_epoch || last_epoch) && test_data != nullptr && examples > 0) {
         // Same threads, same parameters: evaluate in place.
-        SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, reporter, reports,
-                                   position.step);
+        SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step);
         metrics.epoch = position.epoch;
         if (reports) {
           result.epochs.push_back(metrics);
           reporter.on_split_end(metrics);
         }
       }
+      if (stopped) break;  // where it stopped: no next epoch
     }
-    if (reports) result.position = position;
+    if (!stopped) ran_every_step = true;
+    // A signal after the last step's check (in the last evaluation, say) found nothing left to stop, but the
+    // exit code still tells it.
+    if (signal == 0) {
+      signal = agreed_stop_signal(device, everyone);
+      if (reports && signal != 0) {
+        reporter.on_notice(fmt::format("{} received after the last step ({}): nothing left to stop", signal_name(signal),
+                                       position.step));
+      }
+    }
+    if (reports) {
+      result.position = position;
+      result.stop_signal = signal;
+      result.stopped_early = stopped && !ran_every_step;
+      result.last_saved_step = last_saved;
+    }
   });
   return result;
 }
@@ -286,8 +391,7 @@ SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, cons
   SplitMetrics result;
   run_spmd(mesh_, [&](DeviceContext& device) {
     RankRun run(model_, options_, hooks, device.rank);
-    SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, reporter,
-                                            device.rank == 0, run.position.step);
+    SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step);
     metrics.epoch = run.position.epoch;
     if (device.rank == 0) {
       result = metrics;

@@ -1,11 +1,18 @@
 // The training and evaluation loops, SPMD: every rank runs the same loop over its shards; rank 0 reports.
-// Batches are GLOBAL; each rank fills only its block of the input for the input layout. A last partial
-// batch runs when the batch-sharding dims divide it, else it is dropped (reported once).
+// Batches are GLOBAL; each rank fills only its block of the input for the input layout. In training, a
+// last partial batch runs when the batch-sharding dims divide it, else it is dropped (reported once);
+// evaluation pads such a batch with repeated examples and leaves the padding out of its sums.
+//
+// A run stops early, at the same step on every rank, after SIGINT, SIGTERM or SIGHUP (the step under way
+// finishes; a second signal kills the process at once, see stop_signals.hpp) or at train.max_steps; it
+// saves the position reached then. A loss that is not finite ends the run with an Error naming the step,
+// before anything of that step is saved.
 #pragma once
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/nn/sequential.hpp"
@@ -63,19 +70,38 @@ struct RankState {
   Position& position;
 };
 
+// Hooks::save's type: a std::function<void(RankState&, bool end_of_epoch)>. A callable that takes the rank
+// state alone converts too (it is not told whether the save ends an epoch).
+struct SaveHook : std::function<void(RankState&, bool end_of_epoch)> {
+  using std::function<void(RankState&, bool)>::function;
+  template <typename F>
+    requires(std::is_invocable_v<F&, RankState&> && !std::is_invocable_v<F&, RankState&, bool>)
+  SaveHook(F save)  // NOLINT: implicit, like std::function's own
+      : std::function<void(RankState&, bool)>([save = std::move(save)](RankState& state, bool) mutable { save(state); }) {}
+};
+
 struct Hooks {
   // After initialization, before the first step (restore from a checkpoint here). Every rank calls it.
   std::function<void(RankState&)> on_start;
   // After each step; return true to ask for a save at this position (same answer on every rank).
   std::function<bool(const Position&, bool end_of_epoch)> want_save;
-  // Every rank calls it when want_save said so.
-  std::function<void(RankState&)> save;
+  // Every rank calls it when want_save said so, and when the run stops early (a signal, train.max_steps)
+  // at a step it did not just save; end_of_epoch: the position is the end of its epoch.
+  SaveHook save;
 };
 
 struct TrainResult {
-  Position position;
-  std::vector<SplitMetrics> epochs;  // train (and test, when evaluated) per epoch
-  std::vector<double> step_losses;   // per-example loss of every step, in order
+  Position position;  // reached: where the run stopped, or {step, epochs, 0} when every epoch ran
+  // The train metrics of every FINISHED epoch, and the test metrics of every evaluation (after an epoch,
+  // or at the end of a run stopped by train.max_steps mid-epoch), in order.
+  std::vector<SplitMetrics> epochs;
+  std::vector<double> step_losses;  // per-example loss of every step, in order
+  int stop_signal = 0;              // the signal that stopped the run (or that came after its last step)
+  bool stopped_early = false;       // by a signal or train.max_steps, before every epoch ran
+  int64_t last_saved_step = -1;     // the step of the last save hook call of this run (-1: none)
+
+  // What the process should exit with: 128 + the signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), else 0.
+  int exit_code() const { return stop_signal != 0 ? 128 + stop_signal : 0; }
 };
 
 class Trainer {
