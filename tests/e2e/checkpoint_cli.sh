@@ -3,7 +3,8 @@
 # inspect -> eval on DP/MP/SP meshes (same loss/accuracy) -> resume -> predict; SIGKILL mid-save; error exits.
 # Usage: checkpoint_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
+lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
+source "$lib/tally.sh"
 
 dtrain=$(realpath "$1")
 work=$(mktemp -d)
@@ -14,27 +15,8 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 
-# expect CODE PATTERN -- ARGS...: runs dtrain ARGS; checks the exit code and that stdout+stderr match PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local rc=0
-  "$dtrain" "$@" >"$work/out" 2>&1 || rc=$?
-  if [[ $rc != "$code" ]]; then
-    bad "dtrain $* exited $rc, expected $code: $(tail -5 "$work/out")"
-  elif ! grep -Eq -- "$pattern" "$work/out"; then
-    bad "dtrain $* output does not match /$pattern/: $(tail -5 "$work/out")"
-  else
-    ok
-  fi
-}
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then ok; else bad "$what"; fi
-}
-latest() { cat "$1/latest" 2>/dev/null || echo none; }
-source "$(dirname "${BASH_SOURCE[0]}")/lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
+source "$lib/cli.sh"  # expect, check, latest
+source "$lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
 
 # Train, then a second fresh run must not clobber the checkpoints.
 expect 0 "test accuracy" -- train --config dp.yaml
