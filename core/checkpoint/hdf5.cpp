@@ -1,5 +1,10 @@
 #include "core/checkpoint/hdf5.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "core/error.hpp"
 
 namespace dtrain::checkpoint::h5 {
@@ -7,7 +12,7 @@ namespace dtrain::checkpoint::h5 {
 std::unique_lock<std::mutex> lock() {
   static std::mutex mutex;
   std::unique_lock<std::mutex> held(mutex);
-  static bool quiet = false;
+  thread_local bool quiet = false;  // the automatic printing of error stacks is a per-thread setting
   if (!quiet) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     quiet = true;
@@ -56,6 +61,22 @@ std::string last_error() {
   return message;
 }
 
+namespace {
+herr_t append_message(unsigned position, const H5E_error2_t* error, void* data) {
+  auto& text = *static_cast<std::string*>(data);
+  if (error->desc == nullptr) return 0;
+  if (!text.empty()) text += "; ";
+  text += error->desc;
+  return 0;
+}
+}  // namespace
+
+std::string error_stack() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, append_message, &text);
+  return text;
+}
+
 hid_t check_id(hid_t id, const std::string& what) {
   if (id < 0) {
     const std::string cause = last_error();
@@ -78,6 +99,80 @@ Handle open_file(const std::string& path) {
   check_status(H5Pset_sieve_buf_size(access, size_t(4) << 20), "file access properties");
   return checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access), H5Fclose,
                  fmt::format("cannot read {} (missing, truncated or not HDF5)", path));
+}
+
+MemoryImage::~MemoryImage() { release(); }
+
+void MemoryImage::release() {
+  std::free(buffer_);
+  buffer_ = nullptr;
+  capacity_ = size_ = 0;
+  handed_over_ = false;
+}
+
+// The core driver's buffer goes through these: it is allocated here, and when the file is closed it is
+// kept (handed over to the MemoryImage) instead of freed.
+struct ImageCallbacks {
+  static void* allocate(size_t size, H5FD_file_image_op_t, void* data) { return resize(nullptr, size, {}, data); }
+  static void* copy(void* target, const void* source, size_t size, H5FD_file_image_op_t, void*) {
+    return std::memcpy(target, source, size);
+  }
+  static void* resize(void* buffer, size_t size, H5FD_file_image_op_t, void* data) {
+    auto* image = static_cast<MemoryImage*>(data);
+    void* grown = std::realloc(buffer, size);
+    if (grown == nullptr) return nullptr;  // HDF5 keeps `buffer` and reports the failure
+    image->buffer_ = grown;
+    image->capacity_ = size;
+    return grown;
+  }
+  static herr_t release(void* buffer, H5FD_file_image_op_t operation, void* data) {
+    auto* image = static_cast<MemoryImage*>(data);
+    if (operation == H5FD_FILE_IMAGE_OP_FILE_CLOSE && buffer == image->buffer_) {
+      image->handed_over_ = true;
+      return 0;
+    }
+    if (buffer == image->buffer_) image->buffer_ = nullptr, image->capacity_ = 0;
+    std::free(buffer);
+    return 0;
+  }
+  static void* share(void* data) { return data; }  // the property list's copies all name the one image
+  static herr_t unshare(void*) { return 0; }
+};
+
+Handle create_memory_file(const std::string& name, size_t expected_size, MemoryImage* image) {
+  image->release();
+  Handle access = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
+  const size_t increment = std::max<size_t>(expected_size, size_t(64) << 10);
+  check_status(H5Pset_fapl_core(access, increment, 0), "in-memory file properties");
+  H5FD_file_image_callbacks_t callbacks{ImageCallbacks::allocate, ImageCallbacks::copy,  ImageCallbacks::resize,
+                                        ImageCallbacks::release,  ImageCallbacks::share, ImageCallbacks::unshare,
+                                        image};
+  check_status(H5Pset_file_image_callbacks(access, &callbacks), "in-memory file properties");
+  return checked(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose,
+                 fmt::format("cannot create {} in memory", name));
+}
+
+void close_memory_file(Handle& file, MemoryImage* image) {
+  // A flush releases the space aggregators, so the end of allocated space is the end of the file's bytes.
+  check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush an in-memory file");
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  check_id(hid_t(size), "cannot size an in-memory file");
+  check_status(H5Fclose(file.release()), "cannot close an in-memory file");
+  if (!image->handed_over_ || image->buffer_ == nullptr || size_t(size) > image->capacity_)
+    throw Error("[checkpoint] HDF5 did not hand over the in-memory file's bytes");
+  image->size_ = size_t(size);
+}
+
+Handle open_memory_file(const std::string& label, const std::string& bytes) {
+  Handle access = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
+  check_status(H5Pset_fapl_core(access, size_t(64) << 10, 0), "in-memory file properties");
+  check_status(H5Pset_file_image(access, const_cast<char*>(bytes.data()), bytes.size()), "in-memory file properties");
+  // The name must not be an existing file (the core driver refuses to open an image over one) and must
+  // be unique among open files: a path under /dev/null never exists.
+  static std::atomic<uint64_t> counter{0};
+  const std::string name = fmt::format("/dev/null/dtrain-image-{}", counter++);
+  return checked(H5Fopen(name.c_str(), H5F_ACC_RDONLY, access), H5Fclose,
+                 fmt::format("cannot read {} (not HDF5)", label));
 }
 
 Handle open_dataset(hid_t location, const std::string& name) {

@@ -12,7 +12,8 @@
 
 namespace dtrain::checkpoint::h5 {
 
-// Serializes HDF5 use in this process; the first call also turns off HDF5's printing of error stacks.
+// Serializes HDF5 use in this process; also turns off HDF5's printing of error stacks on the calling
+// thread (the library is built thread-safe: its error stacks and their printing are per thread).
 std::unique_lock<std::mutex> lock();
 
 // Owns one HDF5 identifier (file, dataset, dataspace, property list, ...) and closes it.
@@ -26,6 +27,11 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle() { reset(); }
   void reset();
+  hid_t release() {  // gives up ownership without closing
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
   hid_t get() const { return id_; }
   operator hid_t() const { return id_; }
 
@@ -36,6 +42,8 @@ class Handle {
 
 // The innermost message on this thread's HDF5 error stack ("" when empty).
 std::string last_error();
+// Every message on this thread's HDF5 error stack, innermost first, joined by "; ".
+std::string error_stack();
 // Throws Error("[checkpoint] <what>: <HDF5 message>") when the call failed.
 hid_t check_id(hid_t id, const std::string& what);
 void check_status(herr_t status, const std::string& what);
@@ -43,6 +51,34 @@ void check_status(herr_t status, const std::string& what);
 Handle create_file(const std::string& path);
 // Read-only; throws Error naming the file when it is not a complete HDF5 file.
 Handle open_file(const std::string& path);
+
+// The bytes of a file that HDF5 built in memory (core driver, no backing store). HDF5 hands its buffer
+// over when the file is closed, so the bytes are never copied; size() is valid after close_memory_file().
+class MemoryImage {
+ public:
+  MemoryImage() = default;
+  MemoryImage(const MemoryImage&) = delete;
+  MemoryImage& operator=(const MemoryImage&) = delete;
+  ~MemoryImage();
+  const char* data() const { return static_cast<const char*>(buffer_); }
+  size_t size() const { return size_; }
+  void release();  // frees the bytes
+
+ private:
+  friend Handle create_memory_file(const std::string& name, size_t expected_size, MemoryImage* image);
+  friend void close_memory_file(Handle& file, MemoryImage* image);
+  friend struct ImageCallbacks;
+  void* buffer_ = nullptr;
+  size_t capacity_ = 0, size_ = 0;
+  bool handed_over_ = false;
+};
+// A new file held in memory only: nothing touches the disk. `name` labels it (HDF5 messages, its identity
+// while open: one name per open file). `expected_size` sizes the buffer (grown in steps of it when short).
+Handle create_memory_file(const std::string& name, size_t expected_size, MemoryImage* image);
+// Flushes and closes `file` (every object in it must be closed); image then holds the file's bytes.
+void close_memory_file(Handle& file, MemoryImage* image);
+// Opens, read-only, an HDF5 file from bytes in memory (which HDF5 copies); `label` names it in errors.
+Handle open_memory_file(const std::string& label, const std::string& bytes);
 Handle open_dataset(hid_t location, const std::string& name);
 bool exists(hid_t location, const std::string& path);  // a link, with every group on the way
 

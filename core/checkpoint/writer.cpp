@@ -1,7 +1,10 @@
 #include "core/checkpoint/writer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "core/checkpoint/files.hpp"
@@ -16,7 +19,95 @@ int write_delay_ms() {
   return text ? std::atoi(text) : 0;
 }
 
+// A dataset's chunks hold about this many bytes: whole trailing axes, a part of the next one.
+constexpr size_t kChunkBytes = size_t(1) << 20;
+
+// How many shard files of this process are held in memory at once (built and not yet handed to the
+// system): a save's extra memory is about this many of the largest shard file.
+constexpr int kImagesInFlight = 1;
+
+class ImageSlots {
+ public:
+  void acquire() {
+    std::unique_lock<std::mutex> held(mutex_);
+    freed_.wait(held, [&] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> held(mutex_);
+      ++free_;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  int free_ = kImagesInFlight;
+};
+
+ImageSlots& image_slots() {
+  static ImageSlots slots;
+  return slots;
+}
+
+struct SlotHold {
+  SlotHold() { image_slots().acquire(); }
+  ~SlotHold() { release(); }
+  void release() {
+    if (held) image_slots().release();
+    held = false;
+  }
+  bool held = true;
+};
+
+// What an in-memory file of `tensors` takes: chunks (padded to whole chunks, with their 4-byte checksums),
+// the chunk indexes, object headers, attributes and groups. Generous on metadata (a few KiB a dataset):
+// a short estimate would grow the buffer by a whole second estimate.
+size_t expected_file_size(const std::vector<const NamedTensor*>& tensors) {
+  size_t bytes = size_t(64) << 10;
+  for (const NamedTensor* named : tensors) {
+    const Shape& shape = named->tensor->local().shape();
+    bytes += (size_t(8) << 10) + named->name.size() * 4;
+    if (num_elements(shape) == 0) continue;
+    const Shape chunk = chunk_shape(shape);
+    int64_t chunks = 1;
+    for (size_t axis = 0; axis < chunk.size(); ++axis) chunks *= (shape[axis] + chunk[axis] - 1) / chunk[axis];
+    bytes += size_t(chunks) * (size_t(num_elements(chunk)) * sizeof(float) + 4 + 96);
+  }
+  return bytes;
+}
+
+// Writes a file HDF5 built in memory to folder/file (created when the writer was) and returns its digest.
+FileDigest write_image(FileWriter& writer, h5::MemoryImage& image, SlotHold* slot) {
+  writer.write(image.data(), image.size());
+  image.release();
+  if (slot) slot->release();  // the bytes are the system's now: the next file may be built
+  return writer.finish();
+}
+
 }  // namespace
+
+Shape chunk_shape(const Shape& shape) {
+  const size_t axes = shape.size();
+  Shape dims(axes, 1);
+  size_t inner = sizeof(float);
+  for (size_t axis = axes; axis-- > 0;) {
+    const size_t extent = size_t(std::max<int64_t>(shape[axis], 1));
+    if (inner * extent <= kChunkBytes) {
+      dims[axis] = int64_t(extent);
+      inner *= extent;
+      continue;
+    }
+    // This axis is cut into parts of equal size (the last one padded), as close to kChunkBytes as they go.
+    const size_t fit = std::max<size_t>(1, kChunkBytes / inner);
+    const size_t parts = (extent + fit - 1) / fit;
+    dims[axis] = int64_t((extent + parts - 1) / parts);
+    break;
+  }
+  return dims;
+}
 
 bool writes_shard(const Layout& layout, int rank) {
   const Mesh& mesh = layout.mesh();
@@ -38,12 +129,6 @@ std::vector<ShardRecord> shard_records(const Shape& global_shape, const Layout& 
   return shards;
 }
 
-// Interim: the digest of the file as written (to be computed from the bytes as they are written).
-FileDigest digest_of_file(const std::string& folder, const std::string& file) {
-  const std::string bytes = read_small_file(folder + "/" + file);
-  return digest_of(file, bytes.data(), bytes.size());
-}
-
 std::optional<FileDigest> write_shards(const std::string& folder, const std::vector<NamedTensor>& tensors, int rank,
                                        const FileStamp& stamp) {
   std::vector<const NamedTensor*> mine;
@@ -54,17 +139,35 @@ std::optional<FileDigest> write_shards(const std::string& folder, const std::vec
     if (writes_shard(tensor.layout(), rank)) mine.push_back(&named);
   }
   if (mine.empty()) return std::nullopt;
-  const int delay_ms = write_delay_ms();
   const std::string name = shard_file_name(rank, tensors.front().tensor->mesh().size());
   const std::string path = folder + "/" + name;
+  // The file exists (empty) from here until its bytes are written at the end.
+  FileWriter writer(folder, name);
+  if (const int delay_ms = write_delay_ms(); delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms * int64_t(mine.size())));
+
+  // The whole file is built in memory: HDF5 never touches the disk, so a full disk cannot leave an HDF5
+  // file open or half-written behind, and the digest is of the very bytes written.
+  SlotHold slot;
+  h5::MemoryImage image;
   {
     auto held = h5::lock();
-    h5::Handle file = h5::create_file(path);
-    held.unlock();
+    h5::Handle file = h5::create_memory_file(path, expected_file_size(mine), &image);
+    h5::write_attribute(file, "run_id", stamp.run_id);
+    h5::write_attribute(file, "step", stamp.step);
     for (const NamedTensor* named : mine) {
       const DTensor& tensor = *named->tensor;
-      held.lock();
-      h5::Handle dataset = h5::create_dataset(file, named->name, tensor.local().shape());
+      const Shape& shape = tensor.local().shape();
+      h5::Handle create(h5::check_id(H5Pcreate(H5P_DATASET_CREATE), "dataset properties"), H5Pclose);
+      if (tensor.local().size() > 0) {
+        // Chunked with a Fletcher-32 checksum per chunk: a read verifies every chunk it touches.
+        const Shape chunk_extent = chunk_shape(shape);
+        const std::vector<hsize_t> chunk(chunk_extent.begin(), chunk_extent.end());
+        h5::check_status(H5Pset_chunk(create, int(chunk.size()), chunk.data()), "dataset chunks");
+        h5::check_status(H5Pset_fletcher32(create), "dataset checksum");
+        h5::check_status(H5Pset_fill_time(create, H5D_FILL_TIME_NEVER), "dataset fill");
+      }
+      h5::Handle dataset = h5::create_dataset(file, named->name, shape, create);
       h5::write_attribute(dataset, "global_shape", tensor.global_shape().vec());
       h5::write_attribute(dataset, "offset", tensor.local_offset(rank).vec());
       h5::write_attribute(dataset, "layout", tensor.layout().to_string());
@@ -72,24 +175,24 @@ std::optional<FileDigest> write_shards(const std::string& folder, const std::vec
         h5::check_status(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.local().data()),
                          fmt::format("cannot write {} to {}", named->name, path));
       }
-      dataset.reset();
-      held.unlock();
-      if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     }
-    held.lock();
-    file.reset();
+    h5::close_memory_file(file, &image);
   }
-  fsync_path(path);
-  return digest_of_file(folder, name);
+  return write_image(writer, image, &slot);
 }
 
 FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, const std::vector<TensorRecord>& tensors) {
   const std::string path = folder + "/" + kIndexFile;
+  FileWriter writer(folder, kIndexFile);
+  size_t expected = (size_t(256) << 10) + meta.config.size() * 2 + meta.idf.size() * 4 + tensors.size() * (size_t(16) << 10);
+  for (const auto& token : meta.vocabulary) expected += token.size() + 32;
+  h5::MemoryImage image;
   {
     auto held = h5::lock();
-    h5::Handle file = h5::create_file(path);
+    h5::Handle file = h5::create_memory_file(path, expected, &image);
     h5::write_attribute(file, "magic", kMagic);
     h5::write_attribute(file, "format_version", meta.format_version);
+    h5::write_attribute(file, "run_id", meta.run_id);
     h5::write_attribute(file, "step", meta.step);
     h5::write_attribute(file, "epoch", meta.epoch);
     h5::write_attribute(file, "batch_in_epoch", meta.batch_in_epoch);
@@ -123,9 +226,9 @@ FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, co
       h5::write_attribute(dataset, "global_shape", tensor.global_shape.vec());
       h5::write_attribute(dataset, "layout", tensor.layout);
     }
+    h5::close_memory_file(file, &image);
   }
-  fsync_path(path);
-  return digest_of_file(folder, kIndexFile);
+  return write_image(writer, image, nullptr);
 }
 
 }  // namespace dtrain::checkpoint

@@ -31,15 +31,23 @@ struct FileStamp {
   int64_t step = 0;
 };
 
-// Writes rank's distinct shards to folder/shard-<rank>-of-<n>.h5 (stamped) and flushes the file to disk;
-// returns the file's digest, or nothing when the rank holds only replicas (then nothing is written).
-// Environment DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS (tests only) sleeps that long after each dataset so
-// that a test can kill the process mid-write.
+// The chunks of a shard's dataset of `shape` (non-empty): whole trailing axes while they hold at most
+// 1 MiB, then the next axis cut into equal parts of about 1 MiB (for a matrix: whole rows, ~1 MiB a chunk).
+Shape chunk_shape(const Shape& shape);
+
+// Writes rank's distinct shards to folder/shard-<rank>-of-<n>.h5 and flushes the file to disk; returns the
+// digest of the bytes written, or nothing when the rank holds only replicas (then nothing is written).
+// The file carries root attributes run_id and step; each dataset with data is chunked (chunk_shape) with
+// a Fletcher-32 checksum per chunk. HDF5 builds the file in memory (at most one such file of this process
+// at a time) and its bytes are then written with write(2): a failed write (a full disk) is one Error
+// naming the file ("[checkpoint] no space left on device writing FILE"), with no HDF5 file left open.
+// Environment DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS (tests only) sleeps that long per dataset, with the
+// file created and still empty, so that a test can kill the process mid-write.
 std::optional<FileDigest> write_shards(const std::string& folder, const std::vector<NamedTensor>& tensors, int rank,
                                        const FileStamp& stamp);
 
 // Writes folder/index.h5 (metadata, stamped with meta.run_id and meta.step, and virtual datasets over the
-// shard files), flushes it and returns its digest.
+// shard files), built in memory like a shard file, flushes it and returns the digest of its bytes.
 FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, const std::vector<TensorRecord>& tensors);
 
 }  // namespace dtrain::checkpoint
