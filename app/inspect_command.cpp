@@ -1,27 +1,77 @@
 // `dtrain inspect DIR`: what a checkpoint holds (DIR is a checkpoint folder or a checkpoint dir, whose
 // `latest` is shown): step, epoch, mesh, optimizer, vectorizer, and per tensor its global shape, layout
-// when saved and the shard files holding its blocks.
+// when saved and the shard files holding its blocks. Every file is checked against the manifest first.
+// `dtrain inspect --verify DIR`: checks the whole checkpoint without loading it into a model (manifest,
+// every file's size, checksum and stamps, every dataset read back against its chunks' checksums), one
+// line per file and a verdict; exit 1 naming the first damaged file.
 #include <cstdio>
 #include <filesystem>
 
 #include "app/commands.hpp"
+#include "core/checkpoint/dir_lock.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
 namespace dtrain {
+namespace {
+
+// "512 B", "52.3 kB", "1.2 MB", "3.4 GB".
+std::string size_text(uint64_t bytes) {
+  if (bytes < 1000) return fmt::format("{} B", bytes);
+  if (bytes < 1000 * 1000) return fmt::format("{:.1f} kB", double(bytes) / 1e3);
+  if (bytes < uint64_t(1000) * 1000 * 1000) return fmt::format("{:.1f} MB", double(bytes) / 1e6);
+  return fmt::format("{:.1f} GB", double(bytes) / 1e9);
+}
+
+int verify(const CommandOptions& options) {
+  checkpoint::ReadLease lease;  // keeps the writer from deleting the checkpoint while it is read
+  if (std::filesystem::is_directory(options.inspect_dir))
+    lease = checkpoint::ReadLease(checkpoint::guarded_dir(options.inspect_dir));
+  const std::string folder = checkpoint::find_checkpoint(options.inspect_dir);
+  fmt::print("verifying checkpoint {}\n", folder);
+  std::fflush(stdout);
+  int files = 0;
+  uint64_t bytes = 0;
+  try {
+    const checkpoint::CheckpointIndex index =
+        checkpoint::verify_checkpoint(folder, [&](const checkpoint::VerifiedFile& file) {
+          const char* what = file.file == checkpoint::kManifestFile ? "files listed"
+                             : file.file == checkpoint::kIndexFile  ? "tensors"
+                                                                    : "datasets";
+          fmt::print("ok {} ({} {}, {})\n", file.file, file.items, what, size_text(file.bytes));
+          std::fflush(stdout);
+          ++files;
+          bytes += file.bytes;
+        });
+    fmt::print("verdict: intact: step {} of run {}, {} files, {} checked\n", index.meta.step, index.meta.run_id, files,
+               size_text(bytes));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error&) {
+    fmt::print("verdict: damaged (see the error)\n");
+    std::fflush(stdout);
+    throw;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int run_inspect(const CommandOptions& options) {
-  const std::string folder = checkpoint::find_checkpoint(options.inspect_dir);
-  const checkpoint::CheckpointIndex index = checkpoint::read_index(folder);
+  if (options.verify) return verify(options);
+  const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(options.inspect_dir);
+  const checkpoint::CheckpointIndex& index = opened.index;
+  const std::string& folder = index.folder;
   const checkpoint::CheckpointMeta& meta = index.meta;
   fmt::print("checkpoint: {}\n", folder);
   if (folder != options.inspect_dir) {
     fmt::print("all checkpoints in {}: {}\n", options.inspect_dir,
                fmt::join(checkpoint::list_checkpoints(options.inspect_dir), ", "));
   }
-  fmt::print("format: {} version {}\n", checkpoint::kMagic, meta.format_version);
+  fmt::print("format: {} version {} (every file matches the manifest)\n", checkpoint::kMagic, meta.format_version);
+  fmt::print("run: {}\n", meta.run_id);
   fmt::print("step: {}\nepoch: {} (batch {} of it done; {} epoch(s) finished)\n", meta.step, meta.epoch,
              meta.batch_in_epoch, meta.epochs_done);
   fmt::print("mesh: {}\n", meta.mesh);
