@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
@@ -130,20 +132,24 @@ struct SaveLog {
   }
 };
 
-// A source that raises `signal` on device `rank` while it fills its labels of step `step` (1-based): in the
-// middle of that step, when the other ranks may be anywhere in it.
+// A source that raises `signal` on device `rank` while it fills its labels for the `call`-th time (in
+// training: during step `call`, when the other ranks may be anywhere in it). With `slow`, device 0 takes
+// 8 ms more each step, so the ranks look for a signal after every step (StopCheck in trainer.cpp).
 class SignalingSource : public DatasetSource {
  public:
-  SignalingSource(const data::Dataset& data, int signal, int rank, int64_t step)
-      : DatasetSource(data, true, 5), signal_(signal), rank_(rank), step_(step) {}
+  SignalingSource(const data::Dataset& data, int signal, int rank, int64_t call, bool slow = true, bool shuffle = true)
+      : DatasetSource(data, shuffle, 5), signal_(signal), rank_(rank), call_(call), slow_(slow) {}
   void fill_labels(std::span<const int64_t> ids, int64_t row_begin, int64_t row_end, float* out) const override {
-    if (current_device().rank == rank_ && ++calls_ == step_) std::raise(signal_);
+    const int rank = current_device().rank;
+    if (slow_ && rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    if (rank == rank_ && ++calls_ == call_) std::raise(signal_);
     DatasetSource::fill_labels(ids, row_begin, row_end, out);
   }
 
  private:
   int signal_, rank_;
-  int64_t step_;
+  int64_t call_;
+  bool slow_;
   mutable std::atomic<int64_t> calls_{0};
 };
 
@@ -216,6 +222,47 @@ TEST_CASE("a stop signal at a step that was just saved saves nothing more, and w
     CHECK(result.exit_code() == 143);
     CHECK(result.last_saved_step == -1);
   }
+}
+
+TEST_CASE("with fast steps the ranks look for a signal every few steps, and still all stop at the same one") {
+  const data::Dataset data = generated(8 * 64, 40);
+  Setup setup("{batch: 4, model: 2}", kModelParallel, data);
+  setup.config.train.epochs = 40;  // 320 steps
+  train::Trainer trainer(*setup.built.model, setup.mesh, input_specs(setup.config), train_options(setup.config));
+  SignalingSource source(data, SIGTERM, 6, 11, false);
+  SaveLog saves;
+  Recorder reporter;
+  const train::TrainResult result = trainer.train(source, nullptr, reporter, saves.hooks(0));
+  CHECK(result.exit_code() == 143);
+  CHECK(result.stopped_early);
+  const int64_t step = result.position.step;
+  CHECK(step >= 11);
+  CHECK(step <= 11 + 64);
+  CHECK(int64_t(result.step_losses.size()) == step);
+  CHECK(reporter.noticed(fmt::format("stopping after step {}: SIGTERM received", step)));
+  const std::vector<int64_t> saved = saves.steps(8);  // every rank saved each step
+  REQUIRE(!saved.empty());
+  CHECK(saved.back() == step);
+  CHECK(result.last_saved_step == step);
+}
+
+TEST_CASE("a signal after the last step (in the last evaluation) stops nothing but sets the exit code") {
+  const data::Dataset data = generated(8 * 64, 40);
+  const data::Dataset test = generated(100, 40);
+  Setup setup("{batch: 8}", "{}", data);
+  DatasetSource source(data, true, 5);
+  SignalingSource test_source(test, SIGINT, 0, 1, false, false);  // in the evaluation after epoch 1
+  Recorder reporter;
+  setup.config.train.eval_every_epoch = false;
+  train::Trainer trainer(*setup.built.model, setup.mesh, input_specs(setup.config), train_options(setup.config));
+  const train::TrainResult result = trainer.train(source, &test_source, reporter);
+  CHECK(result.step_losses.size() == 16);
+  CHECK_FALSE(result.stopped_early);
+  CHECK(result.exit_code() == 130);
+  CHECK(reporter.noticed("SIGINT received after the last step (16): nothing left to stop"));
+  REQUIRE(result.epochs.size() == 3);  // the evaluation finished
+  CHECK(result.epochs.back().split == "test");
+  CHECK(result.epochs.back().examples == 100);
 }
 
 TEST_CASE("a loss that is not finite ends the run with an error naming the step, before that step is saved") {

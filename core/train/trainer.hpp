@@ -3,10 +3,11 @@
 // last partial batch runs when the batch-sharding dims divide it, else it is dropped (reported once);
 // evaluation pads such a batch with repeated examples and leaves the padding out of its sums.
 //
-// A run stops early, at the same step on every rank, after SIGINT, SIGTERM or SIGHUP (the step under way
-// finishes; a second signal kills the process at once, see stop_signals.hpp) or at train.max_steps; it
-// saves the position reached then. A loss that is not finite ends the run with an Error naming the step,
-// before anything of that step is saved.
+// A run stops early, at the same step on every rank, after SIGINT, SIGTERM or SIGHUP (a second one kills the
+// process at once, see stop_signals.hpp) or at train.max_steps, and saves the position reached. After a
+// signal the step under way finishes, and when steps are fast (under 5 ms) the next few too: the ranks
+// agree on a signal in a collective that they run only about every 5 ms of training. A loss that is not
+// finite ends the run with an Error naming the step, before anything of that step is saved.
 #pragma once
 #include <functional>
 #include <memory>
