@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end: runs lose nothing. SIGTERM, SIGINT or SIGHUP mid-training ends `dtrain train` after its step
 # with exit 128 + signal and a committed checkpoint of that step, which `dtrain resume` continues; a second
-# signal during that save kills it at once and the previous checkpoint still loads; a loss that overflows
-# exits 1 naming the step, with no checkpoint of it and metrics.jsonl still JSON; train.max_steps saves the
-# step it stops at; eval counts every example on meshes that do not divide the last batch.
+# signal during that save kills it at once and the previous checkpoint still loads; under `mpirun -np 2` a
+# SIGTERM to one process stops both at the same step; a loss that overflows exits 1 naming the step, with no
+# checkpoint of it and metrics.jsonl still JSON; train.max_steps saves the step it stops at; eval counts
+# every example on meshes that do not divide the last batch.
 # Usage: train_stops.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
