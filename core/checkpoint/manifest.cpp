@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -73,8 +74,10 @@ FileDigest hash_file(const std::string& folder, const std::string& file, bool* m
     throw Error(fmt::format("[checkpoint] cannot read {}: {}", path, std::strerror(errno)));
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  constexpr size_t kBlock = size_t(4) << 20;
-  std::unique_ptr<char[]> buffer(new char[kBlock]);
+  // 1 MiB, page-aligned: the copy out of the page cache and the hash run at memory speed (~7 GB/s a core).
+  constexpr size_t kBlock = size_t(1) << 20;
+  std::unique_ptr<char, decltype(&std::free)> buffer(static_cast<char*>(std::aligned_alloc(4096, kBlock)), &std::free);
+  if (!buffer) throw Error("[checkpoint] out of memory");
   XXH3_state_t state;
   XXH3_INITSTATE(&state);
   XXH3_128bits_reset(&state);
