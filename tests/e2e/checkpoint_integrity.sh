@@ -154,7 +154,8 @@ fi
 check "the good checkpoint still evaluates as before" bash -c "$dtrain eval --config sp.yaml --checkpoint $good 2>&1 | cmp -s - eval_good"
 
 # A full disk mid-save: a tmpfs that holds one checkpoint, or else a file size limit (write(2) then fails
-# with EFBIG: SIGXFSZ, which would kill the process, is ignored in the subshell and so in dtrain).
+# with EFBIG: dtrain's main ignores SIGXFSZ, which would kill it; the subshell ignores it too, for a
+# dtrain that does not).
 checkpoint_kb=$(( $(du -sk ckpt/ckpt-8 | cut -f1) ))
 mkdir small
 # (DTRAIN_TEST_NO_MOUNT=1 takes the second way where mounting works too.)
