@@ -14,6 +14,7 @@
 
 #include "core/checkpoint/hdf5.hpp"
 #include "core/checkpoint/manager.hpp"
+#include "core/checkpoint/manifest.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/device.hpp"
@@ -208,6 +209,11 @@ TEST_CASE("checkpoint errors: missing or truncated shard, bad magic or version, 
       REQUIRE(file.get() >= 0);
       H5Adelete(file, attribute.c_str());
       checkpoint::h5::write_attribute(file, attribute, value);
+      file.reset();
+      // Changed on purpose: a manifest to match, so that what the file says is what is checked.
+      checkpoint::Manifest manifest = checkpoint::read_manifest(dir.str() + "/ckpt-5");
+      for (auto& digest : manifest.files) digest = checkpoint::digest_of_file(dir.str() + "/ckpt-5", digest.file);
+      checkpoint::write_manifest(dir.str() + "/ckpt-5", manifest);
     };
     rewrite("format_version", int64_t(99));
     CHECK(thrown([&] { checkpoint::read_index(dir.str() + "/ckpt-5"); }, &message) == "usage");

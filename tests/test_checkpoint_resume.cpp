@@ -82,7 +82,7 @@ std::vector<double> train_losses(const Run& run, const data::Dataset& data, cons
   if (index) hooks.on_start = [&](train::RankState& state) { checkpoint::restore(*index, state, true); };
   if (!dir.empty()) {
     hooks.want_save = [every](const train::Position& position, bool) { return position.step % every == 0; };
-    hooks.save = [&](train::RankState& state) { manager.save(state, false); };
+    hooks.save = [&](train::RankState& state, bool end_of_epoch) { manager.save(state, end_of_epoch); };
   }
   QuietReporter quiet;
   return trainer.train(source, nullptr, quiet, hooks).step_losses;

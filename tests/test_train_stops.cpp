@@ -201,6 +201,19 @@ TEST_CASE("a stop signal mid-step stops every rank after that step, saves there,
   }
 }
 
+TEST_CASE("a run's last step is saved even when checkpoint.every steps do not divide the run's steps") {
+  const data::Dataset data = generated(8 * 64, 40);
+  Setup setup("{batch: 8}", "{}", data);
+  DatasetSource source(data, true, 5);
+  SaveLog saves;
+  Recorder reporter;
+  const train::TrainResult result = setup.trainer->train(source, nullptr, reporter, saves.hooks(3));
+  CHECK(result.position.step == 16);  // 2 epochs of 8 steps
+  CHECK(saves.steps(8) == std::vector<int64_t>{3, 6, 9, 12, 15, 16});
+  CHECK(result.last_saved_step == 16);
+  CHECK(!result.stopped_early);
+}
+
 TEST_CASE("a stop signal at a step that was just saved saves nothing more, and without a save hook nothing is saved") {
   const data::Dataset data = generated(8 * 64, 40);
   Setup setup("{batch: 8}", "{}", data);

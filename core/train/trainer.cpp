@@ -360,9 +360,10 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                                                           position.batch_in_epoch, batches));
           }
         }
-        // A stop saves the position reached whatever want_save says (asked all the same: it may count).
+        // A stop, and the run's last step, save the position reached whatever want_save says (asked all the
+        // same: it may count): `checkpoint.every: N` steps need not divide the run's steps.
         const bool wanted = hooks.want_save && hooks.want_save(position, end_of_epoch);
-        if (hooks.save && (wanted || stopped)) {
+        if (hooks.save && (wanted || stopped || ran_every_step)) {
           hooks.save(run.state, end_of_epoch);
           last_saved = position.step;
         }

@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/nn/sequential.hpp"
@@ -71,24 +70,14 @@ struct RankState {
   Position& position;
 };
 
-// Hooks::save's type: a std::function<void(RankState&, bool end_of_epoch)>. A callable that takes the rank
-// state alone converts too (it is not told whether the save ends an epoch).
-struct SaveHook : std::function<void(RankState&, bool end_of_epoch)> {
-  using std::function<void(RankState&, bool)>::function;
-  template <typename F>
-    requires(std::is_invocable_v<F&, RankState&> && !std::is_invocable_v<F&, RankState&, bool>)
-  SaveHook(F save)  // NOLINT: implicit, like std::function's own
-      : std::function<void(RankState&, bool)>([save = std::move(save)](RankState& state, bool) mutable { save(state); }) {}
-};
-
 struct Hooks {
   // After initialization, before the first step (restore from a checkpoint here). Every rank calls it.
   std::function<void(RankState&)> on_start;
   // After each step; return true to ask for a save at this position (same answer on every rank).
   std::function<bool(const Position&, bool end_of_epoch)> want_save;
-  // Every rank calls it when want_save said so, and when the run stops early (a signal, train.max_steps)
-  // at a step it did not just save; end_of_epoch: the position is the end of its epoch.
-  SaveHook save;
+  // Every rank calls it when want_save said so, after the run's last step, and when the run stops early (a
+  // signal, train.max_steps); end_of_epoch: the position is the end of its epoch.
+  std::function<void(RankState&, bool end_of_epoch)> save;
 };
 
 struct TrainResult {

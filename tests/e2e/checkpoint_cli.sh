@@ -17,6 +17,7 @@ cd "$work"
 
 source "$lib/cli.sh"  # expect, check, latest
 source "$lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
+source "$lib/reseal.sh"  # reseal, can_reseal
 
 # Train, then a second fresh run must not clobber the checkpoints.
 expect 0 "test accuracy" -- train --config dp.yaml
@@ -101,10 +102,16 @@ rm broken/shard-0-of-8.h5
 expect 1 "missing shard file broken/shard-0-of-8.h5" -- eval --config dp.yaml --checkpoint broken
 cp -r killed/ckpt-16 badmagic
 python3 -c "p = 'badmagic/index.h5'; d = open(p, 'rb').read(); open(p, 'wb').write(d.replace(b'dtrain-checkpoint', b'dtrain-checkpoinX'))"
-expect 2 "not a dtrain checkpoint" -- eval --config dp.yaml --checkpoint badmagic
-if [[ -n $h5python ]]; then
+expect 1 "badmagic/index.h5 does not match its checksum" -- eval --config dp.yaml --checkpoint badmagic
+# Changed on purpose, with a manifest to match: what the file says is checked next.
+if [[ -n $can_reseal ]]; then
+  reseal badmagic
+  expect 2 "not a dtrain checkpoint" -- eval --config dp.yaml --checkpoint badmagic
+fi
+if [[ -n $h5python && -n $can_reseal ]]; then
   cp -r killed/ckpt-16 badversion
   "$h5python" -c "import h5py, numpy; f = h5py.File('badversion/index.h5', 'r+'); f.attrs['format_version'] = numpy.int64(7)"
+  reseal badversion
   expect 2 "format version 7" -- inspect badversion
 fi
 expect 2 "dense1/kernel' has shape \(784,64\) in the model but \(784,32\)" -- eval --config dp.yaml --checkpoint ckpt --set model.0.dense=64

@@ -23,6 +23,7 @@ trap cleanup EXIT
 cd "$work"
 source "$lib/cli.sh"            # expect, check, latest
 source "$lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
+source "$lib/reseal.sh"         # reseal, can_reseal
 
 # fails_naming TEXT -- ARGS...: dtrain ARGS exits 1 with exactly one error line, which names TEXT, and
 # nothing from HDF5.
@@ -51,32 +52,6 @@ flip() {  # flip FILE POSITION: inverts one byte
   python3 -c "import sys; p, i = sys.argv[1], int(sys.argv[2]); b = bytearray(open(p, 'rb').read()); b[i] ^= 0xFF; open(p, 'wb').write(b)" "$1" "$2"
 }
 fresh() { rm -rf "$2" && cp -r "$1" "$2"; }  # fresh FROM TO: TO is a copy of checkpoint folder FROM
-# reseal FOLDER: a forged manifest, each file's size and XXH3-128 recomputed (libxxhash through ctypes).
-reseal() {
-  python3 - "$1" <<'PY'
-import ctypes, sys
-class Hash(ctypes.Structure):
-    _fields_ = [("low", ctypes.c_uint64), ("high", ctypes.c_uint64)]
-xxh = ctypes.CDLL("libxxhash.so.0")
-xxh.XXH3_128bits.restype = Hash
-xxh.XXH3_128bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-def hex128(data):
-    h = xxh.XXH3_128bits(data, len(data))
-    return "%016x%016x" % (h.high, h.low)
-folder = sys.argv[1]
-lines = []
-for line in open(folder + "/manifest").read().splitlines()[:-1]:
-    words = line.split()
-    if words[0] == "file":
-        data = open(folder + "/" + words[1], "rb").read()
-        line = "file %s %d %s" % (words[1], len(data), hex128(data))
-    lines.append(line)
-body = "\n".join(lines) + "\n"
-open(folder + "/manifest", "w").write(body + "checksum " + hex128(body.encode()) + "\n")
-PY
-}
-can_reseal=
-python3 -c 'import ctypes; ctypes.CDLL("libxxhash.so.0")' 2>/dev/null && can_reseal=1
 
 # Two checkpoints of one run (SP: shard files 0-3 hold the kernels' blocks) and one of another run.
 expect 0 "test accuracy" -- train --config sp.yaml
