@@ -106,7 +106,9 @@ inline RankModel make_state(const MeshCase& mesh_case, int rank, bool filled, co
   return state;
 }
 
-inline checkpoint::SaveContext test_context() { return {"test-run", "mesh: {}\n", 9, {"[UNK]", "movie"}, {1.5f, 2.25f}}; }
+inline checkpoint::SaveContext test_context(const std::string& run_id = "test-run") {
+  return {run_id, "mesh: {}\n", 9, {"[UNK]", "movie"}, {1.5f, 2.25f}};
+}
 
 inline void save_on(const MeshCase& mesh_case, const std::string& dir, int max_to_keep = 3, int64_t step = 5,
              int64_t min_sharded = 1) {

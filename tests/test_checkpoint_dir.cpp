@@ -20,12 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-checkpoint::SaveContext context_of(const std::string& run_id) {
-  checkpoint::SaveContext context = test_context();
-  context.run_id = run_id;
-  return context;
-}
-
 // One save through `manager` of the fixture's state at `step` on {8}; `poison` puts a NaN into one rank's
 // dense2/kernel first.
 void save_step(checkpoint::CheckpointManager& manager, int64_t step, bool poison = false) {
@@ -71,7 +65,7 @@ TEST_CASE("one writer per checkpoint dir: a second is refused naming the holder'
 
 TEST_CASE("a reader's lease defers deletions; the next save or finish() makes them") {
   TempDir dir("ckpt_lease");
-  checkpoint::CheckpointManager manager(dir.str(), 1, context_of("run-a"));
+  checkpoint::CheckpointManager manager(dir.str(), 1, test_context("run-a"));
   save_step(manager, 1);
   {
     checkpoint::OpenedCheckpoint reading = checkpoint::open_checkpoint(dir.str());
@@ -90,7 +84,7 @@ TEST_CASE("a reader's lease defers deletions; the next save or finish() makes th
 
 TEST_CASE("deletions go through a hidden name; leftovers of a killed deletion or save are cleared by the next save") {
   TempDir dir("ckpt_leftovers");
-  checkpoint::CheckpointManager manager(dir.str(), 2, context_of("run-a"));
+  checkpoint::CheckpointManager manager(dir.str(), 2, test_context("run-a"));
   save_step(manager, 1);
   // What a kill leaves: a checkpoint renamed for deletion, half deleted; a save's partial folder.
   fs::create_directories(dir / ".deleting-ckpt-0/sub");
@@ -104,11 +98,11 @@ TEST_CASE("deletions go through a hidden name; leftovers of a killed deletion or
 TEST_CASE("replacing other runs' checkpoints waits for this run's first commit; a run never prunes another's") {
   TempDir dir("ckpt_replace");
   {
-    checkpoint::CheckpointManager old_run(dir.str(), 3, context_of("run-a"));
+    checkpoint::CheckpointManager old_run(dir.str(), 3, test_context("run-a"));
     for (int64_t step : {4, 8, 12}) save_step(old_run, step);
   }
   // A replacing run whose first save fails (NaN): every old checkpoint is still there, latest unchanged.
-  checkpoint::CheckpointManager failing(dir.str(), 3, context_of("run-b"), true);
+  checkpoint::CheckpointManager failing(dir.str(), 3, test_context("run-b"), true);
   std::string message;
   CHECK(thrown([&] { save_step(failing, 1, true); }, &message) == "error");
   CHECK(message.find("not saving step 1: 'variables/dense2/kernel' holds NaN") != std::string::npos);
@@ -120,14 +114,14 @@ TEST_CASE("replacing other runs' checkpoints waits for this run's first commit; 
   {
     TempDir other("ckpt_replace_other");
     fs::copy(dir.path, other.path, fs::copy_options::recursive);
-    checkpoint::CheckpointManager keeping(other.str(), 1, context_of("run-c"));
+    checkpoint::CheckpointManager keeping(other.str(), 1, test_context("run-c"));
     save_step(keeping, 1);
     save_step(keeping, 2);
     CHECK(checkpoint::list_checkpoints(other.str()) == std::vector<std::string>{"ckpt-2", "ckpt-4", "ckpt-8", "ckpt-12"});
   }
 
   // The first committed save of the replacing run takes the old ones away, the same step number included.
-  checkpoint::CheckpointManager replacing(dir.str(), 3, context_of("run-b"), true);
+  checkpoint::CheckpointManager replacing(dir.str(), 3, test_context("run-b"), true);
   save_step(replacing, 8);
   CHECK(checkpoint::list_checkpoints(dir.str()) == std::vector<std::string>{"ckpt-8"});
   CHECK(checkpoint::run_id_of(dir.str() + "/ckpt-8") == "run-b");

@@ -28,16 +28,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-checkpoint::SaveContext context_of(const std::string& run_id) {
-  checkpoint::SaveContext context = test_context();
-  context.run_id = run_id;
-  return context;
-}
-
 // The fixture's state saved at `step` on `mesh_case` into dir by a run named run_id.
 void save_run(const MeshCase& mesh_case, const std::string& dir, const std::string& run_id, int64_t step,
               const std::vector<VariableDef>& defs = kVariables) {
-  checkpoint::CheckpointManager manager(dir, 10, context_of(run_id));
+  checkpoint::CheckpointManager manager(dir, 10, test_context(run_id));
   run_spmd(mesh_case.mesh, [&](DeviceContext& device) {
     RankModel state = make_state(mesh_case, device.rank, true, defs);
     state.position.step = step;

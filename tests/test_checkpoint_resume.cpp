@@ -13,27 +13,15 @@
 #include "core/checkpoint/state.hpp"
 #include "core/optim/optimizer.hpp"
 #include "tests/spmd_harness.hpp"
+#include "tests/training_fixture.hpp"
 
 using namespace dtrain;
 namespace fs = std::filesystem;
 
 namespace {
 
-class QuietReporter : public train::Reporter {};
-
 // Dense features whose labels a linear model can learn (10 classes).
-data::Dataset generated(int64_t examples, int64_t columns) {
-  Tensor weights = testing::test_tensor({columns, 10}, 3);
-  Tensor features = testing::test_tensor({examples, columns}, 4, 0.0f, 1.0f);
-  std::vector<int32_t> labels(examples);
-  for (int64_t e = 0; e < examples; ++e) {
-    std::vector<double> score(10, 0.0);
-    for (int64_t c = 0; c < columns; ++c)
-      for (int k = 0; k < 10; ++k) score[k] += features[e * columns + c] * weights[c * 10 + k];
-    labels[e] = int32_t(std::max_element(score.begin(), score.end()) - score.begin());
-  }
-  return data::Dataset::dense(features.to_vector(), {columns}, std::move(labels));
-}
+data::Dataset generated(int64_t examples, int64_t columns) { return testing::generated(examples, columns, 10, false); }
 
 // 8 batches of 32 an epoch; Adam, dropout and a Keras-style BatchNorm (moving statistics) on `mesh`. With 400
 // input columns, dense1/kernel (400 x 96) has 19,200 values a device on {batch: 4, model: 2}: enough for
@@ -84,7 +72,7 @@ std::vector<double> train_losses(const Run& run, const data::Dataset& data, cons
     hooks.want_save = [every](const train::Position& position, bool) { return position.step % every == 0; };
     hooks.save = [&](train::RankState& state, bool end_of_epoch) { manager.save(state, end_of_epoch); };
   }
-  QuietReporter quiet;
+  testing::QuietReporter quiet;
   return trainer.train(source, nullptr, quiet, hooks).step_losses;
 }
 

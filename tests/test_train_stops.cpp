@@ -23,6 +23,7 @@
 #include "core/train/progress.hpp"
 #include "core/train/stop_signals.hpp"
 #include "tests/spmd_harness.hpp"
+#include "tests/training_fixture.hpp"
 
 using namespace dtrain;
 namespace fs = std::filesystem;
@@ -30,18 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Dense features whose labels a linear model can learn (10 classes).
-data::Dataset generated(int64_t examples, int64_t columns) {
-  Tensor weights = testing::test_tensor({columns, 10}, 3);
-  Tensor features = testing::test_tensor({examples, columns}, 4, 0.0f, 1.0f);
-  std::vector<int32_t> labels(examples);
-  for (int64_t e = 0; e < examples; ++e) {
-    std::vector<double> score(10, 0.0);
-    for (int64_t c = 0; c < columns; ++c)
-      for (int k = 0; k < 10; ++k) score[k] += features[e * columns + c] * weights[c * 10 + k];
-    labels[e] = int32_t(std::max_element(score.begin(), score.end()) - score.begin());
-  }
-  return data::Dataset::dense(features.to_vector(), {columns}, std::move(labels));
-}
+data::Dataset generated(int64_t examples, int64_t columns) { return testing::generated(examples, columns, 10, false); }
 
 const std::string kModelParallel = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
 

@@ -36,27 +36,35 @@ std::string read_all(int fd) {
   return text;
 }
 
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);  // releases the flock
-  fd = -1;
-}
-
 }  // namespace
 
 bool is_lock_file(const std::string& file) { return file == kWriterLockFile || file == kReadersFile; }
+
+OwnedFd& OwnedFd::operator=(OwnedFd&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void OwnedFd::reset() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  fd_ = -1;
+}
 
 WriterLock::WriterLock(const std::string& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error) throw UsageError(fmt::format("[checkpoint] cannot create checkpoint dir '{}': {}", dir, error.message()));
   const std::string path = (fs::path(dir) / kWriterLockFile).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
+  OwnedFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0)
     throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", dir, std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
-    const std::string holder = read_all(fd_);
-    close_fd(fd_);
+    const std::string holder = read_all(fd.get());
     if (saved == EWOULDBLOCK)
       throw UsageError(fmt::format("[checkpoint] checkpoint dir '{}' is in use by another dtrain run ({}; see {}): "
                                    "one run writes a checkpoint dir at a time",
@@ -64,60 +72,29 @@ WriterLock::WriterLock(const std::string& dir) {
     throw UsageError(fmt::format("[checkpoint] cannot lock {}: {}", path, std::strerror(saved)));
   }
   const std::string holder = fmt::format("PID {} on host {}\n", ::getpid(), host_name());
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size())) {
-    const int saved = errno;
-    close_fd(fd_);
-    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", dir, std::strerror(saved)));
-  }
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), holder.data(), holder.size(), 0) != ssize_t(holder.size()))
+    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", dir, std::strerror(errno)));
+  fd_ = std::move(fd);
 }
-
-WriterLock::WriterLock(WriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-
-WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
-  if (this != &other) {
-    close_fd(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-WriterLock::~WriterLock() { close_fd(fd_); }
 
 ReadLease::ReadLease(const std::string& dir) {
   const std::string path = (fs::path(dir) / kReadersFile).string();
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0 && errno == ENOENT) fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) return;  // a dir no run could have written to since: nobody deletes there
-  while (::flock(fd_, LOCK_SH) != 0 && errno == EINTR) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = OwnedFd(fd);
+  if (fd < 0) return;  // a dir no run could have written to since: nobody deletes there
+  while (::flock(fd, LOCK_SH) != 0 && errno == EINTR) {
   }
 }
-
-ReadLease::ReadLease(ReadLease&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-
-ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
-  if (this != &other) {
-    close_fd(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-ReadLease::~ReadLease() { close_fd(fd_); }
-
-void ReadLease::release() { close_fd(fd_); }
 
 DeleteGate::DeleteGate(const std::string& dir, double wait_s) {
   const std::string path = (fs::path(dir) / kReadersFile).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(fmt::format("[checkpoint] cannot open {}: {}", path, std::strerror(errno)));
+  fd_ = OwnedFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd_.get() < 0) throw Error(fmt::format("[checkpoint] cannot open {}: {}", path, std::strerror(errno)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-  while (!(held_ = ::flock(fd_, LOCK_EX | LOCK_NB) == 0) && std::chrono::steady_clock::now() < deadline)
+  while (!(held_ = ::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
-
-DeleteGate::~DeleteGate() { close_fd(fd_); }
 
 std::string guarded_dir(const std::string& path) {
   const fs::path folder(path);

@@ -16,19 +16,31 @@ inline const std::string kReadersFile = ".readers";
 // Whether `file` (a name inside a checkpoint dir) is one of the lock files above.
 bool is_lock_file(const std::string& file);
 
+// An open file descriptor, closed (and its flock released) with its owner.
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  OwnedFd& operator=(OwnedFd&& other) noexcept;
+  ~OwnedFd() { reset(); }
+  void reset();
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
 class WriterLock {
  public:
   WriterLock() = default;
   // Creates DIR (and parents) and takes DIR/.lock. UsageError when another process holds it (naming its
   // PID and host) or when DIR cannot be created or written (naming the system's reason).
   explicit WriterLock(const std::string& dir);
-  WriterLock(WriterLock&& other) noexcept;
-  WriterLock& operator=(WriterLock&& other) noexcept;
-  ~WriterLock();
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return fd_.get() >= 0; }
 
  private:
-  int fd_ = -1;
+  OwnedFd fd_;
 };
 
 // A reader's hold on DIR/.readers (shared). Waits while the writer deletes old checkpoints. Holds nothing
@@ -37,13 +49,10 @@ class ReadLease {
  public:
   ReadLease() = default;
   explicit ReadLease(const std::string& dir);
-  ReadLease(ReadLease&& other) noexcept;
-  ReadLease& operator=(ReadLease&& other) noexcept;
-  ~ReadLease();
-  void release();
+  void release() { fd_.reset(); }
 
  private:
-  int fd_ = -1;
+  OwnedFd fd_;
 };
 
 // The writer's exclusive hold on DIR/.readers while it deletes checkpoints: taken only when no reader
@@ -51,13 +60,10 @@ class ReadLease {
 class DeleteGate {
  public:
   DeleteGate(const std::string& dir, double wait_s);
-  DeleteGate(const DeleteGate&) = delete;
-  DeleteGate& operator=(const DeleteGate&) = delete;
-  ~DeleteGate();
   bool held() const { return held_; }
 
  private:
-  int fd_ = -1;
+  OwnedFd fd_;
   bool held_ = false;
 };
 

@@ -7,7 +7,8 @@
 # says SKIPPED given the test property SKIP_RETURN_CODE 77; without it, a skip shows as failed, never passed).
 # Usage: mpi_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
+lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
+source "$lib/tally.sh"
 
 dtrain=$(realpath "$1")
 skip() {
@@ -103,7 +104,7 @@ wait_for() {
   done
   return 1
 }
-source "$(dirname "${BASH_SOURCE[0]}")/lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
+source "$lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
 
 # same_metrics A B: two metrics.jsonl hold the same records (split, epoch, step, examples) whose loss and
 # accuracy agree within 1e-5 relative.

@@ -16,26 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-# expect CODE PATTERN -- ARGS...: runs dtrain ARGS; checks the exit code and that stdout+stderr match PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local rc=0
-  "$dtrain" "$@" >"$work/out" 2>&1 || rc=$?
-  if [[ $rc != "$code" ]]; then
-    bad "dtrain $* exited $rc, expected $code: $(tail -5 "$work/out")"
-  elif ! grep -Eq -- "$pattern" "$work/out"; then
-    bad "dtrain $* output does not match /$pattern/: $(tail -5 "$work/out")"
-  else
-    ok
-  fi
-}
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then ok; else bad "$what"; fi
-}
-latest() { cat "$1/latest" 2>/dev/null || echo none; }
+source "$here/lib/cli.sh"  # expect, check, latest
 source "$here/lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml (8 steps an epoch)
 
 # drive.py LOG SIGNAL@WHEN... -- COMMAND...: runs COMMAND (output to LOG) with SIGINT, SIGTERM and SIGHUP at
