@@ -11,7 +11,9 @@
 namespace dtrain::train {
 namespace {
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// SIGUSR1 too: mpirun forwards it to every process of the job, where its own SIGINT and SIGTERM end the
+// job at once (so `kill -USR1 <mpirun>` is how an MPI run is stopped with a save).
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
 constexpr int kCount = int(std::size(kSignals));
 
 // Written by the handler, so lock-free (async-signal-safe).
@@ -73,6 +75,7 @@ std::string signal_name(int signal) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
     default: return fmt::format("signal {}", signal);
   }
 }

@@ -1,4 +1,4 @@
-// SIGINT, SIGTERM and SIGHUP while a run trains: the first one is only recorded, so the training loop can
+// SIGINT, SIGTERM, SIGHUP and SIGUSR1 while a run trains: the first one is only recorded, so the training loop can
 // finish its step, save and stop (it polls received()); a second one of any of them restores the default
 // action and re-raises itself, so the process dies at once. A signal the process ignored when the
 // handlers were installed (`nohup`'s SIGHUP) stays ignored.
@@ -20,7 +20,7 @@ class StopSignals {
   static int received();
 };
 
-// "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
+// "SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", or "signal N".
 std::string signal_name(int signal);
 
 }  // namespace dtrain::train

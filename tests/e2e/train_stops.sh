@@ -19,8 +19,8 @@ cd "$work"
 source "$here/lib/cli.sh"  # expect, check, latest
 source "$here/lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml (8 steps an epoch)
 
-# drive.py LOG SIGNAL@WHEN... -- COMMAND...: runs COMMAND (output to LOG) with SIGINT, SIGTERM and SIGHUP at
-# their default actions, and sends each SIGNAL (TERM, INT, HUP; NAME:R: to $dtrain's process of MPI rank R,
+# drive.py LOG SIGNAL@WHEN... -- COMMAND...: runs COMMAND (output to LOG) with SIGINT, SIGTERM, SIGHUP, SIGUSR1 at
+# their default actions, and sends each SIGNAL (TERM, INT, HUP, USR1; NAME:R: to $dtrain's process of MPI rank R,
 # under mpirun) once WHEN holds, in order: WHEN is line:REGEX (an output line matches) or glob:PATTERN (a
 # path matches that did not when the previous signal was sent). Prints "rc N" (-S: killed by signal S) and
 # "seconds S" (from the last signal sent to the exit).
@@ -42,7 +42,7 @@ log, rest = sys.argv[1], sys.argv[2:]
 split = rest.index("--")
 steps, command = [s.split("@", 1) for s in rest[:split]], rest[split + 1:]
 def defaults():
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         signal.signal(s, signal.SIG_DFL)
 proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=defaults)
 lines = []
@@ -163,6 +163,16 @@ if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1
   expect 0 "resuming ck_mpi/ckpt-$step " -- resume --config dp.yaml "${wide[@]}" --set checkpoint.dir=ck_mpi \
     --set train.epochs=$end --run-dir run_mpi
   check "mpi: resumed in one process to ckpt-$((8 * end)) ($(latest ck_mpi))" test "$(latest ck_mpi)" = "ckpt-$((8 * end))"
+  # SIGUSR1 to mpirun itself (mpirun ends a job at once on SIGTERM or SIGINT; SIGUSR1 it forwards to every
+  # process): the job stops after one step everywhere, saves it and exits 138.
+  DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 drive usr1.log "USR1@glob:ck_usr1/ckpt-8.partial" -- mpirun \
+    --oversubscribe -x DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS -np 2 "$dtrain" train --config dp.yaml "${wide[@]}" \
+    --set train.epochs=50 --set train.log_every=1 --set checkpoint.dir=ck_usr1 --run-dir run_usr1 </dev/null
+  step=$(stopped_step usr1.log)
+  check "usr1: mpirun exits 138, not $rc: $(tail -3 usr1.log)" test "$rc" = 138
+  check "usr1: stopped after step ${step:-none}, saved as latest ($(latest ck_usr1))" \
+    test -n "$step" -a "$(latest ck_usr1)" = "ckpt-${step:-none}"
+  expect 0 "verdict: intact: step $step " -- inspect --verify ck_usr1
 else
   echo "skipped: the 2-process case (no mpirun, or $dtrain was built without MPI)"
 fi
