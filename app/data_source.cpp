@@ -43,7 +43,15 @@ void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin,
   }
 }
 
+int classes_of(const Config& config) { return config.data.dataset == Dataset::mnist ? 10 : 2; }
+
 namespace {
+
+// A split that selects no example would train or evaluate nothing and still exit 0: refuse it.
+void check_not_empty(const Config& config, const std::string& split_text, int64_t examples, const Where& where) {
+  if (examples > 0) return;
+  throw_config_error(where, fmt::format("split '{}' of {} holds no examples", split_text, config.data.path));
+}
 
 // The examples of a TFDS-style split string ("train[:5000]") of a loaded split.
 data::SplitSlice resolve_split(const std::string& text, int64_t size, const Where& where) {
@@ -57,7 +65,7 @@ data::SplitSlice resolve_split(const std::string& text, int64_t size, const Wher
 data::Dataset load_mnist_split(const Config& config, const std::string& split_text, const Where& where) {
   const std::string name = data::split_name(split_text);
   if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
-  data::IdxSplit split = data::load_idx_split(config.data.path, name);
+  data::IdxSplit split = data::load_idx_split(config.data.path, name, classes_of(config));
   Shape example{split.images.rows * split.images.cols};
   if (!config.data.image_shape.empty()) example = Shape(config.data.image_shape.begin(), config.data.image_shape.end());
   if (num_elements(example) != split.images.rows * split.images.cols) {
@@ -67,6 +75,7 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
   }
   data::Dataset all = data::Dataset::dense(std::move(split.images.pixels), example, std::move(split.labels));
   data::SplitSlice slice = resolve_split(split_text, all.size(), where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
   return slice.begin == 0 && slice.end == all.size() ? std::move(all) : all.slice(slice.begin, slice.end);
 }
 
@@ -74,7 +83,10 @@ data::TextExamples load_imdb_split(const Config& config, const std::string& spli
   const std::string name = data::split_name(split_text);
   if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
   data::TextExamples examples = data::read_imdb(config.data.path, name);
+  data::check_labels(examples.labels, classes_of(config), fmt::format("[imdb] '{}/{}'", config.data.path, name),
+                     [&](int64_t i) { return examples.paths[size_t(i)]; });
   data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
   if (slice.begin != 0 || slice.end != int64_t(examples.texts.size())) {
     examples.texts = std::vector<std::string>(examples.texts.begin() + slice.begin, examples.texts.begin() + slice.end);
     examples.labels = std::vector<int32_t>(examples.labels.begin() + slice.begin, examples.labels.begin() + slice.end);
@@ -89,7 +101,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;
   if (config.data.dataset == Dataset::mnist) {
-    loaded.num_classes = 10;
+    loaded.num_classes = classes_of(config);
     if (with_train) {
       loaded.train = std::make_unique<DatasetSource>(
           load_mnist_split(config, config.data.train_split, config.data.train_split_where), shuffle, seed);
@@ -98,7 +110,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
         load_mnist_split(config, config.data.test_split, config.data.test_split_where), false, 0);
     return loaded;
   }
-  loaded.num_classes = 2;
+  loaded.num_classes = classes_of(config);
   if (with_train) {
     data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
     auto fitted = data::TfidfVectorizer::fit_transform(train.texts, config.data.vectorizer.max_tokens);

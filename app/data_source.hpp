@@ -38,8 +38,13 @@ struct LoadedData {
   int num_classes = 0;
 };
 
+// The data set's class count, known from the config alone: MNIST-format IDX data has 10 classes (labels
+// 0..9), IMDB 2 (neg 0, pos 1). Labels outside [0, classes) are refused when the data is loaded.
+int classes_of(const Config& config);
+
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
-// data, but an IMDB vectorizer must then be given).
+// data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
+// train or evaluate nothing and exit 0) is a config error at the split.
 LoadedData load_data(const Config& config, bool with_train = true,
                      const std::optional<data::TfidfVectorizer>& vectorizer = std::nullopt);
 

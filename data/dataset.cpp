@@ -149,6 +149,17 @@ void Dataset::gather_labels(std::span<const int64_t> batch, int64_t row_begin, i
   for (int64_t r = row_begin; r < row_end; ++r) out[r - row_begin] = labels_.at(size_t(batch[r]));
 }
 
+void check_labels(std::span<const int32_t> labels, int classes, const std::string& source,
+                  const std::function<std::string(int64_t)>& example_name) {
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= 0 && labels[i] < classes) continue;
+    const std::string which = example_name ? fmt::format("example {} ({})", i, example_name(int64_t(i)))
+                                           : fmt::format("example {}", i);
+    throw UsageError(fmt::format("{}: label {} of {} is outside [0, {}) ({} classes)", source, labels[i], which,
+                                 classes, classes));
+  }
+}
+
 std::vector<int64_t> shuffled_order(int64_t count, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(size_t(std::max<int64_t>(count, 0)));
   for (int64_t i = 0; i < count; ++i) order[size_t(i)] = i;

@@ -3,7 +3,9 @@
 // Batches are global; densify() fills one rank's [rows, columns] block of a batch, nothing more.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/compressed_rows.hpp"
@@ -63,6 +65,12 @@ class Dataset {
   SparseRows sparse_rows_;
   std::vector<int32_t> labels_;
 };
+
+// Every label must lie in [0, classes): else a UsageError "SOURCE: label L of example I is outside [0, classes)"
+// (`source` names the file or folder, e.g. "[idx] 'data/train-labels-idx1-ubyte'"); `example_name`, when
+// given, names example I better than its index (e.g. its file).
+void check_labels(std::span<const int32_t> labels, int classes, const std::string& source,
+                  const std::function<std::string(int64_t)>& example_name = nullptr);
 
 // A permutation of [0, count) that depends only on (seed, epoch): Fisher-Yates driven by a counter-based
 // splitmix64 stream keyed by both, so any process computes the same order with no shared state.

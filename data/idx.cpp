@@ -2,11 +2,17 @@
 
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.hpp"
+#include "data/dataset.hpp"
 
 namespace dtrain::data {
 namespace {
@@ -20,10 +26,31 @@ uint32_t big_endian_u32(const uint8_t* bytes) {
 }
 
 std::vector<uint8_t> read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DTRAIN_CHECK_USAGE(in.good(), "[idx] cannot open '{}'", path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  DTRAIN_CHECK_USAGE(!in.bad(), "[idx] cannot read '{}'", path);
+  // POSIX calls: a folder, a missing or unreadable path is a UsageError naming it and why (an ifstream
+  // opens a folder and then fails deep in libstdc++).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DTRAIN_CHECK_USAGE(fd >= 0, "[idx] cannot open '{}': {}", path, std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const bool folder = S_ISDIR(info.st_mode);
+    ::close(fd);
+    throw UsageError(fmt::format("[idx] '{}' is {}, not an IDX file", path, folder ? "a directory" : "not a regular file"));
+  }
+  std::vector<uint8_t> bytes(size_t(info.st_size));
+  size_t size = 0;
+  while (size < bytes.size()) {
+    ssize_t got = ::read(fd, bytes.data() + size, bytes.size() - size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw UsageError(fmt::format("[idx] cannot read '{}': {}", path, std::strerror(error)));
+    }
+    if (got == 0) break;
+    size += size_t(got);
+  }
+  ::close(fd);
+  bytes.resize(size);
   return bytes;
 }
 
@@ -120,12 +147,13 @@ IdxFiles find_idx_split(const std::string& folder, const std::string& split) {
   return {find("images", "idx3"), find("labels", "idx1")};
 }
 
-IdxSplit load_idx_split(const std::string& folder, const std::string& split) {
+IdxSplit load_idx_split(const std::string& folder, const std::string& split, int classes) {
   IdxFiles files = find_idx_split(folder, split);
   IdxSplit loaded{read_idx_images(files.images), read_idx_labels(files.labels)};
   DTRAIN_CHECK_USAGE(int64_t(loaded.labels.size()) == loaded.images.count,
                      "[idx] '{}' holds {} images but '{}' holds {} labels", files.images,
                      loaded.images.count, files.labels, loaded.labels.size());
+  if (classes > 0) check_labels(loaded.labels, classes, "[idx] '" + files.labels + "'");
   return loaded;
 }
 

@@ -1,5 +1,6 @@
 // IDX files (MNIST, Fashion-MNIST, KMNIST): `*-idx3-ubyte` images and `*-idx1-ubyte` labels, gzipped or
-// not. Readers check magic numbers, counts, dims and sizes; any defect is a UsageError naming the file.
+// not. Readers check magic numbers, counts, dims and sizes; any defect (a folder, a missing or unreadable
+// path too) is a UsageError naming the file and why.
 // Images come out as float32 pixels / 255 in row-major [count, rows * cols]; labels as int32.
 #pragma once
 #include <cstdint>
@@ -35,7 +36,8 @@ struct IdxSplit {
 // (also `train-images.idx3-ubyte` spellings). A missing file is a UsageError listing what was tried.
 IdxFiles find_idx_split(const std::string& folder, const std::string& split);
 
-// find_idx_split + both readers; the image and label counts must agree.
-IdxSplit load_idx_split(const std::string& folder, const std::string& split);
+// find_idx_split + both readers; the image and label counts must agree, and with classes > 0 every label
+// must lie in [0, classes) (a UsageError naming the labels file and the example's index).
+IdxSplit load_idx_split(const std::string& folder, const std::string& split, int classes = 0);
 
 }  // namespace dtrain::data
