@@ -28,8 +28,9 @@ struct CommandOptions {
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
+  // `plan` reads no data, so its data.path need not exist.
   Config load_config() const {
-    Config config = dtrain::load_config(config_path, LoadOptions{overrides, run_dir, true});
+    Config config = dtrain::load_config(config_path, LoadOptions{overrides, run_dir, command != "plan"});
     set_collective_timeout(config.comm.timeout_s);
     return config;
   }

@@ -1,5 +1,12 @@
 #include "app/model_builder.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
 
@@ -63,6 +70,69 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
   throw Error("[model] unknown layer kind");
 }
 
+// The elements of `shape` times `bytes_per_element`, or nullopt when that overflows int64.
+std::optional<int64_t> checked_bytes(const Shape& shape, int64_t bytes_per_element) {
+  int64_t total = bytes_per_element;
+  for (int64_t extent : shape) {
+    if (extent < 0 || (extent > 0 && total > std::numeric_limits<int64_t>::max() / extent)) return std::nullopt;
+    total *= extent;
+  }
+  return total;
+}
+
+std::string bytes_needed(const std::optional<int64_t>& bytes) {
+  return bytes ? fmt::format("{} bytes", *bytes) : std::string("more than 2^63 bytes");
+}
+
+// This machine's memory in bytes (0 when unknown).
+int64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
+}
+
+// Sizes that could never be allocated (a dense layer of 10^9 units, a huge max_tokens) are config errors
+// here, before anything is allocated, naming what was too large and the bytes it needs, instead of a
+// std::bad_alloc (or an overflowed size) later.
+void check_sizes(const Config& config, const nn::Sequential& model, const Shape& input_shape, int devices_here) {
+  const int64_t memory = physical_memory();
+  auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
+  const Where& input_where = config.data.dataset == Dataset::imdb ? config.data.vectorizer.where : config.data.batch_size_where;
+  const std::optional<int64_t> input_bytes = checked_bytes(input_shape, sizeof(float));
+  if (too_large(input_bytes)) {
+    throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes)",
+                                                shape_string(input_shape), bytes_needed(input_bytes), memory));
+  }
+  std::optional<int64_t> total = 0;
+  for (const auto& info : model.variables()) {
+    const Shape local = info.choice.layout.local_shape(info.shape);
+    const std::optional<int64_t> bytes = checked_bytes(local, sizeof(float));
+    const std::string layer = info.path.substr(0, info.path.find('/'));
+    Where where = config.where("model");
+    for (const LayerConfig& layer_config : config.model) {
+      if (layer_config.name != layer) continue;
+      where = layer_config.kind == LayerKind::dense ? layer_config.dense.units_where : layer_config.where;
+      if (where.file.empty()) where = layer_config.where;
+    }
+    const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
+    if (too_large(bytes) || too_large(here)) {
+      throw_config_error(where, fmt::format("variable {} of shape {} is too large: it needs {} per device{} (this "
+                                            "machine has {} bytes)",
+                                            info.path, shape_string(info.shape), bytes_needed(bytes),
+                                            devices_here > 1 ? fmt::format(", {} for this process's {} devices",
+                                                                           bytes_needed(here), devices_here)
+                                                             : "",
+                                            memory));
+    }
+    total = total && here && *here <= std::numeric_limits<int64_t>::max() - *total ? std::optional<int64_t>(*total + *here)
+                                                                           : std::nullopt;
+  }
+  if (too_large(total)) {
+    throw_config_error(config.where("model"),
+                       fmt::format("the model's variables need {} on this process's {} device(s) (this machine has {} bytes)",
+                                   bytes_needed(total), devices_here, memory));
+  }
+}
+
 }  // namespace
 
 MeshPtr build_mesh(const Config& config) {
@@ -99,6 +169,8 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
     if (text.rfind(config.file, 0) == 0) throw;
     throw_config_error(config.where("model"), text);
   }
+  const int processes = std::max(1, process_count());
+  check_sizes(config, *built.model, input_shape, std::max(1, mesh->size() / processes));
   for (const auto& rule : layouts.unused_rules()) {
     built.warnings.push_back(fmt::format("{}: layout rule '{}' matches no variable", rule.where, rule.pattern));
   }
@@ -114,10 +186,15 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
     throw_config_error(config.where("mesh"), error.what());
   }
   engine.example = config.data.example_shape();
+  check_input_layout(config, engine.example);
   engine.built = build_model(config, engine.mesh, engine.example);
   print_warnings(engine.built);
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
-  engine.trainer->input_layout(int(engine.example.size()) + 1);
+  try {
+    engine.trainer->input_layout(int(engine.example.size()) + 1);
+  } catch (const UsageError& error) {
+    throw_config_error(config.data.layout_where, error.what());
+  }
   return engine;
 }
 
@@ -125,6 +202,18 @@ std::string Engine::devices_line() const {
   const std::string devices = fmt::format("{} virtual CPU devices", mesh->size());
   if (placement.processes == 1) return devices;
   return fmt::format("{} over {} processes: {}", devices, placement.processes, placement.describe());
+}
+
+void check_input_layout(const Config& config, const Shape& example) {
+  const std::vector<std::string> specs = input_specs(config);
+  if (example.size() < 2) return;  // a flat input: any axis may be sharded
+  for (size_t axis = 1; axis < specs.size(); ++axis) {
+    if (specs[axis] == kUnsharded) continue;
+    throw_config_error(config.data.layout_where,
+                       fmt::format("data.layout: axis {} of the image input {} is sharded on '{}', but only the batch "
+                                   "axis of an image input can be sharded (use image_shape: flat to shard features)",
+                                   axis, shape_string(example), specs[axis]));
+  }
 }
 
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {

@@ -29,7 +29,9 @@ std::vector<std::string> input_specs(const Config& config);
 train::TrainOptions train_options(const Config& config);
 
 // What every command builds from a config before it reads any data: the mesh, the model with its
-// layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked.
+// layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked (at
+// data.layout). build_model refuses variables or input batches too large to allocate (at their layer, or
+// at data.batch_size / max_tokens), naming the bytes they need.
 struct Engine {
   MeshPtr mesh;
   Placement placement;  // which process holds which devices (one process unless under mpirun)
@@ -41,6 +43,10 @@ struct Engine {
   std::string devices_line() const;
 };
 Engine build_engine(const Config& config, train::TrainOptions options);
+
+// Only the batch axis of an image input (an example of rank 2 or more) can be sharded: a config error at
+// data.layout otherwise.
+void check_input_layout(const Config& config, const Shape& example);
 
 // The model's last layer must have one unit per class of the data set (a config error otherwise).
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes);

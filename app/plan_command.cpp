@@ -1,9 +1,12 @@
 // `dtrain plan`: a dry run. Shows the mesh, every variable's layout and the rule that chose it, local shard
 // shapes and bytes per device, and the collectives of one training step, counted while running that step
-// on zeros (so the figures are what the engine does, not an estimate). Reads no data.
+// on zeros (so the figures are what the engine does, not an estimate). Reads no data (data.path need not
+// exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
+// from the dataset kind, which the model's last layer must match.
 #include <map>
 
 #include "app/commands.hpp"
+#include "app/data_source.hpp"
 #include "app/model_builder.hpp"
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
@@ -78,6 +81,8 @@ int run_plan(const CommandOptions& options) {
   one_step.eval_every_epoch = false;
   Engine engine = build_engine(config, one_step);
   const BuiltModel& built = engine.built;
+  const int classes = classes_of(config);
+  check_output_classes(config, *built.model, classes);
   const MeshPtr& mesh = engine.mesh;
   const Shape& example = engine.example;
   train::Trainer& trainer = *engine.trainer;
@@ -96,8 +101,8 @@ int run_plan(const CommandOptions& options) {
   }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device\n\n", shape_string(input_shape), input.specs_string(),
-             shape_string(input.local_shape(input_shape)));
+  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n\n", shape_string(input_shape),
+             input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");
   const int slots_per_variable = config.train.optimizer.kind == OptimizerKind::adam ? 2 : 0;
