@@ -1,11 +1,13 @@
 // dtrain's command line: parses the arguments (CLI11), runs one command, and is the only place that
 // catches: bad usage or config -> "dtrain: error: ..." and exit 2; any other failure -> exit 1.
 #include <CLI/CLI.hpp>
+#include <hdf5.h>
 
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -75,11 +77,27 @@ void start_processes() {
   }
 }
 
+// Options a command accepts with the others but has no use for: refused, not silently ignored.
+void refuse_unused_options(const CommandOptions& options) {
+  const std::string& command = options.command;
+  if (command == "inspect" || command == "predict") {
+    const char* why = command == "inspect" ? "it reads the checkpoint alone"
+                                           : "the checkpoint's own config builds the model";
+    if (!options.config_path.empty()) throw dtrain::UsageError(fmt::format("{} takes no --config ({})", command, why));
+    if (!options.overrides.empty()) throw dtrain::UsageError(fmt::format("{} takes no --set ({})", command, why));
+    if (!options.run_dir.empty())
+      throw dtrain::UsageError(fmt::format("{} takes no --run-dir (it writes no run outputs)", command));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, which is reported, instead of killing.
   std::signal(SIGXFSZ, SIG_IGN);
+  // HDF5 prints a multi-line HDF5-DIAG stack for every failed call; dtrain reports each failure itself, in
+  // one line naming the file.
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   CLI::App app{"dtrain: SPMD training from YAML configs, on one device or many", "dtrain"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dtrain 0.1");
@@ -132,11 +150,16 @@ int main(int argc, char** argv) {
       options.command = command->name;
       if (options.command == "predict" && options.texts.empty() == options.idx_file.empty())
         throw dtrain::UsageError("predict: give either texts to classify or --idx FILE (one of them)");
+      refuse_unused_options(options);
       return command->run(options);
     }
     return fail("no command given", 2);
   } catch (const dtrain::UsageError& error) {
     return fail(error.what(), 2);
+  } catch (const std::bad_alloc& error) {
+    return fail(fmt::format("out of memory ({}): a size in the config or the data is larger than this machine can hold",
+                            error.what()),
+                1);
   } catch (const std::exception& error) {
     return fail(error.what(), 1);
   }

@@ -39,8 +39,21 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
                      "[predict] checkpoint {} is an {} model: give texts, not --idx", index.folder,
                      to_string(config.data.dataset));
   data::IdxImages images = data::read_idx_images(options.idx_file);
-  DTRAIN_CHECK_USAGE(images.rows * images.cols == num_elements(example),
-                     "[predict] {} holds {}x{} images but the model takes {}", options.idx_file, images.rows, images.cols,
+  // The images the model was trained on: image_shape's first two extents, or square ones for a flat input
+  // (784 = 28x28); the pixel count alone would let a 56x14 image through to a 28x28 model.
+  int64_t rows = 0, cols = 0;
+  if (example.size() >= 2) {
+    rows = example[0];
+    cols = example[1];
+  } else {
+    const auto side = int64_t(std::llround(std::sqrt(double(num_elements(example)))));
+    if (side * side == num_elements(example)) rows = cols = side;
+  }
+  const bool fits = rows > 0 ? images.rows == rows && images.cols == cols
+                             : images.rows * images.cols == num_elements(example);
+  DTRAIN_CHECK_USAGE(fits, "[predict] {} holds {}x{} images but the model takes {} (input {})", options.idx_file,
+                     images.rows, images.cols,
+                     rows > 0 ? fmt::format("{}x{} images", rows, cols) : fmt::format("{} pixels", num_elements(example)),
                      shape_string(example));
   DTRAIN_CHECK_USAGE(images.count >= 1, "[predict] {} holds no images", options.idx_file);
   Shape shape{images.count};
