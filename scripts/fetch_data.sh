@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Downloads the public data sets dtrain trains on: `mnist [DIR]` (the four official IDX files, md5-checked,
-# default DIR data/mnist) or `imdb [DIR]` (Stanford's aclImdb_v1.tar.gz, unpacked into DIR, default data).
+# into DIR, default data/mnist) or `imdb [DIR]` (Stanford's aclImdb_v1.tar.gz, unpacked into DIR/aclImdb,
+# default data; a DIR named aclImdb is that folder itself). Either way DIR is what data.path may name:
+# `scripts/fetch_data.sh imdb data` and `scripts/fetch_data.sh imdb data/aclImdb` both give data/aclImdb.
 set -euo pipefail
 
-usage="usage: scripts/fetch_data.sh mnist [DIR] | imdb [DIR]"
+usage="usage: scripts/fetch_data.sh mnist [DIR] | imdb [DIR]
+  mnist [DIR]  the four IDX files into DIR (default data/mnist)
+  imdb [DIR]   the reviews into DIR/aclImdb (default data), or into DIR when it is named aclImdb"
 what="${1:-}"
 
 # curl with a short connect timeout; returns non-zero instead of exiting so callers can try the next mirror.
@@ -56,6 +60,9 @@ case "$what" in
     ;;
   imdb)
     dir="${2:-data}"
+    dir="${dir%/}"
+    # data.path may name the aclImdb folder itself (the hint of a missing data.path passes it here).
+    [[ "$(basename "$dir")" == aclImdb ]] && dir="$(dirname "$dir")"
     mkdir -p "$dir"
     if [[ -d "$dir/aclImdb/train/pos" && -d "$dir/aclImdb/test/neg" ]]; then
       echo "have $dir/aclImdb"
