@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End-to-end (issue 14): bad data, bad paths, bad sizes and options a command does not use. Each is exit 2
+# (bad usage, config or data) with one line naming what and where; no HDF5-DIAG stack is ever printed.
+# Usage: bad_inputs.sh DTRAIN SOURCE_DIR
+set -euo pipefail
+lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
+source "$lib/tally.sh"
+
+dtrain=$(realpath "$1")
+source_dir=$(realpath "${2:-$(dirname "${BASH_SOURCE[0]}")/../..}")
+command -v python3 >/dev/null || { echo "no python3: skipped"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+source "$lib/cli.sh"            # expect, check
+source "$lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml
+
+# one_line: the last command's output is one line (the error) and holds no HDF5 diagnostics.
+one_line() { [[ $(grep -c . out) == 1 ]] && ! grep -q "HDF5-DIAG" out; }
+
+# 1. A label outside [0, 10) is refused at load, naming the labels file and the example, even where no
+#    batch would ever reach it (max_steps 1).
+mkdir -p badlabels
+cp data/*-images-idx3-ubyte badlabels/
+python3 - <<'PY'
+import shutil
+data = bytearray(open("data/train-labels-idx1-ubyte", "rb").read())
+data[8 + 300] = 12  # example 300
+open("badlabels/train-labels-idx1-ubyte", "wb").write(data)
+shutil.copy("data/t10k-labels-idx1-ubyte", "badlabels/")
+PY
+expect 2 "^dtrain: error: .*badlabels/train-labels-idx1-ubyte.*label 12 of example 300 is outside \[0, 10\)" -- \
+  train --config dp.yaml --set data.path=badlabels --set train.max_steps=1 --set checkpoint.every=never
+check "label error is one line" one_line
+
+# A checkpoint to predict from.
+expect 0 "test accuracy" -- train --config dp.yaml --set train.max_steps=1
+# 2. predict --idx: a folder, a missing file, a truncated file, a wrong magic, another image shape.
+expect 2 "^dtrain: error: .*'data' is a directory" -- predict --checkpoint ckpt --idx data
+check "predict --idx DIR is one line" one_line
+expect 2 "^dtrain: error: .*cannot open 'nothing-here': No such file" -- predict --checkpoint ckpt --idx nothing-here
+head -c 1000 data/t10k-images-idx3-ubyte >truncated
+expect 2 "^dtrain: error: .*'truncated' holds 984 data bytes" -- predict --checkpoint ckpt --idx truncated
+expect 2 "^dtrain: error: .*'data/t10k-labels-idx1-ubyte' has magic number" -- predict --checkpoint ckpt --idx data/t10k-labels-idx1-ubyte
+python3 -c "
+import struct; open('wide', 'wb').write(struct.pack('>IIII', 0x803, 1, 56, 14) + bytes(784))"
+expect 2 "^dtrain: error: .*wide holds 56x14 images but the model takes 28x28 images" -- predict --checkpoint ckpt --idx wide
+
+# 3. No training examples, no test examples: refused at the split.
+expect 2 "^dtrain: error: --set data.train_split=train\[:0\]: .*split 'train\[:0\]' of data holds no examples" -- \
+  train --config dp.yaml --set "data.train_split=train[:0]" --set checkpoint.every=never
+expect 2 "^dtrain: error: .*split 'test\[128:\]' of data holds no examples" -- \
+  eval --config dp.yaml --checkpoint ckpt --set "data.test_split=test[128:]"
+
+# 4. plan checks the last layer against the class count, and needs no data folder.
+expect 2 "^dtrain: error: .*the model ends in 7 units but mnist has 10 classes" -- plan --config dp.yaml --set model.1.dense=7
+expect 0 "10 classes \(mnist\)" -- plan --config dp.yaml --set data.path=no/such/folder
+
+# 5. Sharding an image input's feature axis: FILE:LINE:COL of data.layout.
+sed -e 's/image_shape: flat, layout: \[batch, unsharded\]/image_shape: [28, 28], layout: [batch, model, unsharded]/' \
+  -e 's/^model:/model:\n  - {flatten: {}}/' mp.yaml >image_sharded.yaml
+expect 2 "^dtrain: error: image_sharded.yaml:2:[0-9]+: .*only the batch axis of an image input can be sharded" -- \
+  train --config image_sharded.yaml
+expect 2 "^dtrain: error: image_sharded.yaml:2:[0-9]+: .*only the batch axis" -- plan --config image_sharded.yaml
+
+# 6. Options a command would ignore are refused.
+expect 2 "^dtrain: error: inspect takes no --config" -- inspect ckpt --config dp.yaml
+expect 2 "^dtrain: error: inspect takes no --run-dir" -- inspect ckpt --run-dir elsewhere
+expect 2 "^dtrain: error: inspect takes no --set" -- inspect ckpt --set train.epochs=3
+expect 2 "^dtrain: error: predict takes no --run-dir" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte --run-dir r
+expect 2 "^dtrain: error: predict takes no --config" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte --config dp.yaml
+
+# 7. Sizes that cannot be allocated: named, with the bytes they need, at the config's line.
+expect 2 "^dtrain: error: --set model.0.dense=1000000000: .*dense1/kernel.*3136000000000 bytes" -- \
+  plan --config dp.yaml --set model.0.dense=1000000000
+sed -e 's/{dense: 32,/{dense: 1000000000,/' dp.yaml >huge.yaml
+expect 2 "^dtrain: error: huge.yaml:4:[0-9]+: variable dense1/kernel of shape \(784,1000000000\) is too large: it needs 3136000000000 bytes" -- \
+  train --config huge.yaml --set checkpoint.every=never
+check "huge dense is one line" one_line
+
+# 8. fetch_data.sh: what the missing data.path hint says is what the script does.
+bash "$source_dir/scripts/fetch_data.sh" >out 2>&1 || true
+check "fetch_data.sh usage names DIR/aclImdb and a DIR named aclImdb" grep -q "DIR/aclImdb.*named aclImdb" out
+
+# 9. Bad HDF5 files: one line naming the file, no HDF5-DIAG stack (a damaged checkpoint is exit 1).
+mkdir -p garbage
+head -c 4096 /dev/urandom >garbage/index.h5
+expect 1 "^dtrain: error: .*garbage" -- predict --checkpoint garbage --idx data/t10k-images-idx3-ubyte
+check "garbage index.h5 for predict: one line, no HDF5-DIAG" one_line
+expect 1 "^dtrain: error: .*garbage" -- inspect garbage
+check "garbage index.h5 for inspect: one line, no HDF5-DIAG" one_line
+expect 2 "^dtrain: error: .*data/t10k-images-idx3-ubyte is not a directory" -- eval --config dp.yaml --checkpoint data/t10k-images-idx3-ubyte
+check "eval --checkpoint FILE: one line, no HDF5-DIAG" one_line
+source "$lib/reseal.sh"  # reseal, can_reseal
+if [[ -n $can_reseal ]]; then
+  folder=ckpt/$(cat ckpt/latest)
+  cp -r "$folder" bad_index && head -c 5000 /dev/urandom >bad_index/index.h5 && reseal bad_index
+  cp -r "$folder" bad_shard && head -c 3000 /dev/urandom >bad_shard/shard-0-of-8.h5 && reseal bad_shard
+  for args in "predict --checkpoint bad_index --idx data/t10k-images-idx3-ubyte" "inspect bad_index" \
+              "inspect --verify bad_index" "eval --config dp.yaml --checkpoint bad_index" \
+              "predict --checkpoint bad_shard --idx data/t10k-images-idx3-ubyte" \
+              "eval --config dp.yaml --checkpoint bad_shard"; do
+    file=bad_index/index.h5
+    [[ $args == *bad_shard* ]] && file=bad_shard/shard-0-of-8.h5
+    # shellcheck disable=SC2086
+    expect 1 "^dtrain: error: .*cannot read $file" -- $args
+    check "dtrain $args: no HDF5-DIAG" bash -c '! grep -q HDF5-DIAG out'
+  done
+fi
+
+report
