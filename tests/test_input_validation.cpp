@@ -1,0 +1,140 @@
+// Issue 14: bad data and bad sizes are refused up front (UsageError: exit 2) with one line naming what and
+// where: labels outside the class range at load, unreadable IDX paths, empty splits, a sharded image
+// feature axis at data.layout's FILE:LINE:COL, variables too large to allocate, plan's class check.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/config.hpp"
+#include "app/data_source.hpp"
+#include "app/model_builder.hpp"
+#include "data/dataset.hpp"
+#include "data/idx.hpp"
+#include "tests/temp_folder.hpp"
+#include "tests/usage_error.hpp"
+
+using namespace dtrain;
+using dtrain::testing::thrown;
+namespace fs = std::filesystem;
+
+namespace {
+
+void put_u32(std::string& bytes, uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(char((value >> shift) & 0xff));
+}
+
+// count images of rows x cols and their labels (label i is labels[i % labels.size()]).
+void write_split(const fs::path& folder, const std::string& prefix, uint32_t count, std::vector<uint8_t> labels,
+                 uint32_t rows = 28, uint32_t cols = 28) {
+  std::string images, label_bytes;
+  put_u32(images, 0x803);
+  put_u32(images, count);
+  put_u32(images, rows);
+  put_u32(images, cols);
+  images.append(size_t(count) * rows * cols, char(7));
+  put_u32(label_bytes, 0x801);
+  put_u32(label_bytes, count);
+  for (uint32_t i = 0; i < count; ++i) label_bytes.push_back(char(labels[i % labels.size()]));
+  std::ofstream(folder / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
+  std::ofstream(folder / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << label_bytes;
+}
+
+std::string mnist_config(const std::string& path, const std::string& extra = "", const std::string& model = "") {
+  return "mesh: {dims: {batch: 2}}\n"
+         "data: {dataset: mnist, path: " + path + ", batch_size: 4" + extra + "}\n"
+         "model:\n" + (model.empty() ? "  - {dense: 10}\n" : model) +
+         "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a label outside the class range is refused at load, naming the file and the example") {
+  dtrain::testing::TempFolder temp("labels_range");
+  write_split(temp.path, "train", 8, {1, 2, 3, 4, 5, 12});  // example 5 has label 12
+  write_split(temp.path, "t10k", 4, {0, 1});
+  std::string message;
+  CHECK(thrown([&] { data::load_idx_split(temp.str(), "train", 10); }, &message) == "usage");
+  CHECK(contains(message, "train-labels-idx1-ubyte"));
+  CHECK(contains(message, "label 12 of example 5"));
+  // Through the app's loader, which knows MNIST has 10 classes.
+  const Config config = parse_config(mnist_config(temp.str()), "labels.yaml", LoadOptions{{}, "", false});
+  CHECK(thrown([&] { load_data(config); }, &message) == "usage");
+  CHECK(contains(message, "label 12 of example 5"));
+  // IMDB-style labels named by their file.
+  CHECK(thrown([&] { data::check_labels(std::vector<int32_t>{0, 1, 2}, 2, "[imdb] 'x/train'",
+                                        [](int64_t i) { return "pos/" + std::to_string(i) + ".txt"; }); },
+               &message) == "usage");
+  CHECK(contains(message, "[imdb] 'x/train': label 2 of example 2 (pos/2.txt)"));
+}
+
+TEST_CASE("an IDX path that is a folder, missing, truncated or of the wrong magic is a usage error naming it") {
+  dtrain::testing::TempFolder temp("idx_paths");
+  std::string message;
+  CHECK(thrown([&] { data::read_idx_images(temp.str()); }, &message) == "usage");
+  CHECK(contains(message, temp.str()));
+  CHECK(contains(message, "is a directory"));
+  CHECK(thrown([&] { data::read_idx_images(temp.str() + "/missing"); }, &message) == "usage");
+  CHECK(contains(message, "No such file"));
+  write_split(temp.path, "train", 2, {1});
+  const fs::path images = temp.path / "train-images-idx3-ubyte";
+  CHECK(thrown([&] { data::read_idx_labels(images.string()); }, &message) == "usage");
+  CHECK(contains(message, images.string()));
+  CHECK(contains(message, "magic"));
+  fs::resize_file(images, 100);
+  CHECK(thrown([&] { data::read_idx_images(images.string()); }, &message) == "usage");
+  CHECK(contains(message, images.string()));
+}
+
+TEST_CASE("a split with no examples is refused at the split") {
+  dtrain::testing::TempFolder temp("empty_split");
+  write_split(temp.path, "train", 8, {1, 2});
+  write_split(temp.path, "t10k", 4, {0, 1});
+  std::string message;
+  Config config = parse_config(mnist_config(temp.str(), ", train_split: 'train[:0]'"), "empty.yaml",
+                               LoadOptions{{}, "", false});
+  CHECK(thrown([&] { load_data(config); }, &message) == "usage");
+  CHECK(contains(message, "empty.yaml:2:"));
+  CHECK(contains(message, "'train[:0]'"));
+  CHECK(contains(message, "holds no examples"));
+  config = parse_config(mnist_config(temp.str(), ", test_split: 'test[4:]'"), "empty.yaml", LoadOptions{{}, "", false});
+  CHECK(thrown([&] { load_data(config, false); }, &message) == "usage");
+  CHECK(contains(message, "'test[4:]'"));
+  config = parse_config(mnist_config(temp.str()), "ok.yaml", LoadOptions{{}, "", false});
+  CHECK(thrown([&] { load_data(config); }) == "none");
+}
+
+TEST_CASE("sharding an image input's feature axis is a config error at data.layout") {
+  const std::string text = "mesh: {dims: {batch: 2, model: 2}}\n"
+                           "data: {dataset: mnist, path: data, batch_size: 4, image_shape: [28, 28],\n"
+                           "       layout: [batch, model, unsharded]}\n"
+                           "model:\n  - {flatten: {}}\n  - {dense: 10}\n"
+                           "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
+  const Config config = parse_config(text, "image.yaml", LoadOptions{{}, "", false});
+  std::string message;
+  CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
+  CHECK(contains(message, "image.yaml:3:"));
+  CHECK(contains(message, "only the batch axis of an image input can be sharded"));
+}
+
+TEST_CASE("a variable too large to allocate is a config error naming it and its bytes") {
+  const Config config = parse_config(mnist_config("data", "", "  - {dense: 1000000000}\n  - {dense: 10}\n"),
+                                     "huge.yaml", LoadOptions{{}, "", false});
+  std::string message;
+  CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
+  CHECK(contains(message, "huge.yaml:4:"));
+  CHECK(contains(message, "dense1/kernel"));
+  CHECK(contains(message, "3136000000000 bytes"));
+}
+
+TEST_CASE("the class count comes from the config, and the last layer must match it") {
+  const Config config = parse_config(mnist_config("nowhere", "", "  - {dense: 7}\n"), "classes.yaml",
+                                     LoadOptions{{}, "", false});
+  CHECK(classes_of(config) == 10);
+  Engine engine = build_engine(config, train_options(config));
+  std::string message;
+  CHECK(thrown([&] { check_output_classes(config, *engine.built.model, classes_of(config)); }, &message) == "usage");
+  CHECK(contains(message, "7 units but mnist has 10 classes"));
+}
