@@ -1,19 +1,42 @@
 #include "core/nn/layout_map.hpp"
 
-#include <regex>
+#include <re2/re2.h>
 
 #include "core/error.hpp"
 
 namespace dtrain::nn {
 
+std::shared_ptr<const re2::RE2> compile_layout_pattern(const std::string& pattern, std::string* error) {
+  if (pattern.size() > kMaxLayoutPatternLength) {
+    *error = fmt::format("it has {} characters; a layout pattern has at most {}", pattern.size(),
+                         kMaxLayoutPatternLength);
+    return nullptr;
+  }
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  // RE2::FullMatch anchors at both ends: a rule matches the whole variable path, as std::regex_match did.
+  auto compiled = std::make_shared<const re2::RE2>(pattern, options);
+  if (!compiled->ok()) {
+    *error = compiled->error();
+    return nullptr;
+  }
+  return compiled;
+}
+
+bool layout_pattern_matches(const re2::RE2& pattern, const std::string& path) {
+  return re2::RE2::FullMatch(path, pattern);
+}
+
 LayoutMap::LayoutMap(std::vector<LayoutRule> rules) : rules_(std::move(rules)), used_(rules_.size(), false) {
   for (const auto& rule : rules_) {
-    try {
-      std::regex check(rule.pattern);
-    } catch (const std::regex_error& e) {
+    std::string error;
+    auto compiled = compile_layout_pattern(rule.pattern, &error);
+    if (!compiled)
       throw UsageError(fmt::format("{}layout rule '{}' is not a valid regular expression: {}",
-                                   rule.where.empty() ? "" : rule.where + ": ", rule.pattern, e.what()));
-    }
+                                   rule.where.empty() ? "" : rule.where + ": ",
+                                   rule.pattern.size() > 64 ? rule.pattern.substr(0, 64) + "..." : rule.pattern,
+                                   error));
+    compiled_.push_back(std::move(compiled));
   }
 }
 
@@ -21,7 +44,7 @@ LayoutChoice LayoutMap::choose(const std::string& path, const Shape& shape, cons
                                const LayoutChoice* kernel, const std::string& kernel_path) {
   for (size_t i = 0; i < rules_.size(); ++i) {
     const LayoutRule& rule = rules_[i];
-    if (!std::regex_match(path, std::regex(rule.pattern))) continue;
+    if (!layout_pattern_matches(*compiled_[i], path)) continue;
     used_[i] = true;
     const std::string prefix = rule.where.empty() ? "" : rule.where + ": ";
     DTRAIN_CHECK_USAGE(rule.specs.size() == shape.size(),
