@@ -11,8 +11,13 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_map>
+
+#include <re2/re2.h>
 
 #include "core/error.hpp"
+#include "core/nn/layout_map.hpp"
+#include "data/split.hpp"
 
 namespace dtrain {
 
@@ -26,8 +31,10 @@ void throw_config_error(const Where& where, const std::string& message) {
 }
 
 int MeshConfig::num_devices() const {
+  // read_mesh refuses a product above kMaxDevices, so this cannot overflow for a loaded config.
   int n = 1;
-  for (const MeshDimConfig& dim : dims) n *= dim.size;
+  for (const MeshDimConfig& dim : dims)
+    if (__builtin_mul_overflow(n, dim.size, &n)) return std::numeric_limits<int>::max();
   return n;
 }
 
@@ -101,6 +108,61 @@ std::string to_string(OptimizerKind kind) { return kind == OptimizerKind::sgd ? 
 
 namespace {
 
+// ---- limits ----
+
+[[noreturn]] void override_error(const std::string& assignment, const std::string& what) {
+  throw UsageError(fmt::format("--set {}: {}", assignment, what));
+}
+
+// The text of a name or value for a message: long inputs are cut, control characters escaped.
+std::string shown(const std::string& text) {
+  constexpr size_t kShown = 64;
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += char(c);
+  }
+  if (text.size() > kShown) out += fmt::format("... ({} characters)", text.size());
+  return out;
+}
+
+// Why `name` (a key, a layer name, a dim name) is refused, or "" when it is fine: too long, or a control
+// character (a NUL would silently cut the name short in some places and not in others).
+std::string bad_name(const std::string& name, size_t max_length = kMaxNameLength) {
+  if (name.size() > max_length)
+    return fmt::format("'{}' is too long: at most {} characters", shown(name), max_length);
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f)
+      return fmt::format("'{}' has a control character (byte 0x{:02x} at position {})", shown(name), c, i + 1);
+  }
+  return "";
+}
+
+bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
+
+// [A-Za-z_][A-Za-z0-9_]* (a mesh dim name), without a regex.
+bool is_identifier(const std::string& text) {
+  if (text.empty() || !(is_ascii_letter(text[0]) || text[0] == '_')) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) { return is_ascii_letter(c) || is_ascii_digit(c) || c == '_'; });
+}
+
+// [A-Za-z0-9_.-]+ (a layer name).
+bool is_layer_name(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return is_ascii_letter(c) || is_ascii_digit(c) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+// a * b for sizes from the config; false when it overflows or exceeds `limit`.
+bool checked_product(std::int64_t a, std::int64_t b, std::int64_t limit, std::int64_t* out) {
+  return !__builtin_mul_overflow(a, b, out) && *out <= limit;
+}
+
 // ---- suggestions ----
 
 // Edit distance counting a swap of two neighbours as one edit (optimal string alignment).
@@ -122,6 +184,7 @@ int edit_distance(const std::string& a, const std::string& b) {
 
 // "; did you mean 'x'?" for the closest candidate when it is close enough, else "".
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  if (word.size() > kMaxNameLength) return "";  // the distance costs |word| x |candidate|
   std::string best;
   int best_distance = std::numeric_limits<int>::max();
   for (const std::string& candidate : candidates) {
@@ -138,7 +201,7 @@ std::string one_of(const std::vector<std::string>& options) { return fmt::format
 // How a node reads in a message: 'text', a list, a map, an empty value.
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
+    case YAML::NodeType::Scalar: return fmt::format("'{}'", shown(node.Scalar()));
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Map: return "a map";
     default: return "an empty value";
@@ -196,6 +259,7 @@ class Reader {
   // The entries of a map in YAML order (an empty value reads as an empty map). Duplicate keys are errors.
   std::vector<KeyedField> entries(const Field& map, const std::string& expected = "a map") {
     std::vector<KeyedField> result;
+    std::unordered_map<std::string, size_t> seen;  // key -> index in result (a linear scan was quadratic)
     if (map.node.IsNull()) return result;
     if (!map.node.IsMap()) fail(map, fmt::format("expected {}, got {}", expected, describe(map.node)));
     for (auto it = map.node.begin(); it != map.node.end(); ++it) {
@@ -205,9 +269,12 @@ class Reader {
       const Where key_where = where(key, value_where);
       if (!key.IsScalar()) fail(key_where, map.path, fmt::format("expected a key, got {}", describe(key)));
       const std::string name = key.Scalar();
-      for (const KeyedField& earlier : result)
-        if (earlier.key == name)
-          fail(key_where, map.path, fmt::format("duplicate key '{}' (first at {})", name, earlier.key_where.str()));
+      const std::string bad = bad_name(name);
+      if (!bad.empty()) fail(key_where, map.path, "key " + bad);
+      const auto [earlier, inserted] = seen.emplace(name, result.size());
+      if (!inserted)
+        fail(key_where, map.path,
+             fmt::format("duplicate key '{}' (first at {})", name, result[earlier->second].key_where.str()));
       const std::string path = map.path.empty() ? name : map.path + "." + name;
       Field field = child(map, value, path);
       // yaml-cpp marks an empty value at the next token, often on the next line: point at its key.
@@ -280,7 +347,7 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
   const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
   const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size())
-    reader.fail(field, fmt::format("expected {}, got '{}'", expected, text));
+    reader.fail(field, fmt::format("expected {}, got '{}'", expected, shown(text)));
   if (value < min || value > max) reader.fail(field, fmt::format("expected {}, got {}", expected, value));
   return value;
 }
@@ -291,7 +358,7 @@ double number(Reader& reader, const Field& field) {
   const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
   const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
-    reader.fail(field, fmt::format("expected a number, got '{}'", text));
+    reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
   return value;
 }
 
@@ -366,14 +433,20 @@ MeshConfig read_mesh(Reader& reader, const Field& field) {
   const Field dims = section.require("dims");
   std::vector<KeyedField> entries = reader.entries(dims, "a map of dim name -> size, e.g. {batch: 8}");
   if (entries.empty()) reader.fail(dims, "expected at least one dim, e.g. {batch: 8}");
+  if (entries.size() > size_t(kMaxMeshDims))
+    reader.fail(dims, fmt::format("{} dims; a mesh has at most {}", entries.size(), kMaxMeshDims));
+  std::int64_t devices = 1;
   for (const KeyedField& entry : entries) {
-    static const std::regex identifier("[A-Za-z_][A-Za-z0-9_]*");
-    if (!std::regex_match(entry.key, identifier))
-      reader.fail(entry.key_where, dims.path, fmt::format("'{}' is not a valid dim name (letters, digits, _)", entry.key));
+    if (!is_identifier(entry.key))
+      reader.fail(entry.key_where, dims.path,
+                  fmt::format("'{}' is not a valid dim name (letters, digits, _)", shown(entry.key)));
     if (entry.key == "unsharded")
       reader.fail(entry.key_where, dims.path, "'unsharded' is reserved for layouts; name the dim otherwise");
-    const int size = int(integer(reader, entry.value, 1, 1 << 20));
+    const int size = int(integer(reader, entry.value, 1, kMaxDevices));
     mesh.dims.push_back(MeshDimConfig{entry.key, size, entry.value.where});
+    if (!checked_product(devices, size, kMaxDevices, &devices))
+      reader.fail(entry.value, fmt::format("the mesh {{{}}} has more than {} devices (the most a mesh may have)",
+                                           fmt::join(mesh.dim_names(), ", "), kMaxDevices));
   }
   if (auto devices = section.get("devices")) {
     mesh.devices = choice(reader, *devices, {"cpu", "gpu"}) == "cpu" ? DeviceKind::cpu : DeviceKind::gpu;
@@ -396,7 +469,7 @@ std::vector<std::string> read_specs(Reader& reader, const Field& field, const Me
     const Field spec_field = reader.child(field, field.node[i], fmt::format("{}[{}]", field.path, i));
     const std::string spec = scalar(reader, spec_field, "a mesh dim name or unsharded");
     if (std::find(known.begin(), known.end(), spec) == known.end())
-      reader.fail(spec_field, fmt::format("'{}' is not a mesh dim (expected one of {}){}", spec, one_of(known),
+      reader.fail(spec_field, fmt::format("'{}' is not a mesh dim (expected one of {}){}", shown(spec), one_of(known),
                                           suggestion(spec, known)));
     if (spec != "unsharded" && std::find(specs.begin(), specs.end(), spec) != specs.end())
       reader.fail(spec_field, fmt::format("mesh dim '{}' shards two axes; a dim may shard one axis only", spec));
@@ -413,12 +486,28 @@ std::string dim_where(const MeshConfig& mesh, const std::string& name) {
 }
 
 // train, test[:5000], train[10%:], test[-100:] ...
+// Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
+// stricter form: (train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])? with percentages in [-100, 100].
 void check_split(Reader& reader, const Field& field, const std::string& split) {
-  static const std::regex pattern(R"((train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])?)");
-  if (!std::regex_match(split, pattern))
-    reader.fail(field, fmt::format("expected a split: train or test, optionally sliced like train[:5000] or "
-                                   "test[10%:], got '{}'",
-                                   split));
+  const std::string expected = fmt::format(
+      "expected a split: train or test, optionally sliced like train[:5000] or test[10%:], got '{}'", shown(split));
+  data::SplitText text;
+  try {
+    text = data::parse_split_text(split);
+  } catch (const UsageError& error) {
+    const std::string what = error.what();
+    // An overflowing number says so; any other syntax error gets the config's own wording.
+    if (what.find("64 bits") != std::string::npos) reader.fail(field, what);
+    reader.fail(field, expected);
+  }
+  if (text.name != "train" && text.name != "test") reader.fail(field, expected);
+  if (split.find_first_of(" \t") != std::string::npos) reader.fail(field, expected);
+  for (const auto& bound : {text.from, text.to}) {
+    if (!bound) continue;
+    if (bound->fractional) reader.fail(field, expected);
+    if (bound->percent && bound->whole > 100)
+      reader.fail(field, fmt::format("'{}': percentages must be in [-100, 100]", shown(split)));
+  }
 }
 
 DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
@@ -637,11 +726,13 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   if (auto name = section.get("name")) {
     layer.name = scalar(reader, *name, "a layer name");
     layer.name_given = true;
-    static const std::regex valid("[A-Za-z0-9_.-]+");
-    if (!std::regex_match(layer.name, valid))
+    if (layer.name.size() > kMaxNameLength)
+      reader.fail(*name, fmt::format("'{}' is too long for a layer name: at most {} characters", shown(layer.name),
+                                     kMaxNameLength));
+    if (!is_layer_name(layer.name))
       reader.fail(*name, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
                                      "variable paths like NAME/kernel)",
-                                     layer.name));
+                                     shown(layer.name)));
   }
   return layer;
 }
@@ -674,16 +765,60 @@ std::vector<LayoutRule> read_layouts(Reader& reader, const Field& field, const M
     rule.pattern = entry.key;
     rule.where = entry.key_where;
     reader.locations[fmt::format("layouts[{}]", index++)] = entry.key_where;
+    // entries() has bounded the key (kMaxNameLength, no control characters). RE2 checks it: linear time,
+    // bounded stack, whatever the pattern (std::regex recursed once per group or character).
+    std::string error;
+    if (!nn::compile_layout_pattern(entry.key, &error))
+      reader.fail(entry.key_where, "layouts",
+                  fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(entry.key), error));
+    // The std::regex twin, kept for callers that match with std::regex_match: compiled only from a pattern
+    // RE2 accepted, so short and of bounded size; left empty when std::regex reads it differently.
     try {
       rule.regex = std::regex(entry.key, std::regex::ECMAScript);
-    } catch (const std::regex_error& error) {
-      reader.fail(entry.key_where, "layouts", fmt::format("'{}' is not a valid regular expression: {}", entry.key, error.what()));
+    } catch (const std::regex_error&) {
+      rule.regex = std::regex();
     }
     const Field specs{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where};
     rule.specs = read_specs(reader, specs, mesh);
     rules.push_back(std::move(rule));
   }
   return rules;
+}
+
+// Every size the config's numbers multiply into (a batch of examples, each dense kernel, each layer's
+// activations), with overflow-checked products: more than kMaxTensorElements is an error at the number.
+void check_sizes(Reader& reader, const DataConfig& data, const std::vector<LayerConfig>& model) {
+  std::vector<std::int64_t> shape = data.example_shape();
+  std::int64_t features = 1;
+  for (std::int64_t extent : shape)
+    if (!checked_product(features, extent, kMaxTensorElements, &features))
+      reader.fail(data.where, "data", fmt::format("an example has more than {} elements", kMaxTensorElements));
+  std::int64_t elements = 0;
+  if (!checked_product(data.batch_size, features, kMaxTensorElements, &elements))
+    reader.fail(data.batch_size_where, "data.batch_size",
+                fmt::format("a batch of {} examples of {} elements each has more than {} elements (the most a "
+                            "tensor may have)",
+                            data.batch_size, features, kMaxTensorElements));
+  for (size_t i = 0; i < model.size(); ++i) {
+    const LayerConfig& layer = model[i];
+    if (layer.kind == LayerKind::flatten) shape = {features};
+    if (layer.kind != LayerKind::dense) continue;
+    const std::int64_t in = shape.back(), units = layer.dense.units;
+    const std::string path = fmt::format("model[{}].dense", i);
+    std::int64_t kernel = 0, activations = 0;
+    if (!checked_product(in, units, kMaxTensorElements, &kernel))
+      reader.fail(layer.dense.units_where, path,
+                  fmt::format("the kernel {} x {} has more than {} elements (the most a tensor may have)", in, units,
+                              kMaxTensorElements));
+    features = features / in;
+    if (!checked_product(features, units, kMaxTensorElements, &features) ||
+        !checked_product(data.batch_size, features, kMaxTensorElements, &activations))
+      reader.fail(layer.dense.units_where, path,
+                  fmt::format("the layer's output for a batch of {} has more than {} elements (the most a tensor "
+                              "may have)",
+                              data.batch_size, kMaxTensorElements));
+    shape.back() = units;
+  }
 }
 
 TrainConfig read_train(Reader& reader, const Field& field) {
@@ -776,15 +911,39 @@ std::string file_stem(const std::string& file) {
   return stem.empty() ? "config" : stem;
 }
 
-void collect_descendants(const YAML::Node& node, const std::string& assignment, std::vector<OverrideOrigin>& out) {
-  out.push_back(OverrideOrigin{node, assignment});
-  if (node.IsMap()) {
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      out.push_back(OverrideOrigin{it->first, assignment});
-      collect_descendants(it->second, assignment, out);
+// Every node of an override's value, iteratively. A value nests at most kMaxOverrideDepth levels and has
+// at most kMaxOverrideNodes nodes: a self-referencing alias (`&a [*a]`) would otherwise recurse forever,
+// and aliases of aliases (`[&a [x, x], &b [*a, *a], ...]`) double the count at every level.
+void collect_descendants(const YAML::Node& root, const std::string& assignment, std::vector<OverrideOrigin>& out) {
+  constexpr int kMaxOverrideDepth = 64;
+  constexpr size_t kMaxOverrideNodes = 10000;
+  std::vector<std::pair<YAML::Node, int>> stack{{root, 0}};
+  size_t count = 0;
+  auto add = [&](int depth) {
+    if (depth > kMaxOverrideDepth)
+      override_error(assignment, fmt::format("the value nests more than {} levels deep (a self-referencing alias?)",
+                                             kMaxOverrideDepth));
+    if (++count > kMaxOverrideNodes)
+      override_error(assignment, fmt::format("the value has more than {} nodes", kMaxOverrideNodes));
+  };
+  add(0);
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    out.push_back(OverrideOrigin{node, assignment});
+    if (node.IsMap()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        add(depth + 1);
+        out.push_back(OverrideOrigin{it->first, assignment});
+        add(depth + 1);
+        stack.emplace_back(it->second, depth + 1);
+      }
+    } else if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        add(depth + 1);
+        stack.emplace_back(node[i], depth + 1);
+      }
     }
-  } else if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i) collect_descendants(node[i], assignment, out);
   }
 }
 
@@ -808,6 +967,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   config.mesh = read_mesh(reader, require("mesh"));
   config.data = read_data(reader, require("data"), config.mesh, options);
   config.model = read_model(reader, require("model"));
+  check_sizes(reader, config.data, config.model);
   if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
   config.train = read_train(reader, require("train"));
 
@@ -836,11 +996,6 @@ std::string trim(const std::string& text) {
 
 }  // namespace
 
-namespace {
-[[noreturn]] void override_error(const std::string& assignment, const std::string& what) {
-  throw UsageError(fmt::format("--set {}: {}", assignment, what));
-}
-}  // namespace
 
 std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment) {
   auto fail = [&](const std::string& what) { override_error(assignment, what); };
@@ -851,12 +1006,29 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   std::vector<std::string> segments;
   for (size_t begin = 0;;) {
     const size_t dot = key.find('.', begin);
-    segments.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    std::string segment = key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    // `model[1]` (the notation of messages) is `model.1`: trailing [DIGITS] groups are list indices.
+    std::vector<std::string> indices;
+    while (segment.size() >= 3 && segment.back() == ']') {
+      const size_t open = segment.rfind('[');
+      if (open == std::string::npos || open + 2 > segment.size() - 1) break;
+      const std::string digits = segment.substr(open + 1, segment.size() - open - 2);
+      if (!std::all_of(digits.begin(), digits.end(), is_ascii_digit)) break;
+      indices.insert(indices.begin(), digits);
+      segment.resize(open);
+    }
+    if (segment.empty() && !indices.empty() && segments.empty())
+      fail(fmt::format("'{}' is not a key path: it starts with an index", shown(key)));
+    if (!segment.empty() || indices.empty()) segments.push_back(segment);
+    segments.insert(segments.end(), indices.begin(), indices.end());
     if (dot == std::string::npos) break;
     begin = dot + 1;
   }
-  for (const std::string& segment : segments)
-    if (segment.empty()) fail(fmt::format("'{}' is not a key path: an empty segment between dots", key));
+  for (const std::string& segment : segments) {
+    if (segment.empty()) fail(fmt::format("'{}' is not a key path: an empty segment between dots", shown(key)));
+    const std::string bad = bad_name(segment);
+    if (!bad.empty()) fail("key " + bad);
+  }
 
   YAML::Node value;
   try {
@@ -907,10 +1079,27 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   return changed;
 }
 
+// CR LF and a lone CR (old Mac files) as LF: yaml-cpp counts lines at LF only, so a CR-only file would
+// read as one line and its errors would carry no useful line:col.
+static std::string normalize_line_ends(const std::string& text) {
+  if (text.find('\r') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    }
+  }
+  return out;
+}
+
 Config parse_config(const std::string& text, const std::string& file, const LoadOptions& options) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    root = YAML::Load(normalize_line_ends(text));
   } catch (const YAML::Exception& error) {
     const Where where = error.mark.is_null() ? Where{file, 0, 0} : Where{file, error.mark.line + 1, error.mark.column + 1};
     throw_config_error(where, fmt::format("invalid YAML: {}", error.msg));
@@ -918,7 +1107,14 @@ Config parse_config(const std::string& text, const std::string& file, const Load
   std::vector<OverrideOrigin> origins;
   for (const std::string& assignment : options.overrides)
     for (const YAML::Node& node : apply_override(root, assignment)) collect_descendants(node, assignment, origins);
-  Config config = parse_tree(root, file, std::move(origins), options);
+  Config config;
+  try {
+    config = parse_tree(root, file, std::move(origins), options);
+  } catch (const YAML::Exception& error) {
+    // The reader checks each node's type before it reads it; this is the net under a case it missed.
+    const Where where = error.mark.is_null() ? Where{file, 0, 0} : Where{file, error.mark.line + 1, error.mark.column + 1};
+    throw_config_error(where, fmt::format("unexpected YAML: {}", error.msg));
+  }
   config.source_text = text;
   config.overrides = options.overrides;
   return config;

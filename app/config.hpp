@@ -16,6 +16,16 @@
 
 namespace dtrain {
 
+// ---- limits: what a config may ask for; beyond them, a config error naming the limit ----
+// Keys (section keys, mesh dim names, layout patterns), layer names and --set key segments: at most this
+// many characters, none of them a control character.
+inline constexpr size_t kMaxNameLength = 256;
+inline constexpr int kMaxDevices = 1 << 20;  // the product of mesh.dims (and each dim's size)
+inline constexpr int kMaxMeshDims = 32;      // Mesh::kMaxDims
+// Any tensor the config's numbers imply (a batch of inputs, a dense kernel, a layer's activations);
+// products are computed with overflow checks, so a huge number is this error, never a wrapped size.
+inline constexpr std::int64_t kMaxTensorElements = std::int64_t(1) << 40;
+
 // A place in the config. A file position (1-based line and column); or, with line == 0, a whole source
 // without a position: the file itself, or a `--set a.b=c` override (then `file` is "--set a.b=c").
 struct Where {
@@ -145,7 +155,10 @@ struct LayerConfig {
 // axis. Rules keep YAML order; the first match wins; unmatched variables are replicated.
 struct LayoutRule {
   std::string pattern;
-  std::regex regex;                // the compiled pattern (ECMAScript); use std::regex_match
+  // Layout patterns are RE2 regexes (core/nn/layout_map.hpp: linear time, bounded stack); nn::LayoutMap
+  // matches them. `regex` is the same pattern as a std::regex (ECMAScript), for old callers only: empty
+  // when std::regex reads the pattern differently from RE2.
+  std::regex regex;
   std::vector<std::string> specs;  // mesh dim names or "unsharded"; no dim twice
   Where where;                     // the rule's key: rank mismatch, indivisible dims, "matches nothing"
 };
@@ -227,7 +240,8 @@ Config load_config(const std::string& path, const LoadOptions& options = {});
 Config parse_config(const std::string& text, const std::string& file, const LoadOptions& options = {});
 
 // Applies one override "dotted.key.path=VALUE" to a YAML tree: VALUE is parsed as YAML (so "[batch, model]"
-// is a list), missing maps are created, a numeric segment indexes a list ("model.0.dense=64").
+// is a list), missing maps are created, a numeric segment indexes a list ("model.0.dense=64", or as
+// messages write it, "model[0].dense=64").
 // Errors read "--set ASSIGNMENT: ...". Returns the nodes it created or replaced, so that later errors about
 // them can name the override.
 std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment);
