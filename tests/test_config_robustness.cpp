@@ -1,0 +1,273 @@
+// Issue 14, "never a signal from input": config text, --set overrides and split strings of any size or
+// shape are either read or refused with a UsageError at FILE:LINE:COL; none crashes (deep regex
+// recursion, self-referencing aliases, integer overflow) or takes quadratic time.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+
+#include "app/config.hpp"
+#include "core/error.hpp"
+#include "core/mesh.hpp"
+#include "core/nn/layout_map.hpp"
+#include "data/split.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+const std::string kBase = R"(mesh:
+  dims: {batch: 4, model: 2}
+data:
+  dataset: imdb
+  path: data/aclImdb
+  vectorizer: {mode: tf_idf, max_tokens: 1200}
+  batch_size: 64
+  layout: [batch, unsharded]
+model:
+  - {dense: 48, activation: relu}
+  - {batch_norm: {}}
+  - {dense: 2, name: out}
+layouts:
+  dense1/kernel: [unsharded, model]
+  .*/bias: [unsharded]
+train:
+  epochs: 2
+  optimizer: {sgd: {learning_rate: 0.01}}
+)";
+
+LoadOptions options(std::vector<std::string> overrides = {}) {
+  LoadOptions result;
+  result.overrides = std::move(overrides);
+  result.check_data_path = false;
+  return result;
+}
+
+std::string replace(const std::string& text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  return text.substr(0, at) + to + text.substr(at + from.size());
+}
+
+// "t.yaml:LINE:COL" of the first `needle` in `text`.
+std::string position(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  REQUIRE_MESSAGE(at != std::string::npos, needle);
+  int line = 1, col = 1;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') ++line, col = 1;
+    else ++col;
+  }
+  return "t.yaml:" + std::to_string(line) + ":" + std::to_string(col);
+}
+
+// The UsageError message ("" when it parses). Any other exception fails the test.
+std::string error_of(const std::string& text, const LoadOptions& load = options()) {
+  try {
+    parse_config(text, "t.yaml", load);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The error starts at `needle`'s position and says each of `parts`; it is short (never echoes the input).
+void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
+                 const LoadOptions& load = options()) {
+  const std::string message = error_of(text, load);
+  INFO("message: ", message.substr(0, 400));
+  CHECK(message.rfind(position(text, needle) + ": ", 0) == 0);
+  for (const std::string& part : parts) CHECK_MESSAGE(contains(message, part), part);
+  CHECK(message.size() < 1000);
+}
+
+}  // namespace
+
+TEST_CASE("names of any length are bounded before any regex sees them") {
+  const std::string long_name(30000, 'a');
+  const std::string layer = replace(kBase, "{dense: 2, name: out}", "{dense: 2, name: " + long_name + "}");
+  check_error(layer, long_name, {"at most 256 characters"});
+
+  // yaml-cpp refuses implicit keys over 1024 characters; explicit keys (`? KEY`) and --set have no bound.
+  const std::string dim =
+      replace(kBase, "dims: {batch: 4, model: 2}", "dims:\n    batch: 4\n    ? " + long_name + "\n    : 2");
+  check_error(dim, long_name, {"at most 256 characters"});
+  CHECK(contains(error_of(kBase, options({"mesh.dims." + long_name + "=2"})), "at most 256 characters"));
+  // In a --set value's flow map, yaml-cpp's own 1024-character bound on implicit keys refuses it first.
+  CHECK(contains(error_of(kBase, options({"mesh.dims={batch: 4, " + long_name + ": 2}"})), "--set mesh.dims="));
+
+  const std::string key =
+      replace(kBase, "dense1/kernel: [unsharded, model]", "? " + long_name + "\n  : [unsharded, model]");
+  check_error(key, long_name, {"at most 256 characters"});
+  CHECK(contains(error_of(kBase, options({"layouts={" + long_name + ": [unsharded]}"})), "--set layouts="));
+
+  // 15,000 nested groups: std::regex recursed once per group and overflowed the stack.
+  const std::string nested = std::string(15000, '(') + "a" + std::string(15000, ')');
+  const std::string deep = replace(kBase, "dense1/kernel: [unsharded, model]", "? \"" + nested + "\"\n  : [unsharded]");
+  check_error(deep, "\"" + nested, {"at most 256 characters"});
+  CHECK(contains(error_of(kBase, options({"layouts={\"" + nested + "\": [unsharded]}"})), "--set layouts="));
+}
+
+TEST_CASE("layout rules are RE2: bounded patterns, linear-time matching, full-match semantics") {
+  // Within the length bound, a nested pattern is fine; a bad one is a located error.
+  const std::string nested = std::string(100, '(') + "dense1/kernel" + std::string(100, ')');
+  CHECK(error_of(replace(kBase, "dense1/kernel: [", "\"" + nested + "\": [")) == "");
+  check_error(replace(kBase, "dense1/kernel: [", "\"dense1/(kernel\": ["), "\"dense1/(kernel",
+              {"not a valid regular expression", "missing )"});
+
+  // The matcher: full match, and linear time for a pattern that backtracks exponentially in std::regex.
+  auto mesh = make_mesh({"x"}, {1});
+  nn::LayoutMap map({{"dense1/kernel", {"x", kUnsharded}, ""}, {"(a|aa)*c", {"x"}, ""}});
+  CHECK(map.choose("dense1/kernel", {4, 4}, mesh, nullptr, "").reason == "rule 'dense1/kernel'");
+  CHECK(map.choose("xdense1/kernel", {4, 4}, mesh, nullptr, "").reason == "replicated (no rule)");
+  CHECK(map.choose("dense1/kernelx", {4, 4}, mesh, nullptr, "").reason == "replicated (no rule)");
+  CHECK(map.choose(std::string(50000, 'a') + "b", {4}, mesh, nullptr, "").reason == "replicated (no rule)");
+  CHECK(map.choose(std::string(50000, 'a') + "c", {4}, mesh, nullptr, "").reason == "rule '(a|aa)*c'");
+
+  // LayoutMap built directly (not through a config) bounds patterns too.
+  const std::string huge = std::string(15000, '(') + "a" + std::string(15000, ')');
+  CHECK_THROWS_AS(nn::LayoutMap({{huge, {"x"}, "c.yaml:1:1"}}), UsageError);
+  // 2,000 nested groups within the length bound: RE2 neither recurses on the stack nor refuses them.
+  const std::string deep = std::string(2000, '(') + "a" + std::string(2000, ')');
+  nn::LayoutMap deep_map({{deep, {"x"}, "c.yaml:1:1"}});
+  CHECK(deep_map.choose("a", {4}, mesh, nullptr, "").reason == "rule '" + deep + "'");
+  CHECK_THROWS_AS(nn::LayoutMap({{"a{1000}{1000}{1000}", {"x"}, ""}}), UsageError);
+}
+
+TEST_CASE("splits are scanned, not regex-matched, and their numbers are overflow-checked") {
+  const std::string digits(40000, '1');
+  const std::string split = "train[" + digits + ":]";
+  CHECK_THROWS_AS(data::parse_split(split, 100), UsageError);
+  CHECK_THROWS_AS(data::split_name(std::string(40000, 't')), UsageError);
+  std::string message;
+  try {
+    data::parse_split("train[99999999999999999999:]", 100);
+  } catch (const UsageError& error) {
+    message = error.what();
+  }
+  CHECK(contains(message, "does not fit in 64 bits"));
+  CHECK_THROWS_AS(data::parse_split("train[-9223372036854775808:]", 100), UsageError);  // |x| > int64 max
+  CHECK_THROWS_AS(data::parse_split("train[9223372036854775807:]", 100), UsageError);
+  CHECK(data::parse_split("train[ 10 : 20 ]", 100).size() == 10);
+
+  // The config's own check: located, and the overflow is named.
+  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: " + split), "train[",
+              {"64 bits"});
+  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: train[99999999999999999999:]"),
+              "train[", {"does not fit in 64 bits"});
+  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[200%:]"), "test[",
+              {"percentages must be in [-100, 100]"});
+  CHECK(error_of(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[-10%:]")) == "");
+  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[1.5:]"), "test[",
+              {"expected a split"});
+}
+
+TEST_CASE("a self-referencing alias in --set is a clean error, as in the file") {
+  for (const std::string& assignment :
+       {std::string("run_dir=&a [*a]"), std::string("mesh=&a {dims: *a}"), std::string("model=&a [*a]"),
+        std::string("train.epochs=&a {x: *a}")}) {
+    INFO(assignment);
+    const std::string message = error_of(kBase, options({assignment}));
+    CHECK(contains(message, "--set " + assignment));
+  }
+  // Aliases of aliases: 2^30 nodes if walked naively.
+  std::string value = "[&a0 [x, x]";
+  for (int i = 1; i < 30; ++i) value += fmt::format(", &a{} [*a{}, *a{}]", i, i - 1, i - 1);
+  value += "]";
+  CHECK(contains(error_of(kBase, options({"run_dir=" + value})), "more than 10000 nodes"));
+  // In the file: the reader's type checks refuse it.
+  CHECK(contains(error_of(kBase + "run_dir: &a [*a]\n"), "run_dir: expected a directory"));
+}
+
+TEST_CASE("sizes from the config are multiplied with overflow checks") {
+  const std::string mesh1 = error_of(kBase, options({"mesh.dims={batch: 65536, b: 65536}"}));
+  CHECK(contains(mesh1, "more than 1048576 devices"));
+  const std::string mesh2 = error_of(kBase, options({"mesh.dims={batch: 1048576, b: 2048}"}));
+  CHECK(contains(mesh2, "more than 1048576 devices"));
+  CHECK_FALSE(contains(mesh2, "-2147483648"));
+  check_error(replace(kBase, "{batch: 4, model: 2}", "{batch: 1024, model: 1024, x: 2}"), "2}",
+              {"more than 1048576 devices"});
+
+  check_error(replace(kBase, "batch_size: 64", "batch_size: 4611686018427387904"), "4611686018427387904",
+              {"more than 1099511627776 elements"});
+  check_error(replace(kBase, "{dense: 48,", "{dense: 2147483647,"), "2147483647", {"kernel 1200 x 2147483647"});
+  const std::string wide = replace(replace(kBase, "{dense: 48,", "{dense: 1048576,"), "{dense: 2,", "{dense: 2000000,");
+  check_error(wide, "2000000", {"kernel 1048576 x 2000000", "more than 1099511627776"});
+  // At the limit's side that fits: fine.
+  CHECK(error_of(replace(kBase, "{dense: 48,", "{dense: 1048576,")) == "");
+}
+
+TEST_CASE("parsing is not quadratic in the number of keys") {
+  constexpr int kKeys = 100000;
+  std::string unknown = "mesh:\n  dims: {batch: 4, model: 2}\n";
+  for (int i = 0; i < kKeys; ++i) unknown += fmt::format("  k{}: 1\n", i);
+  std::string rules = replace(kBase, "layouts:\n", "layouts:\n");
+  std::string many;
+  for (int i = 0; i < kKeys; ++i) many += fmt::format("  v{}/kernel: [unsharded, model]\n", i);
+  rules = replace(kBase, "  .*/bias: [unsharded]\n", "  .*/bias: [unsharded]\n" + many);
+  std::string dims = "{batch: 4, model: 2";
+  for (int i = 0; i < kKeys; ++i) dims += fmt::format(", d{}: 1", i);
+  const std::string many_dims = replace(kBase, "{batch: 4, model: 2}", dims + "}");
+
+  for (const auto& [name, text, expected] :
+       {std::tuple{"100k unknown keys", unknown, std::string("unknown key 'k0'")},
+        std::tuple{"100k layout rules", rules, std::string()},
+        std::tuple{"100k mesh dims", many_dims, std::string("a mesh has at most 32")}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message = error_of(text);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE(fmt::format("{}: {:.2f} s", name, seconds));
+    INFO(message.substr(0, 300));
+    if (expected.empty())
+      CHECK(message == "");
+    else
+      CHECK(contains(message, expected));
+    // Generous: linear parsing takes about a second here; the quadratic one took over a minute.
+    CHECK(seconds < 30);
+  }
+  // Duplicates are still found, and point at the first.
+  const std::string duplicate = replace(kBase, "  .*/bias: [unsharded]\n", "  .*/bias: [unsharded]\n" + many +
+                                                                          "  v7/kernel: [unsharded, model]\n");
+  const std::string message = error_of(duplicate);
+  CHECK(contains(message, "duplicate key 'v7/kernel' (first at t.yaml:"));
+}
+
+TEST_CASE("control characters in keys and names are refused at their location") {
+  const std::string nul = replace(kBase, "dense1/kernel: [", "\"dense1/kernel\\0\": [");
+  check_error(nul, "\"dense1/kernel\\0\"", {"control character", "0x00"});
+  const std::string tab = replace(kBase, "dense1/kernel: [", "\"dense1\\t/kernel\": [");
+  check_error(tab, "\"dense1\\t", {"control character"});
+  const std::string name = replace(kBase, "name: out", "name: \"o\\x01ut\"");
+  check_error(name, "\"o\\x01ut\"", {"not a valid layer name"});
+  CHECK(contains(error_of(kBase, options({std::string("train.ep\x01ochs=3")})), "control character"));
+}
+
+TEST_CASE("CR-only and CRLF files give errors at line:col") {
+  const std::string bad = replace(kBase, "epochs: 2", "epochs: zero");
+  const std::string expected = position(bad, "zero");
+  for (const std::string& ending : {std::string("\r"), std::string("\r\n")}) {
+    std::string text;
+    for (char c : bad) text += c == '\n' ? ending : std::string(1, c);
+    const std::string message = error_of(text);
+    INFO(message);
+    CHECK(message.rfind(expected + ": ", 0) == 0);
+    std::string good;
+    for (char c : kBase) good += c == '\n' ? ending : std::string(1, c);
+    CHECK(error_of(good) == "");
+  }
+}
+
+TEST_CASE("--set accepts the a[1].b notation that messages use") {
+  const Config config = parse_config(kBase, "t.yaml", options({"model[2].dense=256", "model.0.dense=64"}));
+  CHECK(config.model[2].dense.units == 256);
+  CHECK(config.model[0].dense.units == 64);
+  const Config nested = parse_config(kBase, "t.yaml", options({"data.layout[1]=model"}));
+  CHECK(nested.data.layout[1] == "model");
+  CHECK(contains(error_of(kBase, options({"model[7].dense=1"})), "is a list of 3; '7' is not an index"));
+  CHECK(contains(error_of(kBase, options({"[0].dense=1"})), "starts with an index"));
+  // A key that merely contains brackets stays a key.
+  const Config rule = parse_config(kBase, "t.yaml", options({"layouts.dense[12]/kernel=[unsharded, model]"}));
+  CHECK(rule.layouts.back().pattern == "dense[12]/kernel");
+}
