@@ -25,6 +25,8 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 }  // namespace
 
+constexpr int kMaxMeshDevices = 1 << 20;
+
 Mesh::Mesh(std::vector<std::string> dim_names, std::vector<int> dim_sizes, std::vector<std::string> devices)
     : dim_names_(std::move(dim_names)), dim_sizes_(std::move(dim_sizes)), devices_(std::move(devices)) {
   DTRAIN_CHECK_USAGE(dim_names_.size() == dim_sizes_.size(), "[mesh] {} dim names but {} sizes", dim_names_.size(),
@@ -38,7 +40,10 @@ Mesh::Mesh(std::vector<std::string> dim_names, std::vector<int> dim_sizes, std::
     DTRAIN_CHECK_USAGE(name != kUnsharded, "[mesh] '{}' is reserved and cannot name a mesh dim", kUnsharded);
     DTRAIN_CHECK_USAGE(seen.insert(name).second, "[mesh] dim '{}' appears twice", name);
     DTRAIN_CHECK_USAGE(dim_sizes_[i] >= 1, "[mesh] dim '{}' has size {}; sizes must be >= 1", name, dim_sizes_[i]);
-    size_ *= dim_sizes_[i];
+    // Overflow-checked (a checkpoint's mesh string is input): at most 2^20 devices, as a config allows.
+    DTRAIN_CHECK_USAGE(!__builtin_mul_overflow(size_, dim_sizes_[i], &size_) && size_ <= kMaxMeshDevices,
+                       "[mesh] dims {} need more than {} devices, the most a mesh may have",
+                       fmt::join(dim_sizes_, "x"), kMaxMeshDevices);
   }
   if (devices_.empty()) {
     for (int i = 0; i < size_; ++i) devices_.push_back(fmt::format("CPU:{}", i));

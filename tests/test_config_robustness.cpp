@@ -271,3 +271,10 @@ TEST_CASE("--set accepts the a[1].b notation that messages use") {
   const Config rule = parse_config(kBase, "t.yaml", options({"layouts.dense[12]/kernel=[unsharded, model]"}));
   CHECK(rule.layouts.back().pattern == "dense[12]/kernel");
 }
+
+TEST_CASE("a mesh's device count is overflow-checked where a mesh is built (a checkpoint's mesh string too)") {
+  CHECK_THROWS_AS(make_mesh({"a", "b"}, {65536, 65536}), UsageError);
+  CHECK_THROWS_AS(make_mesh({"a", "b"}, {1048576, 2048}), UsageError);
+  CHECK_THROWS_AS(Mesh::from_string("|a=65536,b=65536|0|0|"), UsageError);
+  CHECK(make_mesh({"a", "b"}, {4, 2})->size() == 8);
+}
