@@ -108,6 +108,18 @@ std::string Mesh::to_string() const {
                      fmt::join(devices_, ","));
 }
 
+std::string Mesh::describe() const {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < dim_names_.size(); ++i) dims.push_back(fmt::format("{}: {}", dim_names_[i], dim_sizes_[i]));
+  // The device type ("CPU" of "CPU:3") when every device has the same one.
+  std::string type = devices_.empty() ? "" : devices_[0].substr(0, devices_[0].find(':'));
+  for (const auto& device : devices_) {
+    if (device.substr(0, device.find(':')) != type) type.clear();
+  }
+  return fmt::format("{{{}}} on {} {}device{}", fmt::join(dims, ", "), size_, type.empty() ? "" : type + " ",
+                     size_ == 1 ? "" : "s");
+}
+
 Mesh Mesh::from_string(const std::string& text) {
   std::vector<std::string> parts = split(text, '|');
   DTRAIN_CHECK_USAGE(parts.size() == 5 && parts[0].empty(),

@@ -40,6 +40,8 @@ class Mesh {
   // DTensor's string form: "|batch=4,model=2|0,1,...|0,1,...|CPU:0,CPU:1,..." (global ids, local ids, devices).
   std::string to_string() const;
   static Mesh from_string(const std::string& text);
+  // For people (progress, logs): "{batch: 4, model: 2} on 8 CPU devices".
+  std::string describe() const;
 
   bool operator==(const Mesh& other) const;
   bool operator!=(const Mesh& other) const { return !(*this == other); }
