@@ -25,14 +25,60 @@ std::string json_number(double value, int digits) {
 
 }  // namespace
 
-void MetricsLog::write(const SplitMetrics& m) {
-  out_ << fmt::format(
-              "{{\"split\": \"{}\", \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, \"accuracy\": {}, "
-              "\"examples_per_s\": {}, \"seconds\": {}}}\n",
-              m.split, m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
-              json_number(m.examples_per_s, 6), json_number(m.seconds, 6))
-       << std::flush;
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void MetricsLog::write_line(const std::string& line) {
+  out_ << line << '\n' << std::flush;
   DTRAIN_CHECK(out_.good(), "[metrics] write to '{}' failed", path_);
+}
+
+void MetricsLog::write(const SplitMetrics& m) {
+  write_line(fmt::format(
+      "{{\"split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, \"accuracy\": {}, "
+      "\"examples_per_s\": {}, \"seconds\": {}}}",
+      json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
+      json_number(m.examples_per_s, 6), json_number(m.seconds, 6)));
+}
+
+void MetricsLog::write_run(const RunRow& r) {
+  write_line(fmt::format(
+      "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "
+      "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}}}",
+      json_string(r.event), json_string(r.run_id), r.epoch, r.step, json_string(r.mesh), json_string(r.mesh_string),
+      r.checkpoint.empty() ? "null" : json_string(r.checkpoint), json_string(r.config)));
+}
+
+void MetricsLog::write_steps(const StepsRow& r) {
+  write_line(fmt::format(
+      "{{\"split\": \"train_steps\", \"epoch\": {}, \"step\": {}, \"steps\": {}, \"examples\": {}, \"loss\": {}, "
+      "\"accuracy\": {}, \"learning_rate\": {}, \"examples_per_s\": {}, \"seconds\": {}}}",
+      r.epoch, r.step, r.steps, r.examples, json_number(r.loss, 9), json_number(r.accuracy, 9),
+      json_number(r.learning_rate, 6), json_number(r.examples_per_s, 6), json_number(r.seconds, 6)));
+}
+
+void MetricsLog::write_eval(const EvalRow& r) {
+  const SplitMetrics& m = r.metrics;
+  write_line(fmt::format(
+      "{{\"split\": \"eval\", \"eval_split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, "
+      "\"accuracy\": {}, \"examples_per_s\": {}, \"seconds\": {}, \"checkpoint\": {}, \"run_id\": {}, \"mesh\": {}}}",
+      json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
+      json_number(m.examples_per_s, 6), json_number(m.seconds, 6), json_string(r.checkpoint), json_string(r.run_id),
+      json_string(r.mesh)));
 }
 
 }  // namespace dtrain::train

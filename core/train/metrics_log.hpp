@@ -1,5 +1,9 @@
-// RUN_DIR/metrics.jsonl: one JSON object per line for every finished split: the train split of each
-// finished epoch, the test split of each evaluation. A number that is not finite is written as null.
+// RUN_DIR/metrics.jsonl: one JSON object per line, each with a "split" saying what it is:
+//   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step
+//   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
+//   "train"       a finished epoch;  "test": an evaluation during training;  "eval": a `dtrain eval`
+// Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
+// A number that is not finite is written as null; every row is flushed as it is written.
 #pragma once
 #include <fstream>
 #include <string>
@@ -8,16 +12,48 @@
 
 namespace dtrain::train {
 
+// A "run" row: a run starts or continues.
+struct RunRow {
+  std::string event;        // "start" or "resume"
+  std::string run_id;
+  std::string mesh;         // Mesh::describe(): "{batch: 4, model: 2} on 8 CPU devices"
+  std::string mesh_string;  // Mesh::to_string()
+  int64_t step = 0, epoch = 0;  // where it starts (epoch 1-based)
+  std::string checkpoint;   // the checkpoint it resumes from ("" for a start)
+  std::string config;       // the config file
+};
+
+// A "train_steps" row: the steps since the last one.
+struct StepsRow {
+  int64_t epoch = 0, step = 0, steps = 0, examples = 0;
+  double loss = 0, accuracy = 0, learning_rate = 0, examples_per_s = 0, seconds = 0;
+};
+
+// An "eval" row: `dtrain eval` of a checkpoint.
+struct EvalRow {
+  SplitMetrics metrics;     // metrics.split: the data split evaluated
+  std::string checkpoint;   // its folder
+  std::string run_id, mesh;
+};
+
 class MetricsLog {
  public:
   // Appends to RUN_DIR/metrics.jsonl, creating the folder.
   explicit MetricsLog(const std::string& run_dir);
   void write(const SplitMetrics& metrics);
+  // Named apart from write(): a braced SplitMetrics would match them too.
+  void write_run(const RunRow& row);
+  void write_steps(const StepsRow& row);
+  void write_eval(const EvalRow& row);
   const std::string& path() const { return path_; }
 
  private:
+  void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
 };
+
+// `text` as a JSON string literal, quotes included.
+std::string json_string(const std::string& text);
 
 }  // namespace dtrain::train

@@ -1,10 +1,16 @@
-// Progress for people: on a terminal, a Keras-Progbar-like line redrawn in place (step/steps, loss,
-// accuracy, examples/s, ETA); otherwise plain lines every `log_every` steps. Also writes metrics.jsonl.
+// Progress for people: on a terminal, a Keras-Progbar-like line redrawn in place and fitted to the
+// terminal's width ("  7/625 [=>....] - ETA: 1:02 - 12ms/step - loss: ... - accuracy: ... - N examples/s",
+// parts dropped from the right and the bar shortened when it does not fit; the finished bar is the epoch's
+// result); otherwise plain lines every `log_every` steps and one per finished epoch, cut to the width when
+// one is known. Also writes metrics.jsonl: a "train_steps" row every `log_every` global steps (and at
+// the end of an epoch), and each finished split, with 1-based epochs.
 #pragma once
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/train/metrics_log.hpp"
 #include "core/train/trainer.hpp"
@@ -15,10 +21,25 @@ namespace dtrain::train {
 // hands process 0 a pseudo-terminal even when mpirun's own output goes to a file.
 bool redraws_lines(std::FILE* out);
 
+// The width of the terminal `out` is (ioctl TIOCGWINSZ), else the COLUMNS environment variable, else none.
+std::optional<int> known_width(std::FILE* out);
+
+// `pieces` joined by `separator`, the last ones dropped while the text is wider than `width`; a first
+// piece wider than `width` is cut. 0 = no limit.
+std::string fit_pieces(const std::vector<std::string>& pieces, const std::string& separator, int width);
+
+// "12ms/step", "350us/step", "2s/step".
+std::string time_per_step(double seconds);
+
 class ProgressReporter : public Reporter {
  public:
-  // metrics may be null (no run dir); log_every applies when not on a terminal.
+  // metrics may be null (no run dir); log_every applies to the plain lines and the metrics rows.
   ProgressReporter(std::FILE* out, bool terminal, int64_t log_every, MetricsLog* metrics);
+
+  // The width lines are fitted to: > 0 fixes it (tests); 0 = look it up (known_width; 80 on a terminal).
+  void set_width(int columns) { width_ = columns; }
+  // The learning rate written in the "train_steps" rows (null when not set).
+  void set_learning_rate(double rate) { learning_rate_ = rate; }
 
   void on_notice(const std::string& text) override;
   void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) override;
@@ -26,14 +47,23 @@ class ProgressReporter : public Reporter {
   void on_split_end(const SplitMetrics& metrics) override;
 
  private:
+  int line_width() const;  // 0: no limit
+  void write_steps_row(int64_t epoch, int64_t step);
+
   std::FILE* out_;
   bool terminal_;
   int64_t log_every_;
   MetricsLog* metrics_;
+  int width_ = 0;
+  double learning_rate_;
   int64_t epochs_ = 1;
   std::chrono::steady_clock::time_point epoch_start_;
   double loss_sum_ = 0, correct_sum_ = 0;
-  int64_t examples_ = 0;
+  int64_t examples_ = 0, steps_ = 0;  // since the epoch began (here: a resumed run begins mid-epoch)
+  // Since the last "train_steps" row.
+  std::chrono::steady_clock::time_point row_start_;
+  double row_loss_ = 0, row_correct_ = 0;
+  int64_t row_examples_ = 0, row_steps_ = 0;
   bool line_open_ = false;
 };
 

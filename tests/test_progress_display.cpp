@@ -1,0 +1,215 @@
+// What people see of a run (issue 14): the Keras-like progress line fitted to the terminal's width and
+// cleared to the end on every redraw, the step count right-aligned and the time per step shown, no "epoch N
+// done" after a finished bar; plain lines no wider than a known width; metrics.jsonl's "train_steps" rows
+// every log_every steps with 1-based epochs; the short mesh form.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/mesh.hpp"
+#include "core/train/metrics_log.hpp"
+#include "core/train/progress.hpp"
+#include "tests/temp_folder.hpp"
+
+using namespace dtrain;
+
+namespace {
+
+std::string read_all(std::FILE* file) {
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
+  return text;
+}
+
+// What a terminal shows: each redraw (after \r) and each line (before \n), escape sequences removed.
+std::vector<std::string> drawn(const std::string& text) {
+  std::vector<std::string> pieces;
+  std::string current;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r' || text[i] == '\n') {
+      if (!current.empty()) pieces.push_back(current);
+      current.clear();
+    } else if (text.compare(i, 3, "\x1b[K") == 0) {
+      i += 2;
+    } else {
+      current += text[i];
+    }
+  }
+  if (!current.empty()) pieces.push_back(current);
+  return pieces;
+}
+
+// One epoch of `batches` steps of 32 examples, the loss falling.
+void run_epoch(train::ProgressReporter& reporter, int64_t epoch, int64_t batches, int64_t first_step = 0) {
+  reporter.on_epoch_begin(epoch, 3, batches);
+  for (int64_t b = 1; b <= batches; ++b) {
+    reporter.on_step({epoch, first_step + b, b, batches, 32, 2.0 / double(b), 0.5, 0.001});
+  }
+  reporter.on_split_end({"train", epoch, first_step + batches, 32 * batches, 1.0, 0.5, 32000.0, 0.6});
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("the terminal progress line fits 80 columns, is cleared to its end and right-aligns the step count") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  train::ProgressReporter reporter(out, true, 100, nullptr);
+  reporter.set_width(80);
+  run_epoch(reporter, 0, 625);
+  const std::string text = read_all(out);
+  std::fclose(out);
+  const std::vector<std::string> shown = drawn(text);
+  REQUIRE(shown.size() > 600);
+  for (const std::string& line : shown) {
+    CAPTURE(line);
+    CHECK(line.size() < 80);
+  }
+  // Every redraw clears what a longer line before it left.
+  size_t redraws = 0, cleared = 0;
+  for (size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at + 1)) ++redraws;
+  for (size_t at = text.find("\x1b[K"); at != std::string::npos; at = text.find("\x1b[K", at + 1)) ++cleared;
+  CHECK(redraws == 625);
+  CHECK(cleared == 625);
+  CHECK(text.find("\r  7/625 [") != std::string::npos);
+  CHECK(text.find("\r625/625 [==========") != std::string::npos);
+  CHECK(text.find("s/step") != std::string::npos);  // us, ms or s
+  CHECK(text.find("loss: ") != std::string::npos);
+  // The finished bar is the epoch's result: no "epoch 1 done" line after it.
+  CHECK(text.find("epoch 1 done") == std::string::npos);
+}
+
+TEST_CASE("the terminal progress line on 40 columns still fits, and on 200 shows every part") {
+  for (int width : {40, 200}) {
+    CAPTURE(width);
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out != nullptr);
+    train::ProgressReporter reporter(out, true, 100, nullptr);
+    reporter.set_width(width);
+    run_epoch(reporter, 0, 50);
+    const std::string text = read_all(out);
+    std::fclose(out);
+    for (const std::string& line : drawn(text)) {
+      CAPTURE(line);
+      CHECK(int(line.size()) < width);
+    }
+    if (width == 200) {
+      CHECK(text.find("examples/s") != std::string::npos);
+      CHECK(text.find("[==============================]") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("plain progress lines are no wider than a known width: set, or COLUMNS") {
+  {
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out != nullptr);
+    train::ProgressReporter reporter(out, false, 10, nullptr);
+    reporter.set_width(50);
+    run_epoch(reporter, 0, 40);
+    const std::string text = read_all(out);
+    std::fclose(out);
+    CAPTURE(text);
+    CHECK(text.find("epoch 1 step 10/40 (global step 10):") != std::string::npos);
+    CHECK(text.find("epoch 1 done:") != std::string::npos);
+    for (const std::string& line : drawn(text)) CHECK(line.size() <= 50);
+  }
+  {
+    ::setenv("COLUMNS", "45", 1);
+    std::FILE* out = std::tmpfile();  // not a terminal: no ioctl width, COLUMNS is the one
+    REQUIRE(out != nullptr);
+    train::ProgressReporter reporter(out, false, 10, nullptr);
+    run_epoch(reporter, 0, 40);
+    const std::string text = read_all(out);
+    std::fclose(out);
+    ::unsetenv("COLUMNS");
+    CAPTURE(text);
+    CHECK(text.find("epoch 1 step 10/40") != std::string::npos);
+    for (const std::string& line : drawn(text)) CHECK(line.size() <= 45);
+  }
+}
+
+TEST_CASE("fit_pieces drops whole pieces from the right and cuts only a first piece too wide") {
+  CHECK(train::fit_pieces({"abc", "de", "fgh"}, " - ", 0) == "abc - de - fgh");
+  CHECK(train::fit_pieces({"abc", "de", "fgh"}, " - ", 10) == "abc - de");
+  CHECK(train::fit_pieces({"abcdef", "de"}, " ", 4) == "abcd");
+  CHECK(train::time_per_step(0.012) == "12ms/step");
+  CHECK(train::time_per_step(0.0004) == "400us/step");
+  CHECK(train::time_per_step(2.2) == "2s/step");
+}
+
+TEST_CASE("metrics.jsonl gets a train_steps row every log_every global steps and 1-based epochs") {
+  testing::TempFolder dir("progress_metrics");
+  {
+    train::MetricsLog log(dir.str());
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out != nullptr);
+    train::ProgressReporter reporter(out, false, 4, &log);
+    reporter.set_learning_rate(0.01);
+    run_epoch(reporter, 0, 10);
+    reporter.on_split_end({"test", 0, 10, 100, 0.9, 0.6, 5000.0, 0.02});
+    run_epoch(reporter, 1, 10, 10);
+    std::fclose(out);
+  }
+  const std::vector<std::string> lines = lines_of((dir / "metrics.jsonl").string());
+  std::vector<std::string> steps, train, test;
+  for (const std::string& line : lines) {
+    if (line.find("\"split\": \"train_steps\"") != std::string::npos) steps.push_back(line);
+    if (line.find("\"split\": \"train\"") != std::string::npos) train.push_back(line);
+    if (line.find("\"split\": \"test\"") != std::string::npos) test.push_back(line);
+  }
+  CAPTURE(lines);
+  // Global steps 4, 8, the end of epoch 1 (10), 12, 16, 20 (also the end of epoch 2).
+  REQUIRE(steps.size() == 6);
+  CHECK(steps[0].find("\"epoch\": 1, \"step\": 4, \"steps\": 4, \"examples\": 128,") != std::string::npos);
+  CHECK(steps[2].find("\"epoch\": 1, \"step\": 10, \"steps\": 2,") != std::string::npos);
+  CHECK(steps[3].find("\"epoch\": 2, \"step\": 12, \"steps\": 2,") != std::string::npos);
+  CHECK(steps[5].find("\"epoch\": 2, \"step\": 20, \"steps\": 4,") != std::string::npos);
+  // The mean loss of steps 1-4 (2/1 + 2/2 + 2/3 + 2/4) / 4.
+  CHECK(steps[0].find("\"loss\": 1.04166667") != std::string::npos);
+  CHECK(steps[0].find("\"learning_rate\": 0.01,") != std::string::npos);
+  REQUIRE(train.size() == 2);
+  CHECK(train[0].find("\"epoch\": 1,") != std::string::npos);
+  CHECK(train[1].find("\"epoch\": 2,") != std::string::npos);
+  REQUIRE(test.size() == 1);
+  CHECK(test[0].find("\"epoch\": 1,") != std::string::npos);
+}
+
+TEST_CASE("metrics.jsonl run and eval rows are JSON: strings escaped, no learning rate is null") {
+  testing::TempFolder dir("progress_rows");
+  {
+    train::MetricsLog log(dir.str());
+    log.write_run(train::RunRow{"resume", "run-1", "{batch: 8} on 8 CPU devices", "|batch=8|...", 16, 3, "c/ckpt-16",
+                            "a \"b\".yaml"});
+    train::SplitMetrics metrics{"test", 2, 16, 100, 0.5, 0.75, 1000, 0.1};
+    log.write_eval(train::EvalRow{metrics, "c/ckpt-16", "run-1", "{batch: 8} on 8 CPU devices"});
+    log.write_steps(train::StepsRow{1, 4, 4, 128, 1.0, 0.5, std::numeric_limits<double>::quiet_NaN(), 100, 1.28});
+  }
+  const std::vector<std::string> lines = lines_of((dir / "metrics.jsonl").string());
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] ==
+        R"({"split": "run", "event": "resume", "run_id": "run-1", "epoch": 3, "step": 16, "mesh": "{batch: 8} on 8 CPU devices", "mesh_string": "|batch=8|...", "checkpoint": "c/ckpt-16", "config": "a \"b\".yaml"})");
+  CHECK(lines[1] ==
+        R"({"split": "eval", "eval_split": "test", "epoch": 2, "step": 16, "examples": 100, "loss": 0.5, "accuracy": 0.75, "examples_per_s": 1000, "seconds": 0.1, "checkpoint": "c/ckpt-16", "run_id": "run-1", "mesh": "{batch: 8} on 8 CPU devices"})");
+  CHECK(lines[2].find("\"learning_rate\": null,") != std::string::npos);
+}
+
+TEST_CASE("Mesh::describe is the short form people read; to_string stays DTensor's") {
+  CHECK(Mesh({"batch", "model"}, {4, 2}).describe() == "{batch: 4, model: 2} on 8 CPU devices");
+  CHECK(Mesh({"batch"}, {1}).describe() == "{batch: 1} on 1 CPU device");
+  CHECK(Mesh({"batch"}, {2}, {"CPU:0", "GPU:0"}).describe() == "{batch: 2} on 2 devices");
+  CHECK(Mesh({"batch"}, {2}).to_string() == "|batch=2|0,1|0,1|CPU:0,CPU:1");
+}
