@@ -1,13 +1,18 @@
 // `dtrain eval --config X [--checkpoint DIR] [--split NAME]`: a checkpoint's variables restored onto X's
 // mesh and layouts, evaluated on a split of X's data set (IMDB texts vectorized with the saved vectorizer).
+// The result is printed and appended to RUN_DIR/metrics.jsonl as an "eval" row (run dir: --run-dir, else
+// the config's).
 #include <cstdio>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
+#include "app/run_outputs.hpp"
+#include "core/comm/mpi.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
+#include "core/train/metrics_log.hpp"
 
 namespace dtrain {
 namespace {
@@ -42,7 +47,15 @@ int run_eval(const CommandOptions& options) {
   QuietReporter quiet;
   train::SplitMetrics metrics = trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false));
   fmt::print("eval {} (step {}) on mesh {}, split {}: loss {:.8f} accuracy {:.8f} ({} examples)\n", index.folder,
-             index.meta.step, mesh->to_string(), config.data.test_split, metrics.loss, metrics.accuracy, metrics.examples);
+             index.meta.step, mesh_line(engine), config.data.test_split, metrics.loss, metrics.accuracy,
+             metrics.examples);
+  // Like every run, an eval appends its row to RUN_DIR/metrics.jsonl (process 0 alone).
+  if (process_index() == 0) {
+    metrics.split = config.data.test_split;
+    metrics.step = index.meta.step;
+    metrics.epoch = index.meta.epochs_done;
+    train::MetricsLog(config.run_dir).write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe()});
+  }
   return 0;
 }
 

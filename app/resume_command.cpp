@@ -2,11 +2,14 @@
 // restored onto NEW's mesh and layouts (variables, optimizer slots and step, data position), then
 // training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir as the same run.
 // That dir must hold no other run's checkpoints unless --overwrite (then they go once the first new
-// checkpoint is committed).
+// checkpoint is committed). Its metrics go on in the run dir of the run it continues (the run_dir of the
+// config saved in the checkpoint; --run-dir overrides), after a "run" row naming the new mesh.
 
 #include <atomic>
 #include <cstdio>
 #include <memory>
+
+#include <yaml-cpp/yaml.h>
 
 #include "app/checkpoint_dir.hpp"
 #include "app/checkpoint_hooks.hpp"
@@ -18,6 +21,19 @@
 #include "core/error.hpp"
 
 namespace dtrain {
+namespace {
+
+// The run_dir of the config text a checkpoint holds (dump_config()), "" when it has none.
+std::string saved_config_run_dir(const std::string& config_text) {
+  try {
+    const YAML::Node node = YAML::Load(config_text);
+    if (node.IsMap() && node["run_dir"] && node["run_dir"].IsScalar()) return node["run_dir"].as<std::string>();
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace
 
 int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
@@ -67,9 +83,14 @@ int run_resume(const CommandOptions& options) {
                                  "was trained with: the data changed",
                                  config.data.path, index.folder));
   }
-  RunOutputs outputs(config, data.vectorizer);
-  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {} ({})\n",
-             index.folder, saved.step, saved.epochs_done, saved.mesh, mesh->to_string(), engine.devices_line());
+  // The metrics go on in the run dir of the run continued (its config's), unless --run-dir says otherwise.
+  if (options.run_dir.empty()) {
+    const std::string saved_run_dir = saved_config_run_dir(saved.config);
+    if (!saved_run_dir.empty()) config.run_dir = saved_run_dir;
+  }
+  RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done});
+  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {}\n", index.folder, saved.step,
+             saved.epochs_done, describe_mesh_string(saved.mesh), mesh_line(engine));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
   checkpoint::SaveContext context = save_context(config, data.vectorizer);
   context.run_id = saved.run_id;

@@ -20,9 +20,31 @@ std::optional<train::MetricsLog> open_run_dir(const Config& config,
 
 }  // namespace
 
-RunOutputs::RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer)
+std::string mesh_line(const Engine& engine) {
+  if (engine.placement.processes == 1) return engine.mesh->describe();
+  return fmt::format("{} (over {} processes: {})", engine.mesh->describe(), engine.placement.processes,
+                     engine.placement.describe());
+}
+
+std::string describe_mesh_string(const std::string& mesh) {
+  try {
+    return Mesh::from_string(mesh).describe();
+  } catch (const std::exception&) {
+    return mesh;
+  }
+}
+
+RunOutputs::RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer,
+                       const RunStart& start)
     : metrics_(open_run_dir(config, vectorizer)),
-      reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {}
+      reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {
+  reporter_.set_learning_rate(config.train.optimizer.learning_rate);
+  if (metrics_ && start.mesh != nullptr) {
+    metrics_->write_run(train::RunRow{start.resumed_from.empty() ? "start" : "resume", start.run_id,
+                                  start.mesh->describe(), start.mesh->to_string(), start.step, start.epochs_done + 1,
+                                  start.resumed_from, config.file});
+  }
+}
 
 void RunOutputs::print_summary(const train::TrainResult& result, const Config& config,
                                const checkpoint::CheckpointManager& manager) const {

@@ -1,20 +1,30 @@
 // What a training run (train, resume) writes besides checkpoints: the run dir (the fitted vectorizer,
-// metrics.jsonl) and progress on stdout. Under mpirun process 0 alone writes the run dir, and only once
-// every process has read its data.
+// metrics.jsonl, which starts with a "run" row naming the run id and mesh) and progress on stdout. Under
+// mpirun process 0 alone writes the run dir, and only once every process has read its data.
 #pragma once
 #include <optional>
 
 #include "app/config.hpp"
+#include "app/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
+#include "core/mesh.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
 #include "data/tfidf.hpp"
 
 namespace dtrain {
 
+// What the "run" row of metrics.jsonl says.
+struct RunStart {
+  std::string run_id;
+  MeshPtr mesh = nullptr;
+  std::string resumed_from;  // the checkpoint folder a resume continues ("" for `train`)
+  int64_t step = 0, epochs_done = 0;
+};
+
 class RunOutputs {
  public:
-  RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer);
+  RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer, const RunStart& start);
   RunOutputs(const RunOutputs&) = delete;  // the reporter points at metrics_
   RunOutputs& operator=(const RunOutputs&) = delete;
 
@@ -28,5 +38,11 @@ class RunOutputs {
   std::optional<train::MetricsLog> metrics_;  // on process 0 only
   train::ProgressReporter reporter_;
 };
+
+// How train, resume and eval name the mesh: "{batch: 4, model: 2} on 8 CPU devices", and the processes
+// holding them under mpirun.
+std::string mesh_line(const Engine& engine);
+// A Mesh::to_string() (a checkpoint's) in that form; the text itself when it is no mesh string.
+std::string describe_mesh_string(const std::string& mesh);
 
 }  // namespace dtrain

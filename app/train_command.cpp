@@ -36,10 +36,9 @@ int run_train(const CommandOptions& options) {
 
   LoadedData data = load_data(config);
   check_output_classes(config, *built.model, data.num_classes);
-  RunOutputs outputs(config, data.vectorizer);
-  fmt::print("dtrain: {} parameters on mesh {} ({}); {} training and {} test examples\n",
-             built.model->num_parameters(), mesh->to_string(), engine.devices_line(), data.train->num_examples(),
-             data.test->num_examples());
+  RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh});
+  fmt::print("dtrain: {} parameters on mesh {}; {} training and {} test examples\n", built.model->num_parameters(),
+             mesh_line(engine), data.train->num_examples(), data.test->num_examples());
   checkpoint::SaveContext context = save_context(config, data.vectorizer);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
