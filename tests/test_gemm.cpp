@@ -183,8 +183,17 @@ TEST_CASE("gemm with a row stride for A (lda) equals the packed product, on ever
   CHECK_THROWS_AS(dtrain::kernels::gemm(false, false, 2, 2, 3, 1.0f, nullptr, 2, nullptr, 0.0f, nullptr), dtrain::Error);
 }
 
-TEST_CASE("try_gemm_sparse takes exactly the cases gemm_takes_sparse_path names, either side of the limit") {
-  if (!dtrain::kernels::gemm_sparse_available()) return;
+namespace {
+// True (and says so) when this build has no sparse kernel to test.
+bool sparse_kernel_missing() {
+  if (dtrain::kernels::gemm_sparse_available()) return false;
+  MESSAGE("skipped: this build has no AVX2/FMA sparse kernel");
+  return true;
+}
+}  // namespace
+
+TEST_CASE("needs AVX2: try_gemm_sparse takes exactly the cases gemm_takes_sparse_path names, either side of the limit") {
+  if (sparse_kernel_missing()) return;
   for (double density : {0.0, 0.1, 0.2, 0.215, 0.22, 0.225, 0.25, 0.5, 1.0}) {
     for (bool ta : {false, true}) {
       const int64_t m = 40, n = 24, k = 100;
@@ -361,16 +370,8 @@ TEST_CASE("gemm with a sparse A matches the reference at every density, transpos
       }
 }
 
-namespace {
-// True (and says so) when this build has no sparse kernel to test.
-bool sparse_kernel_missing() {
-  if (dtrain::kernels::gemm_sparse_available()) return false;
-  MESSAGE("skipped the sparse kernel: this build has no AVX2/FMA");
-  return true;
-}
-}  // namespace
 
-TEST_CASE("the sparse kernel matches the reference at every density, dense A included") {
+TEST_CASE("needs AVX2: the sparse kernel matches the reference at every density, dense A included") {
   using dtrain::kernels::gemm_sparse;
   if (sparse_kernel_missing()) return;
   const float nan = std::nanf("");
@@ -390,7 +391,7 @@ TEST_CASE("the sparse kernel matches the reference at every density, dense A inc
   CHECK_THROWS_AS(gemm_sparse(false, true, 2, 2, 2, 1.0f, a.data(), b.data(), 0.0f, c.data(), 1), dtrain::Error);
 }
 
-TEST_CASE("the sparse kernel on several threads matches the reference, bit for bit the single-threaded result") {
+TEST_CASE("needs AVX2: the sparse kernel on several threads matches the reference, bit for bit the single-threaded result") {
   using dtrain::kernels::gemm_sparse;
   if (sparse_kernel_missing()) return;
   // Enough non-zeros x n for the rows of C to be shared out: MNIST's first layer and the IMDB gradient.
@@ -416,7 +417,7 @@ TEST_CASE("the sparse kernel on several threads matches the reference, bit for b
     }
 }
 
-TEST_CASE("the sparse kernel reads and writes nothing past the ends of A, B and C") {
+TEST_CASE("needs AVX2: the sparse kernel reads and writes nothing past the ends of A, B and C") {
   // Each operand ends at an inaccessible page; n and k are off the 8-float vectors (masked loads and
   // stores, scalar tails), and beta != 0 makes it read C too.
   if (sparse_kernel_missing()) return;
@@ -439,7 +440,7 @@ TEST_CASE("the sparse kernel reads and writes nothing past the ends of A, B and 
     }
 }
 
-TEST_CASE("the sparse kernel: empty sizes, NaN and negative zero in A") {
+TEST_CASE("needs AVX2: the sparse kernel: empty sizes, NaN and negative zero in A") {
   using dtrain::kernels::gemm_sparse;
   if (sparse_kernel_missing()) return;
   const float nan = std::nanf("");
@@ -470,7 +471,7 @@ TEST_CASE("the sparse kernel: empty sizes, NaN and negative zero in A") {
   }
 }
 
-TEST_CASE("gemm takes the sparse path for TF-IDF and MNIST-like batches and the blocked kernel for dense operands") {
+TEST_CASE("needs AVX2: gemm takes the sparse path for TF-IDF and MNIST-like batches and the blocked kernel for dense operands") {
   using namespace dtrain::kernels;
   if (!gemm_sparse_available() || !gemm_blocked_available()) {
     MESSAGE("skipped: this build has no AVX2/FMA kernels");
@@ -550,7 +551,7 @@ TEST_CASE("sparse gemm is deterministic: the same op(A) gives the same bits at a
   }
 }
 
-TEST_CASE("gemm_cuda matches the reference on a GPU") {
+TEST_CASE("needs a GPU: gemm_cuda matches the reference") {
   using namespace dtrain::kernels;
   if (cuda_device_count() == 0) {
     // Without a device (or without a CUDA build) every GPU call throws a dtrain::Error naming itself.

@@ -109,7 +109,7 @@ TEST_CASE("bad IDX files are usage errors that name the file") {
   CHECK(message_of([&] { load_idx_split(folder.string(), "train"); }).find("4 labels") != std::string::npos);
 }
 
-TEST_CASE("real MNIST files, when ../shared/data is there") {
+TEST_CASE("needs ../shared/data: real MNIST files") {
   fs::path mnist = source_folder().parent_path() / "shared" / "data" / "mnist";
   if (!fs::is_directory(mnist)) {
     MESSAGE("skipped: no ", mnist.string());

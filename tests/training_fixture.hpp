@@ -3,6 +3,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "app/data_source.hpp"
@@ -69,6 +70,24 @@ inline std::vector<double> step_losses(const std::string& file, std::vector<std:
   }
   DatasetSource source(data, true, config.data.shuffle.seed);
   return trainer.train(source, nullptr, quiet).step_losses;
+}
+
+// Every loss finite, and the last tenth of the steps lower on average than the first tenth: the run learns
+// (two runs that are both NaN, or both stuck, would otherwise compare equal).
+inline void check_learns(const std::vector<double>& losses, const std::string& what) {
+  REQUIRE(losses.size() >= 10);
+  const size_t tenth = losses.size() / 10;
+  double first = 0, last = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (!std::isfinite(losses[i])) {
+      FAIL_CHECK(what << ": step " << i + 1 << " loss " << losses[i] << " is not finite");
+      return;
+    }
+    if (i < tenth) first += losses[i];
+    if (i >= losses.size() - tenth) last += losses[i];
+  }
+  CHECK_MESSAGE(last < first, what << ": the mean loss of the last " << tenth << " steps (" << last / double(tenth)
+                                   << ") is not below that of the first (" << first / double(tenth) << ")");
 }
 
 inline void check_same_losses(const std::vector<double>& reference, const std::vector<double>& other, const std::string& what,
