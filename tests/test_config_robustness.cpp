@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "tests/config_errors.hpp"
 #include "app/config.hpp"
 #include "core/error.hpp"
 #include "core/mesh.hpp"
@@ -13,6 +14,7 @@
 #include "data/split.hpp"
 
 using namespace dtrain;
+using namespace dtrain::testing;
 
 namespace {
 
@@ -36,49 +38,13 @@ train:
   optimizer: {sgd: {learning_rate: 0.01}}
 )";
 
-LoadOptions options(std::vector<std::string> overrides = {}) {
-  LoadOptions result;
-  result.overrides = std::move(overrides);
-  result.check_data_path = false;
-  return result;
-}
-
-std::string replace(const std::string& text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  REQUIRE_MESSAGE(at != std::string::npos, from);
-  return text.substr(0, at) + to + text.substr(at + from.size());
-}
-
-// "t.yaml:LINE:COL" of the first `needle` in `text`.
-std::string position(const std::string& text, const std::string& needle) {
-  const size_t at = text.find(needle);
-  REQUIRE_MESSAGE(at != std::string::npos, needle);
-  int line = 1, col = 1;
-  for (size_t i = 0; i < at; ++i) {
-    if (text[i] == '\n') ++line, col = 1;
-    else ++col;
-  }
-  return "t.yaml:" + std::to_string(line) + ":" + std::to_string(col);
-}
-
-// The UsageError message ("" when it parses). Any other exception fails the test.
-std::string error_of(const std::string& text, const LoadOptions& load = options()) {
-  try {
-    parse_config(text, "t.yaml", load);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The error starts at `needle`'s position and says each of `parts`; it is short (never echoes the input).
 void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
-                 const LoadOptions& load = options()) {
+                 const LoadOptions& load = no_path_check()) {
   const std::string message = error_of(text, load);
   INFO("message: ", message.substr(0, 400));
-  CHECK(message.rfind(position(text, needle) + ": ", 0) == 0);
+  CHECK(message.rfind(position("t.yaml", text, needle) + ": ", 0) == 0);
   for (const std::string& part : parts) CHECK_MESSAGE(contains(message, part), part);
   CHECK(message.size() < 1000);
 }
@@ -94,20 +60,20 @@ TEST_CASE("names of any length are bounded before any regex sees them") {
   const std::string dim =
       replace(kBase, "dims: {batch: 4, model: 2}", "dims:\n    batch: 4\n    ? " + long_name + "\n    : 2");
   check_error(dim, long_name, {"at most 256 characters"});
-  CHECK(contains(error_of(kBase, options({"mesh.dims." + long_name + "=2"})), "at most 256 characters"));
+  CHECK(contains(error_of(kBase, no_path_check({"mesh.dims." + long_name + "=2"})), "at most 256 characters"));
   // In a --set value's flow map, yaml-cpp's own 1024-character bound on implicit keys refuses it first.
-  CHECK(contains(error_of(kBase, options({"mesh.dims={batch: 4, " + long_name + ": 2}"})), "--set mesh.dims="));
+  CHECK(contains(error_of(kBase, no_path_check({"mesh.dims={batch: 4, " + long_name + ": 2}"})), "--set mesh.dims="));
 
   const std::string key =
       replace(kBase, "dense1/kernel: [unsharded, model]", "? " + long_name + "\n  : [unsharded, model]");
   check_error(key, long_name, {"at most 256 characters"});
-  CHECK(contains(error_of(kBase, options({"layouts={" + long_name + ": [unsharded]}"})), "--set layouts="));
+  CHECK(contains(error_of(kBase, no_path_check({"layouts={" + long_name + ": [unsharded]}"})), "--set layouts="));
 
   // 15,000 nested groups: std::regex recursed once per group and overflowed the stack.
   const std::string nested = std::string(15000, '(') + "a" + std::string(15000, ')');
   const std::string deep = replace(kBase, "dense1/kernel: [unsharded, model]", "? \"" + nested + "\"\n  : [unsharded]");
   check_error(deep, "\"" + nested, {"at most 256 characters"});
-  CHECK(contains(error_of(kBase, options({"layouts={\"" + nested + "\": [unsharded]}"})), "--set layouts="));
+  CHECK(contains(error_of(kBase, no_path_check({"layouts={\"" + nested + "\": [unsharded]}"})), "--set layouts="));
 }
 
 TEST_CASE("layout rules are RE2: bounded patterns, linear-time matching, full-match semantics") {
@@ -169,22 +135,22 @@ TEST_CASE("a self-referencing alias in --set is a clean error, as in the file") 
        {std::string("run_dir=&a [*a]"), std::string("mesh=&a {dims: *a}"), std::string("model=&a [*a]"),
         std::string("train.epochs=&a {x: *a}")}) {
     INFO(assignment);
-    const std::string message = error_of(kBase, options({assignment}));
+    const std::string message = error_of(kBase, no_path_check({assignment}));
     CHECK(contains(message, "--set " + assignment));
   }
   // Aliases of aliases: 2^30 nodes if walked naively.
   std::string value = "[&a0 [x, x]";
   for (int i = 1; i < 30; ++i) value += fmt::format(", &a{} [*a{}, *a{}]", i, i - 1, i - 1);
   value += "]";
-  CHECK(contains(error_of(kBase, options({"run_dir=" + value})), "more than 10000 nodes"));
+  CHECK(contains(error_of(kBase, no_path_check({"run_dir=" + value})), "more than 10000 nodes"));
   // In the file: the reader's type checks refuse it.
   CHECK(contains(error_of(kBase + "run_dir: &a [*a]\n"), "run_dir: expected a directory"));
 }
 
 TEST_CASE("sizes from the config are multiplied with overflow checks") {
-  const std::string mesh1 = error_of(kBase, options({"mesh.dims={batch: 65536, b: 65536}"}));
+  const std::string mesh1 = error_of(kBase, no_path_check({"mesh.dims={batch: 65536, b: 65536}"}));
   CHECK(contains(mesh1, "more than 1048576 devices"));
-  const std::string mesh2 = error_of(kBase, options({"mesh.dims={batch: 1048576, b: 2048}"}));
+  const std::string mesh2 = error_of(kBase, no_path_check({"mesh.dims={batch: 1048576, b: 2048}"}));
   CHECK(contains(mesh2, "more than 1048576 devices"));
   CHECK_FALSE(contains(mesh2, "-2147483648"));
   check_error(replace(kBase, "{batch: 4, model: 2}", "{batch: 1024, model: 1024, x: 2}"), "2}",
@@ -241,12 +207,12 @@ TEST_CASE("control characters in keys and names are refused at their location") 
   check_error(tab, "\"dense1\\t", {"control character"});
   const std::string name = replace(kBase, "name: out", "name: \"o\\x01ut\"");
   check_error(name, "\"o\\x01ut\"", {"not a valid layer name"});
-  CHECK(contains(error_of(kBase, options({std::string("train.ep\x01ochs=3")})), "control character"));
+  CHECK(contains(error_of(kBase, no_path_check({std::string("train.ep\x01ochs=3")})), "control character"));
 }
 
 TEST_CASE("CR-only and CRLF files give errors at line:col") {
   const std::string bad = replace(kBase, "epochs: 2", "epochs: zero");
-  const std::string expected = position(bad, "zero");
+  const std::string expected = position("t.yaml", bad, "zero");
   for (const std::string& ending : {std::string("\r"), std::string("\r\n")}) {
     std::string text;
     for (char c : bad) text += c == '\n' ? ending : std::string(1, c);
@@ -260,15 +226,15 @@ TEST_CASE("CR-only and CRLF files give errors at line:col") {
 }
 
 TEST_CASE("--set accepts the a[1].b notation that messages use") {
-  const Config config = parse_config(kBase, "t.yaml", options({"model[2].dense=256", "model.0.dense=64"}));
+  const Config config = parse_config(kBase, "t.yaml", no_path_check({"model[2].dense=256", "model.0.dense=64"}));
   CHECK(config.model[2].dense.units == 256);
   CHECK(config.model[0].dense.units == 64);
-  const Config nested = parse_config(kBase, "t.yaml", options({"data.layout[1]=model"}));
+  const Config nested = parse_config(kBase, "t.yaml", no_path_check({"data.layout[1]=model"}));
   CHECK(nested.data.layout[1] == "model");
-  CHECK(contains(error_of(kBase, options({"model[7].dense=1"})), "is a list of 3; '7' is not an index"));
-  CHECK(contains(error_of(kBase, options({"[0].dense=1"})), "starts with an index"));
+  CHECK(contains(error_of(kBase, no_path_check({"model[7].dense=1"})), "is a list of 3; '7' is not an index"));
+  CHECK(contains(error_of(kBase, no_path_check({"[0].dense=1"})), "starts with an index"));
   // A key that merely contains brackets stays a key.
-  const Config rule = parse_config(kBase, "t.yaml", options({"layouts.dense[12]/kernel=[unsharded, model]"}));
+  const Config rule = parse_config(kBase, "t.yaml", no_path_check({"layouts.dense[12]/kernel=[unsharded, model]"}));
   CHECK(rule.layouts.back().pattern == "dense[12]/kernel");
 }
 
