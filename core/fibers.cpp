@@ -18,6 +18,12 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #endif
+// AddressSanitizer must be told when the stack changes (or it reports the switch as stack corruption).
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define DTRAIN_FIBERS_ASAN 1
+#endif
 #if defined(__x86_64__) && !defined(DTRAIN_FIBERS_UCONTEXT)
 #include <immintrin.h>
 #define DTRAIN_FIBERS_ASM 1
@@ -158,25 +164,48 @@ dtrain_fibers_start:
 namespace dtrain::fibers {
 namespace {
 
+#ifdef DTRAIN_FIBERS_ASAN
+// The scheduler's (the OS thread's) stack, learnt when a fiber first starts.
+thread_local const void* thread_stack_bottom = nullptr;
+thread_local size_t thread_stack_size = 0;
+#endif
+
 void switch_to_scheduler(Fiber* fiber) {
+#ifdef DTRAIN_FIBERS_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(fiber->finished ? nullptr : &fake_stack, thread_stack_bottom, thread_stack_size);
+#endif
 #ifdef DTRAIN_FIBERS_ASM
   dtrain_fibers_switch_stacks(&fiber->sp, scheduler_sp);
 #else
   swapcontext(&fiber->context, &scheduler_context);
 #endif
+#ifdef DTRAIN_FIBERS_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
 }
 
 void switch_to_fiber(Fiber* fiber) {
   current_fiber = fiber;
+#ifdef DTRAIN_FIBERS_ASAN
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, fiber->stack, kStackBytes);
+#endif
 #ifdef DTRAIN_FIBERS_ASM
   dtrain_fibers_switch_stacks(&scheduler_sp, fiber->sp);
 #else
   swapcontext(&scheduler_context, &fiber->context);
 #endif
+#ifdef DTRAIN_FIBERS_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
   current_fiber = nullptr;
 }
 
 [[noreturn]] void fiber_body(Fiber* fiber) {
+#ifdef DTRAIN_FIBERS_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &thread_stack_bottom, &thread_stack_size);
+#endif
   fiber->progressed = true;
   (*fiber->task)(fiber->index);
   fiber->finished = true;
@@ -194,6 +223,9 @@ void prepare(Fiber* fiber) {
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
                      -1, 0);
   DTRAIN_CHECK(stack != MAP_FAILED, "[fibers] could not map a {} MB stack", kStackBytes >> 20);
+#ifdef DTRAIN_FIBERS_ASAN
+  __asan_unpoison_memory_region(stack, kStackBytes);  // the shadow of an earlier stack mapped here
+#endif
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   mprotect(stack, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting memory
   fiber->stack = stack;

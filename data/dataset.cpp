@@ -80,7 +80,8 @@ void Dataset::densify(std::span<const int64_t> batch, int64_t row_begin, int64_t
     DTRAIN_CHECK(0 <= example && example < size(), "[densify] example {} of {}", example, size());
     float* row_out = out + (r - row_begin) * width;
     if (!sparse_) {
-      std::memcpy(row_out, dense_rows_.data() + example * columns_ + column_begin, size_t(width) * sizeof(float));
+      if (width > 0)  // an empty block may have no buffer at all (memcpy of null is undefined even for 0 bytes)
+        std::memcpy(row_out, dense_rows_.data() + example * columns_ + column_begin, size_t(width) * sizeof(float));
       continue;
     }
     std::fill(row_out, row_out + width, 0.0f);
