@@ -32,6 +32,19 @@ Tensor::Tensor(Shape shape, float fill_value) : shape_(std::move(shape)) {
   fill(fill_value);
 }
 
+Tensor::Tensor(Shape shape, Place place) {
+  if (place.is_cpu()) {
+    *this = Tensor(std::move(shape));
+    return;
+  }
+  throw Error(fmt::format("[tensor] no allocator for {} yet", place.describe()));  // the allocator comes next
+}
+
+Tensor Tensor::uninitialized(Shape shape, Place place) {
+  if (place.is_cpu()) return uninitialized(std::move(shape));
+  throw Error(fmt::format("[tensor] no allocator for {} yet", place.describe()));
+}
+
 Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
   DTRAIN_CHECK(num_elements(shape) == int64_t(values.size()), "[tensor] {} values for shape {}", values.size(),
                shape_string(shape));

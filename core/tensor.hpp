@@ -1,10 +1,12 @@
-// A local dense float32 buffer in host memory with a row-major shape. Copies share the buffer
-// (cheap, like a handle); clone() makes a deep copy. Storage is 64-byte aligned for SIMD kernels.
+// A local dense float32 buffer with a row-major shape, in host memory or on a CUDA device (its place()).
+// Copies share the buffer (cheap, like a handle); clone() makes a deep copy. Host storage is 64-byte
+// aligned for SIMD kernels.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "core/compressed_rows.hpp"
+#include "core/place.hpp"
 #include "core/shape.hpp"
 
 namespace dtrain {
@@ -17,6 +19,9 @@ class Tensor {
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
   // Contents undefined: for outputs that a kernel overwrites completely (skips a pass over memory).
   static Tensor uninitialized(Shape shape);
+  // The same on `place` (zero-filled / contents undefined).
+  Tensor(Shape shape, Place place);
+  static Tensor uninitialized(Shape shape, Place place);
   // Wraps `data` (at least num_elements(shape) floats), sharing its ownership.
   static Tensor adopt(Shape shape, std::shared_ptr<float[]> data);
   // `dense` (2-D) with its non-zeros listed beside it (a TF-IDF batch): matmul then multiplies the list
@@ -28,6 +33,10 @@ class Tensor {
   int rank() const { return int(shape_.size()); }
   int64_t dim(int axis) const { return shape_.at(axis); }
   int64_t size() const { return size_; }
+  Place place() const { return place_; }
+  // The values' address at place(), a device pointer for a CUDA tensor: for the kernels of that place only.
+  float* buffer() { return data_.get(); }
+  const float* buffer() const { return data_.get(); }
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
   // The non-zeros given by with_compressed_rows, or null.
@@ -50,6 +59,7 @@ class Tensor {
   int64_t size_ = 0;
   std::shared_ptr<float[]> data_;
   std::shared_ptr<const CompressedRows> compressed_rows_;
+  Place place_;
 };
 
 }  // namespace dtrain

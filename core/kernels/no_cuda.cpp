@@ -1,23 +1,45 @@
-// The CUDA kernels of a build without CUDA: no devices, and every other call says why it cannot run.
+// The CUDA side of a build without CUDA: no devices, every kernel family's CUDA implementation throws
+// "[op] has no GPU build", and the device-memory helpers say why they cannot run.
 #include "core/error.hpp"
 #include "core/kernels/cuda.hpp"
+#include "core/kernels/dispatch.hpp"
 
 namespace dtrain::kernels {
 
+class ElementwiseKernels;
+class RowKernels;
+class DropoutKernels;
+class BatchNormKernels;
+class UpdateKernels;
+class CopyKernels;
+class GemmKernels;
+
 namespace {
-[[noreturn]] void no_cuda(const char* function) {
-  throw Error(fmt::format("[{}] dtrain was built without CUDA", function));
+[[noreturn]] void no_gpu_build(const char* op) {
+  throw Error(fmt::format("[{}] has no GPU build: this dtrain was built without CUDA", op));
 }
 }  // namespace
 
-int cuda_device_count() { return 0; }
-void cuda_set_device(int) { no_cuda("cuda_set_device"); }
-void gemm_cuda(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
-  no_cuda("gemm_cuda");
+template <class Family>
+const Family& cuda_kernels(int, const char* op) {
+  no_gpu_build(op);
 }
-float* cuda_alloc(size_t) { no_cuda("cuda_alloc"); }
-void cuda_free(float*) { no_cuda("cuda_free"); }
-void cuda_copy_to_device(float*, const float*, size_t) { no_cuda("cuda_copy_to_device"); }
-void cuda_copy_from_device(float*, const float*, size_t) { no_cuda("cuda_copy_from_device"); }
+template const ElementwiseKernels& cuda_kernels<ElementwiseKernels>(int, const char*);
+template const RowKernels& cuda_kernels<RowKernels>(int, const char*);
+template const DropoutKernels& cuda_kernels<DropoutKernels>(int, const char*);
+template const BatchNormKernels& cuda_kernels<BatchNormKernels>(int, const char*);
+template const UpdateKernels& cuda_kernels<UpdateKernels>(int, const char*);
+template const CopyKernels& cuda_kernels<CopyKernels>(int, const char*);
+template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
+
+int cuda_device_count() { return 0; }
+void cuda_set_device(int) { no_gpu_build("cuda_set_device"); }
+void gemm_cuda(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
+  no_gpu_build("gemm_cuda");
+}
+float* cuda_alloc(size_t) { no_gpu_build("cuda_alloc"); }
+void cuda_free(float*) { no_gpu_build("cuda_free"); }
+void cuda_copy_to_device(float*, const float*, size_t) { no_gpu_build("cuda_copy_to_device"); }
+void cuda_copy_from_device(float*, const float*, size_t) { no_gpu_build("cuda_copy_from_device"); }
 
 }  // namespace dtrain::kernels

@@ -1,0 +1,27 @@
+// The kernel table. Every op's arithmetic is a family of kernels: an abstract class (ElementwiseKernels,
+// RowKernels, ...; one header each in core/kernels/) with a CPU and a CUDA implementation, and a plain
+// scalar reference that tests compare both against. An op asks kernels_for<Family>(place, "op") for the
+// implementation of its data's place; core/ops keep the SPMD rule, this call and the vjp only.
+//
+// Each family defines cpu_kernels<F>() and reference_kernels<F>() in its .cpp and cuda_kernels<F>() in its .cu.
+// A build without CUDA gets every cuda_kernels<F>() from no_cuda.cpp, the one place that says "[op] has no
+// GPU build": no #ifdef anywhere else.
+#pragma once
+#include "core/place.hpp"
+
+namespace dtrain::kernels {
+
+template <class Family>
+const Family& cpu_kernels();
+template <class Family>
+const Family& reference_kernels();
+// The kernels for CUDA device `device` (made current for the calling thread); `op` names the caller in errors.
+template <class Family>
+const Family& cuda_kernels(int device, const char* op);
+
+template <class Family>
+const Family& kernels_for(const Place& place, const char* op) {
+  return place.is_cpu() ? cpu_kernels<Family>() : cuda_kernels<Family>(place.device, op);
+}
+
+}  // namespace dtrain::kernels
