@@ -2,6 +2,7 @@
 // one cublasSgemm with the operands swapped and no copies. Errors name the call, file:line and the
 // library's own status text.
 #include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda_check.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -10,23 +11,6 @@
 #include <string>
 
 #include "core/error.hpp"
-
-#define DTRAIN_CHECK_CUDA(call)                                                                       \
-  do {                                                                                                \
-    const cudaError_t cuda_status = (call);                                                           \
-    if (cuda_status != cudaSuccess)                                                                   \
-      throw ::dtrain::Error(std::string("[") + __func__ + "] " + #call + " failed at " + __FILE__ + ":" + \
-                            std::to_string(__LINE__) + ": " + cudaGetErrorString(cuda_status));       \
-  } while (0)
-
-#define DTRAIN_CHECK_CUBLAS(call)                                                                     \
-  do {                                                                                                \
-    const cublasStatus_t cublas_status = (call);                                                      \
-    if (cublas_status != CUBLAS_STATUS_SUCCESS)                                                       \
-      throw ::dtrain::Error(std::string("[") + __func__ + "] " + #call + " failed at " + __FILE__ + ":" + \
-                            std::to_string(__LINE__) + ": " + cublasGetStatusName(cublas_status) + " (" + \
-                            cublasGetStatusString(cublas_status) + ")");                              \
-  } while (0)
 
 namespace dtrain::kernels {
 
@@ -60,6 +44,13 @@ cublasHandle_t blas_handle() {
 }
 
 }  // namespace
+
+namespace {
+thread_local cudaStream_t current = nullptr;
+}  // namespace
+
+cudaStream_t current_stream() { return current; }
+void set_current_stream(cudaStream_t stream) { current = stream; }
 
 int cuda_device_count() {
   int count = 0;

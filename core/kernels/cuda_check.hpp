@@ -1,0 +1,35 @@
+// For .cu files only: error checks that name the call, file:line and CUDA's own text, and the stream the
+// calling rank's kernels run on.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.hpp"
+
+#define DTRAIN_CHECK_CUDA(call)                                                                       \
+  do {                                                                                                \
+    const cudaError_t cuda_status = (call);                                                           \
+    if (cuda_status != cudaSuccess)                                                                   \
+      throw ::dtrain::Error(std::string("[") + __func__ + "] " + #call + " failed at " + __FILE__ + ":" + \
+                            std::to_string(__LINE__) + ": " + cudaGetErrorString(cuda_status));       \
+  } while (0)
+
+#define DTRAIN_CHECK_CUBLAS(call)                                                                     \
+  do {                                                                                                \
+    const cublasStatus_t cublas_status = (call);                                                      \
+    if (cublas_status != CUBLAS_STATUS_SUCCESS)                                                       \
+      throw ::dtrain::Error(std::string("[") + __func__ + "] " + #call + " failed at " + __FILE__ + ":" + \
+                            std::to_string(__LINE__) + ": " + cublasGetStatusName(cublas_status) + " (" + \
+                            cublasGetStatusString(cublas_status) + ")");                              \
+  } while (0)
+
+namespace dtrain::kernels {
+
+// The stream the calling thread's kernels are enqueued on (the legacy default stream until a rank sets its
+// own). Every kernel of every family launches on it, so one rank's kernels run in order.
+cudaStream_t current_stream();
+void set_current_stream(cudaStream_t stream);
+
+}  // namespace dtrain::kernels
