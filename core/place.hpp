@@ -14,7 +14,9 @@ struct Place {
   static Place cuda(int device) { return {Kind::Cuda, device}; }
   bool is_cpu() const { return kind == Kind::Cpu; }
   bool is_cuda() const { return kind == Kind::Cuda; }
-  friend bool operator==(const Place&, const Place&) = default;
+  // Spelled out: nvcc compiles the .cu files as C++17, which has no defaulted comparisons.
+  friend bool operator==(const Place& a, const Place& b) { return a.kind == b.kind && a.device == b.device; }
+  friend bool operator!=(const Place& a, const Place& b) { return !(a == b); }
   std::string describe() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(device); }
 };
 
