@@ -1,44 +1,20 @@
 #include "core/dtensor.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/copy.hpp"
 
 namespace dtrain {
 namespace {
 
-// Copies (or adds) the block `extent` from src at src_offset to dst at dst_offset, row by row.
-void copy_block(const float* src, const Shape& src_shape, const Shape& src_offset, float* dst, const Shape& dst_shape,
-                const Shape& dst_offset, const Shape& extent, bool accumulate) {
-  const int rank = int(extent.size());
-  if (rank == 0) {
-    *dst = accumulate ? *dst + *src : *src;
-    return;
-  }
-  if (num_elements(extent) == 0) return;
-  const auto src_strides = strides_of(src_shape), dst_strides = strides_of(dst_shape);
-  const int64_t row = extent[rank - 1];
-  std::vector<int64_t> index(rank - 1, 0);
-  while (true) {
-    int64_t s = src_offset[rank - 1], d = dst_offset[rank - 1];
-    for (int i = 0; i < rank - 1; ++i) {
-      s += (src_offset[i] + index[i]) * src_strides[i];
-      d += (dst_offset[i] + index[i]) * dst_strides[i];
-    }
-    if (accumulate) {
-      for (int64_t j = 0; j < row; ++j) dst[d + j] += src[s + j];
-    } else {
-      std::memcpy(dst + d, src + s, row * sizeof(float));
-    }
-    int i = rank - 2;
-    for (; i >= 0; --i) {
-      if (++index[i] < extent[i]) break;
-      index[i] = 0;
-    }
-    if (i < 0) break;
-  }
+// Copies (or adds) the block `extent` of src (at src_offset of src_shape) into dst at dst_offset of dst_shape,
+// with the kernels of the place both buffers are at.
+void copy_block(const Place& place, const float* src, const Shape& src_shape, const Shape& src_offset, float* dst,
+                const Shape& dst_shape, const Shape& dst_offset, const Shape& extent, bool accumulate) {
+  kernels::kernels_for<kernels::CopyKernels>(place, "redistribute")
+      .copy_block(src, dst, kernels::block_copy(src_shape, src_offset, dst_shape, dst_offset, extent), accumulate);
 }
 
 // Elements before `axis` in row-major order: 1 means blocks along `axis` are contiguous already.
@@ -55,12 +31,13 @@ Tensor split_chunks(const Tensor& t, int axis, int n) {
   Shape buffer_shape = chunk;
   buffer_shape.insert(buffer_shape.begin(), n);
   if (outer_extent(t.shape(), axis) == 1) return t.reshaped(buffer_shape);
-  Tensor out = Tensor::uninitialized(buffer_shape);
+  Tensor out = Tensor::uninitialized(buffer_shape, t.place());
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
     Shape offset(t.rank(), 0);
     offset[axis] = j * chunk[axis];
-    copy_block(t.data(), t.shape(), offset, out.data() + j * chunk_size, chunk, Shape(t.rank(), 0), chunk, false);
+    copy_block(t.place(), t.buffer(), t.shape(), offset, out.buffer() + j * chunk_size, chunk, Shape(t.rank(), 0),
+               chunk, false);
   }
   return out;
 }
@@ -71,12 +48,13 @@ Tensor concat_chunks(const Tensor& chunks, int n, const Shape& chunk, int axis) 
   Shape full = chunk;
   full[axis] *= n;
   if (outer_extent(chunk, axis) == 1) return chunks.reshaped(full);
-  Tensor out = Tensor::uninitialized(full);
+  Tensor out = Tensor::uninitialized(full, chunks.place());
   const int64_t chunk_size = num_elements(chunk);
   for (int j = 0; j < n; ++j) {
     Shape offset(chunk.size(), 0);
     offset[axis] = j * chunk[axis];
-    copy_block(chunks.data() + j * chunk_size, chunk, Shape(chunk.size(), 0), out.data(), full, offset, chunk, false);
+    copy_block(chunks.place(), chunks.buffer() + j * chunk_size, chunk, Shape(chunk.size(), 0), out.buffer(), full,
+               offset, chunk, false);
   }
   return out;
 }
@@ -123,14 +101,16 @@ std::string DTensor::describe() const {
 }
 
 Tensor slice_block(const Tensor& t, const Shape& offset, const Shape& extent) {
-  Tensor out = Tensor::uninitialized(extent);
-  copy_block(t.data(), t.shape(), offset, out.data(), extent, Shape(extent.size(), 0), extent, false);
+  Tensor out = Tensor::uninitialized(extent, t.place());
+  copy_block(t.place(), t.buffer(), t.shape(), offset, out.buffer(), extent, Shape(extent.size(), 0), extent, false);
   return out;
 }
 
 void insert_block(Tensor& dst, const Shape& offset, const Tensor& block, bool accumulate) {
-  copy_block(block.data(), block.shape(), Shape(block.rank(), 0), dst.data(), dst.shape(), offset, block.shape(),
-             accumulate);
+  DTRAIN_CHECK(block.place() == dst.place(), "[insert_block] a block at {} into a tensor at {}",
+               block.place().describe(), dst.place().describe());
+  copy_block(dst.place(), block.buffer(), block.shape(), Shape(block.rank(), 0), dst.buffer(), dst.shape(), offset,
+             block.shape(), accumulate);
 }
 
 Tensor pack(const Tensor& global, const Layout& layout, int device_rank) {
@@ -142,7 +122,7 @@ Tensor unpack(const Shape& global_shape, const Layout& layout, const std::vector
   const Mesh& mesh = layout.mesh();
   DTRAIN_CHECK(int(locals.size()) == mesh.size(), "[unpack] {} shards for a mesh of {} devices", locals.size(),
                mesh.size());
-  Tensor global(global_shape);
+  Tensor global(global_shape, locals[0].place());
   for (int r = 0; r < mesh.size(); ++r) {
     // Take each distinct block once: coordinate 0 on dims that neither shard nor hold partial sums.
     bool first_replica = true;
@@ -182,7 +162,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
       Tensor chunks = split_chunks(local, axis, group.size());
       Shape chunk = local.shape();
       chunk[axis] /= group.size();
-      Tensor received = Tensor::uninitialized(chunk);
+      Tensor received = Tensor::uninitialized(chunk, local.place());
       comm.reduce_scatter(group, chunks.data(), received.data(), received.size());
       local = received;
       dims[axis] = int8_t(target.dim_at(axis));
@@ -200,7 +180,7 @@ DTensor redistribute(DTensor x, const Layout& target) {
     int to_axis = target.axis_of_dim(dim);
     if (to_axis >= 0 && dims[to_axis] < 0) {
       Tensor send = split_chunks(local, to_axis, n);
-      Tensor received = Tensor::uninitialized(send.shape());
+      Tensor received = Tensor::uninitialized(send.shape(), send.place());
       Shape chunk = local.shape();
       chunk[to_axis] /= n;
       comm.all_to_all(group, send.data(), received.data(), num_elements(chunk));
