@@ -1,6 +1,6 @@
 // GEMM kernels against the three-loop reference: every transpose combination, ragged and block-crossing
 // shapes, alpha/beta, NaN-filled C with beta = 0, one and two threads, sparse left operands (TF-IDF
-// batches) and when gemm takes the sparse path; cuBLAS too when a GPU is present.
+// batches) and when gemm takes the sparse path; the family's CPU, reference and (with a GPU) CUDA kernels.
 #include <doctest/doctest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,6 +20,8 @@
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
 #include "core/kernels/cuda.hpp"
+#include "core/kernels/gemm.hpp"
+#include "core/kernels/gemm_body.hpp"
 #include "core/kernels/gemm_blocked.hpp"
 #include "core/kernels/gemm_sparse.hpp"
 #include "core/kernels/gemm_workers.hpp"
@@ -551,36 +553,6 @@ TEST_CASE("sparse gemm is deterministic: the same op(A) gives the same bits at a
   }
 }
 
-TEST_CASE("needs a GPU: gemm_cuda matches the reference") {
-  using namespace dtrain::kernels;
-  if (cuda_device_count() == 0) {
-    // Without a device (or without a CUDA build) every GPU call throws a dtrain::Error naming itself.
-    CHECK_THROWS_AS(cuda_alloc(4), dtrain::Error);
-    MESSAGE("skipped: no GPU");
-    return;
-  }
-  const std::vector<Shape3> shapes = {{1, 1, 1}, {7, 13, 5}, {128, 700, 784}, {33, 2100, 65}};
-  for (const auto& shape : shapes)
-    for (int combo = 0; combo < 4; ++combo)
-      for (const float beta : {0.0f, -1.5f}) {
-        auto on_gpu = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                         const float* b, float beta, float* c) {
-          float* device_a = cuda_alloc(size_t(m * k));
-          float* device_b = cuda_alloc(size_t(k * n));
-          float* device_c = cuda_alloc(size_t(m * n));
-          cuda_copy_to_device(device_a, a, size_t(m * k));
-          cuda_copy_to_device(device_b, b, size_t(k * n));
-          cuda_copy_to_device(device_c, c, size_t(m * n));
-          gemm_cuda(ta, tb, m, n, k, alpha, device_a, device_b, beta, device_c);
-          cuda_copy_from_device(c, device_c, size_t(m * n));
-          cuda_free(device_a);
-          cuda_free(device_b);
-          cuda_free(device_c);
-        };
-        check_against_reference(on_gpu, combo & 1, combo & 2, shape, 0.5f, beta,
-                                beta == 0.0f ? std::nanf("") : 0.0f);
-      }
-}
 
 namespace {
 
@@ -588,7 +560,96 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// The largest |a - b|; infinity when either holds a NaN where the other does not hold the same.
+double max_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double error = std::abs(double(a[i]) - double(b[i]));
+    worst = std::isnan(error) ? INFINITY : std::max(worst, error);
+  }
+  return worst;
+}
+
+// A device copy of `count` host floats (room for one at least: no zero-byte allocation).
+float* upload(const float* host, size_t count) {
+  float* device = dtrain::kernels::cuda_alloc(std::max<size_t>(count, 1));
+  if (count > 0) dtrain::kernels::cuda_copy_to_device(device, host, count);
+  return device;
+}
+
+// The CUDA family's dense gemm on host operands: uploaded, multiplied with rows of A `lda` apart (A is
+// widened with NaN gaps when lda is longer than its rows), downloaded.
+void gemm_on_gpu(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, float beta, float* c) {
+  using namespace dtrain::kernels;
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const std::vector<float> wide = widen_rows(std::vector<float>(a, a + a_rows * a_cols), a_rows, a_cols, lda);
+  float* device_a = upload(wide.data(), wide.size());
+  float* device_b = upload(b, size_t(k * n));
+  float* device_c = upload(c, size_t(m * n));
+  cuda_kernels<GemmKernels>(0, "test").gemm(ta, tb, m, n, k, alpha, device_a, lda, device_b, beta, device_c);
+  if (m * n > 0) cuda_copy_from_device(c, device_c, size_t(m * n));
+  cuda_free(device_a);
+  cuda_free(device_b);
+  cuda_free(device_c);
+}
+
 }  // namespace
+
+TEST_CASE("needs a GPU: the CUDA gemm kernels match the reference, dense (packed or lda) and sparse") {
+  using namespace dtrain::kernels;
+  if (cuda_device_count() == 0) {
+    // Without a device (or without a CUDA build) the CUDA kernels throw a dtrain::Error naming the op.
+    CHECK_THROWS_AS(cuda_kernels<GemmKernels>(0, "test"), dtrain::Error);
+    MESSAGE("skipped: no GPU");
+    return;
+  }
+  const std::vector<Shape3> shapes = {{1, 1, 1}, {7, 13, 5}, {128, 700, 784}, {33, 2100, 65}, {3, 4, 0}};
+  for (const auto& shape : shapes)
+    for (int combo = 0; combo < 4; ++combo)
+      for (const float beta : {0.0f, -1.5f})
+        for (const int64_t pad : {0, 3}) {
+          CAPTURE(pad);
+          auto on_gpu = [pad](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                              const float* b, float beta, float* c) {
+            gemm_on_gpu(ta, tb, m, n, k, alpha, a, (ta ? m : k) + pad, b, beta, c);
+          };
+          check_against_reference(on_gpu, combo & 1, combo & 2, shape, 0.5f, beta, beta == 0.0f ? std::nanf("") : 0.0f);
+        }
+
+  // Sparse: the CSR kernel gives the bits of its body run here on the CPU, and the reference's values.
+  for (const double density : {0.0, 0.08, 0.5})
+    for (const Shape3 shape : {Shape3{8, 48, 1200}, Shape3{5, 13, 37}, Shape3{1, 1, 1}, Shape3{0, 4, 3}})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, -1.5f}) {
+          const auto [m, n, k] = shape;
+          CAPTURE(density);
+          CAPTURE(m);
+          CAPTURE(trans_b);
+          CAPTURE(beta);
+          const auto a = random_sparse_values(m * k, density, 91);
+          const auto b = random_values(k * n, 92);
+          const std::vector<float> c0 = beta == 0.0f ? std::vector<float>(size_t(m * n), std::nanf(""))
+                                                     : random_values(m * n, 93);
+          const dtrain::CompressedRows rows = dtrain::testing::compressed_rows_of(a.data(), m, k);
+          std::vector<float> on_gpu = c0, expected = c0, body = c0;
+          float* device_a = upload(a.data(), a.size());
+          float* device_b = upload(b.data(), b.size());
+          float* device_c = upload(c0.data(), c0.size());
+          cuda_kernels<GemmKernels>(0, "test").gemm_sparse(rows, device_a, trans_b, n, 0.5f, device_b, beta, device_c);
+          if (!on_gpu.empty()) cuda_copy_from_device(on_gpu.data(), device_c, on_gpu.size());
+          cuda_free(device_a);
+          cuda_free(device_b);
+          cuda_free(device_c);
+          reference_kernels<GemmKernels>().gemm_sparse(rows, a.data(), trans_b, n, 0.5f, b.data(), beta, expected.data());
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              body[size_t(i * n + j)] = csr_product_element(rows.row_starts.data(), rows.entries.data(), i, j, n, k,
+                                                            trans_b, 0.5f, b.data(), beta, c0[size_t(i * n + j)]);
+          CHECK(same_bits(on_gpu, body));
+          CHECK(max_error(on_gpu, expected) <= 1e-5 + 1e-6 * double(k));
+        }
+}
 
 TEST_CASE("gemm with A's non-zeros given gives gemm's bits on A, sparse or dense, B transposed or not") {
   for (const double density : {0.0, 0.01, 0.08, 0.22, 0.3, 1.0})
@@ -609,4 +670,84 @@ TEST_CASE("gemm with A's non-zeros given gives gemm's bits on A, sparse or dense
           CHECK(same_bits(given, scanned));
         }
       }
+}
+
+TEST_CASE("the CPU GemmKernels give the engine's bits and the reference's values, dense (packed or lda) and sparse") {
+  using namespace dtrain::kernels;
+  const GemmKernels& cpu = cpu_kernels<GemmKernels>();
+  const GemmKernels& reference = reference_kernels<GemmKernels>();
+  for (const Shape3 shape : {Shape3{7, 13, 5}, Shape3{33, 64, 65}, Shape3{1, 1, 1}, Shape3{0, 3, 2}, Shape3{4, 0, 3}})
+    for (int combo = 0; combo < 4; ++combo)
+      for (const int64_t pad : {0, 5}) {
+        const auto [m, n, k] = shape;
+        const bool ta = combo & 1, tb = combo & 2;
+        CAPTURE(m);
+        CAPTURE(combo);
+        CAPTURE(pad);
+        const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + pad;
+        const auto a = widen_rows(random_values(m * k, 61), a_rows, a_cols, lda);
+        const auto b = random_values(k * n, 62), c0 = random_values(m * n, 63);
+        std::vector<float> fast = c0, engine = c0, expected = c0;
+        cpu.gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), -1.5f, fast.data());
+        gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), -1.5f, engine.data());
+        reference.gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), -1.5f, expected.data());
+        CHECK(same_bits(fast, engine));
+        CHECK(max_error(fast, expected) <= 1e-5 + 1e-6 * double(k));
+        if (pad == 0) {  // the packed overload
+          std::vector<float> packed = c0;
+          cpu.gemm(ta, tb, m, n, k, 0.5f, a.data(), b.data(), -1.5f, packed.data());
+          CHECK(same_bits(packed, fast));
+        }
+      }
+  for (const double density : {0.0, 0.08, 0.5, 1.0})
+    for (const Shape3 shape : {Shape3{8, 48, 1200}, Shape3{5, 13, 37}, Shape3{0, 4, 3}, Shape3{3, 0, 4}})
+      for (const bool trans_b : {false, true}) {
+        const auto [m, n, k] = shape;
+        CAPTURE(density);
+        CAPTURE(m);
+        CAPTURE(trans_b);
+        const auto a = random_sparse_values(m * k, density, 71);
+        const auto b = random_values(k * n, 72), c0 = random_values(m * n, 73);
+        const dtrain::CompressedRows rows = dtrain::testing::compressed_rows_of(a.data(), m, k);
+        std::vector<float> fast = c0, engine = c0, expected = c0, dense_expected = c0;
+        cpu.gemm_sparse(rows, a.data(), trans_b, n, 0.5f, b.data(), -1.5f, fast.data());
+        gemm(rows, a.data(), trans_b, n, 0.5f, b.data(), -1.5f, engine.data());
+        reference.gemm_sparse(rows, a.data(), trans_b, n, 0.5f, b.data(), -1.5f, expected.data());
+        gemm_reference(false, trans_b, m, n, k, 0.5f, a.data(), b.data(), -1.5f, dense_expected.data());
+        CHECK(same_bits(fast, engine));
+        CHECK(max_error(fast, expected) <= 1e-5 + 1e-6 * double(k));
+        CHECK(max_error(expected, dense_expected) <= 1e-6);  // the same double sums, zeros left out
+      }
+}
+
+TEST_CASE("the CUDA sparse gemm's body matches the reference, and the AVX2 sparse kernel bit for bit") {
+  using namespace dtrain::kernels;
+  for (const double density : {0.0, 0.08, 0.3, 1.0})
+    for (const Shape3 shape : {Shape3{8, 48, 1200}, Shape3{5, 13, 37}, Shape3{16, 70, 9}, Shape3{1, 1, 1}})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, -1.5f}) {
+          const auto [m, n, k] = shape;
+          CAPTURE(density);
+          CAPTURE(m);
+          CAPTURE(trans_b);
+          CAPTURE(beta);
+          auto a = random_sparse_values(m * k, density, 101);
+          const auto b = random_values(k * n, 102);
+          const std::vector<float> c0 =
+              beta == 0.0f ? std::vector<float>(size_t(m * n), std::nanf("")) : random_values(m * n, 103);
+          const dtrain::CompressedRows rows = dtrain::testing::compressed_rows_of(a.data(), m, k);
+          std::vector<float> body = c0, expected = c0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              body[size_t(i * n + j)] = csr_product_element(rows.row_starts.data(), rows.entries.data(), i, j, n, k,
+                                                            trans_b, 0.5f, b.data(), beta, c0[size_t(i * n + j)]);
+          reference_kernels<GemmKernels>().gemm_sparse(rows, a.data(), trans_b, n, 0.5f, b.data(), beta,
+                                                       expected.data());
+          CHECK(max_error(body, expected) <= 1e-5 + 1e-6 * double(k));
+          if (gemm_sparse_available() && !trans_b) {
+            std::vector<float> avx2 = c0;
+            gemm_sparse(false, false, m, n, k, 0.5f, a.data(), b.data(), beta, avx2.data(), 1);
+            CHECK(same_bits(body, avx2));
+          }
+        }
 }

@@ -1,6 +1,5 @@
 // gemm: the sparse kernel when op(A) is mostly zeros (TF-IDF, MNIST pixels), else the AVX2/FMA blocked kernel
 // when the build has it (about 1.3x Eigen's GEBP on this project's shapes), else Eigen.
-// gemm_reference: three plain loops with double accumulation.
 #include "core/kernels/cpu.hpp"
 
 #include <Eigen/Core>
@@ -93,23 +92,6 @@ void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n,
   check_shape("gemm", a_rows.rows, n, a_rows.cols);
   if (try_gemm_compressed_rows(a_rows, trans_b, n, alpha, b, beta, c, gemm_threads())) return;
   gemm_dense(false, trans_b, a_rows.rows, n, a_rows.cols, alpha, a, a_rows.cols, b, beta, c);
-}
-
-void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    const float* b, float beta, float* c) {
-  check_shape("gemm_reference", m, n, k);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0.0;
-      for (int64_t p = 0; p < k; ++p) {
-        const float a_ip = trans_a ? a[p * m + i] : a[i * k + p];
-        const float b_pj = trans_b ? b[j * k + p] : b[p * n + j];
-        sum += double(a_ip) * double(b_pj);
-      }
-      const double old = beta == 0.0f ? 0.0 : double(beta) * double(c[i * n + j]);
-      c[i * n + j] = float(double(alpha) * sum + old);
-    }
-  }
 }
 
 void set_gemm_threads(int threads) {

@@ -1,4 +1,5 @@
-// CPU kernels on raw row-major float buffers: a fast Eigen GEMM and a plain scalar reference of it.
+// The CPU GEMM engine on raw row-major host buffers, behind cpu_kernels<GemmKernels>() (gemm.hpp has the
+// contract and the reference), and the number of threads one call may use.
 #pragma once
 #include <cstdint>
 
@@ -18,9 +19,6 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 // the sparse path multiplies them without scanning A, and gives what gemm() on A alone would.
 void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
           float* c);
-// The same contract, three plain loops: the reference the fast kernel is tested against.
-void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    const float* b, float beta, float* c);
 
 // Threads one gemm call may use (default 1). Process-wide: set it to cores / devices before a run.
 void set_gemm_threads(int threads);

@@ -34,9 +34,6 @@ template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
 
 int cuda_device_count() { return 0; }
 void cuda_set_device(int) { no_gpu_build("cuda_set_device"); }
-void gemm_cuda(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
-  no_gpu_build("gemm_cuda");
-}
 float* cuda_alloc(size_t) { no_gpu_build("cuda_alloc"); }
 void cuda_free(float*) { no_gpu_build("cuda_free"); }
 void cuda_copy_to_device(float*, const float*, size_t) { no_gpu_build("cuda_copy_to_device"); }

@@ -1,7 +1,7 @@
 // matmul: local GEMM on shards; SPMD rule picks shardings for M, K, N; vjp is two more matmuls.
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
+#include "core/kernels/gemm.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {
@@ -42,11 +42,14 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   const Tensor& la = a.local();
   const Tensor& lb = b.local();
   const int64_t lm = la.dim(a_rows), lk = la.dim(a_cols), ln = lb.dim(b_cols);
-  Tensor out = Tensor::uninitialized({lm, ln});
+  DTRAIN_CHECK(la.place() == lb.place(), "[matmul] operands at {} and {}", la.place().describe(),
+               lb.place().describe());
+  Tensor out = Tensor::uninitialized({lm, ln}, la.place());
+  const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");
   if (la.compressed_rows() != nullptr && !transpose_a)  // a batch that came with its non-zeros
-    kernels::gemm(*la.compressed_rows(), la.data(), transpose_b, ln, 1.0f, lb.data(), 0.0f, out.data());
+    gemm.gemm_sparse(*la.compressed_rows(), la.buffer(), transpose_b, ln, 1.0f, lb.buffer(), 0.0f, out.buffer());
   else
-    kernels::gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.data(), lb.data(), 0.0f, out.data());
+    gemm.gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.buffer(), lb.buffer(), 0.0f, out.buffer());
   PartialDims partial;  // a sharded K leaves summands over its dim
   if (k_dim >= 0) partial.add(k_dim);
   return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh), out, partial);

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
+#include "core/kernels/gemm.hpp"
 
 namespace dtrain::optim {
 
@@ -21,8 +22,8 @@ void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x
                  block.first, block.last, j, shape_string(x.shape()));
   }
   // The kind of x is the same on every member (the batch source decides it), so all take the same
-  // collectives.
-  if (x.compressed_rows() != nullptr && kernels::gemm_sparse_available())
+  // collectives. The non-zeros are multiplied on the host (the CPU's sparse kernel).
+  if (x.compressed_rows() != nullptr && x.place().is_cpu() && kernels::gemm_sparse_available())
     rows_from_compressed(comm, group, x, g, blocks, out);
   else
     rows_from_dense(comm, group, x, g, blocks[size_t(group.index)], out);
@@ -35,8 +36,9 @@ void FactorProduct::rows_from_dense(Communicator& comm, const Group& group, cons
   std::shared_ptr<float[]> g_all = comm.all_gather_shared(group, g.data(), size_t(g.size()));
   if (block.last == block.first) return;
   // x's columns [first, last), read in place.
-  kernels::gemm(true, false, block.last - block.first, g.dim(1), batch, 1.0f, x_all.get() + block.first, a,
-                g_all.get(), 0.0f, out);
+  kernels::kernels_for<kernels::GemmKernels>(x.place(), "optimizer")
+      .gemm(true, false, block.last - block.first, g.dim(1), batch, 1.0f, x_all.get() + block.first, a, g_all.get(),
+            0.0f, out);
 }
 
 namespace {
@@ -140,7 +142,8 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   for (int64_t i = 0; i < m; ++i)
     for (int64_t entry = starts[i]; entry < starts[i + 1]; ++entry)
       x_block[int64_t(block_.entries[size_t(entry)].index) * m + i] = block_.entries[size_t(entry)].value;
-  kernels::gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all_.data(), 0.0f, out);
+  kernels::cpu_kernels<kernels::GemmKernels>().gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all_.data(), 0.0f,
+                                                     out);
 }
 
 }  // namespace dtrain::optim
