@@ -66,6 +66,13 @@ class CudaGemm final : public GemmKernels {
     DTRAIN_CHECK(lda >= (trans_a ? m : k), "[gemm] lda {} is shorter than A's stored rows ({})", lda,
                  trans_a ? m : k);
     if (m == 0 || n == 0) return;
+    if (k == 0) {  // nothing to multiply: C = beta * C, spelled out rather than left to cuBLAS's k = 0 path
+      if (beta == 0.0f)
+        DTRAIN_CHECK_CUDA(cudaMemsetAsync(c, 0, size_t(m * n) * sizeof(float), current_stream()));
+      else
+        DTRAIN_CHECK_CUBLAS(cublasSscal_64(blas_handle(), m * n, &beta, c, 1));
+      return;
+    }
     // Row-major op(B) is column-major op(B)^T with leading dimension = its stored row length.
     const int64_t ldb = trans_b ? k : n;
     DTRAIN_CHECK_CUBLAS(cublasSgemm_64(blas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
