@@ -3,34 +3,18 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/kernels/philox.hpp"
 
 namespace dtrain {
 
-std::array<uint32_t, 4> philox(uint64_t key, std::array<uint32_t, 4> c) {
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return c;
-}
-
-namespace {
-std::array<uint32_t, 4> words_at(uint64_t key, uint64_t stream, uint64_t index) {
-  return philox(key, {uint32_t(index), uint32_t(index >> 32), uint32_t(stream), uint32_t(stream >> 32)});
-}
-}  // namespace
-
 float uniform_at(uint64_t key, uint64_t stream, uint64_t index) {
-  return float(words_at(key, stream, index)[0] >> 8) * (1.0f / 16777216.0f);
+  return kernels::philox_uniform_at(key, stream, index);
 }
 
 float normal_at(uint64_t key, uint64_t stream, uint64_t index) {
-  auto w = words_at(key, stream, index);
-  const double u1 = (double(w[0]) + 1.0) / 4294967296.0;  // (0, 1]: the log is finite
-  const double u2 = double(w[1]) / 4294967296.0;
+  const kernels::PhiloxWords w = kernels::philox_at(key, stream, index);
+  const double u1 = (double(w.word[0]) + 1.0) / 4294967296.0;  // (0, 1]: the log is finite
+  const double u2 = double(w.word[1]) / 4294967296.0;
   return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
 }
 

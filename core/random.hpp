@@ -1,7 +1,6 @@
 // Counter-based random numbers (Philox-4x32-10) keyed by a seed and the GLOBAL index of an element, so
 // a tensor's values never depend on the mesh or layout it is created on; and the initializers built on it.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string>
 
@@ -9,9 +8,8 @@
 
 namespace dtrain {
 
-// Philox-4x32-10: four 32-bit words from a 64-bit key and a 128-bit counter.
-std::array<uint32_t, 4> philox(uint64_t key, std::array<uint32_t, 4> counter);
-// Uniform in [0, 1) and standard normal for element `index` of the stream (key, stream).
+// Uniform in [0, 1) and standard normal for element `index` of the stream (key, stream): Philox-4x32-10
+// (core/kernels/philox.hpp, shared with the GPU).
 float uniform_at(uint64_t key, uint64_t stream, uint64_t index);
 float normal_at(uint64_t key, uint64_t stream, uint64_t index);
 // A seed pair [s0, s1] as one key, like tf.random.stateless_* seeds.
