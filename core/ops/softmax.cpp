@@ -1,10 +1,10 @@
 // Softmax, sparse softmax cross-entropy and argmax over the last (class) axis. When classes are sharded
 // over a mesh dim, the row max and the row sums are all-reduced over that dim, so no rank gathers logits.
 #include <cmath>
-#include <limits>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/rows.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {
@@ -21,26 +21,34 @@ void reduce_over_classes(const Layout& layout, Tensor& t, ReduceOp op) {
 
 int64_t class_offset(const DTensor& x) { return x.local_offset(current_device().rank).back(); }
 
+const kernels::RowKernels& row_kernels(const Tensor& t, const char* op) {
+  return kernels::kernels_for<kernels::RowKernels>(t.place(), op);
+}
+
 // Row max over the GLOBAL class axis, then exp(x - max) and the global row sums.
 struct Exponentials {
   Tensor exp, row_max, row_sum;
 };
-Exponentials exponentials(const DTensor& x) {
+Exponentials exponentials(const DTensor& x, const char* op) {
   const Tensor& in = x.local();
   const int64_t classes = in.dim(in.rank() - 1), rows = classes == 0 ? 0 : in.size() / classes;
-  Exponentials e{Tensor(in.shape()), Tensor({rows}, -std::numeric_limits<float>::infinity()), Tensor({rows})};
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < classes; ++c) e.row_max[r] = std::max(e.row_max[r], in[r * classes + c]);
-  }
+  const kernels::RowKernels& k = row_kernels(in, op);
+  Exponentials e{Tensor::uninitialized(in.shape(), in.place()), Tensor::uninitialized({rows}, in.place()),
+                 Tensor::uninitialized({rows}, in.place())};
+  k.row_max(in.buffer(), rows, classes, e.row_max.buffer());
   reduce_over_classes(x.layout(), e.row_max, ReduceOp::Max);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < classes; ++c) {
-      float v = std::exp(in[r * classes + c] - e.row_max[r]);
-      e.exp[r * classes + c] = v;
-      e.row_sum[r] += v;
-    }
-  }
+  k.exponentials(in.buffer(), e.row_max.buffer(), rows, classes, e.exp.buffer(), e.row_sum.buffer());
   return e;
+}
+
+// Labels on the host are checked here; a GPU kernel takes a bad label as no class (it cannot throw).
+void check_labels(const Tensor& labels, int64_t total_classes) {
+  if (!labels.place().is_cpu()) return;
+  for (int64_t r = 0; r < labels.size(); ++r) {
+    const float label = labels[r];
+    DTRAIN_CHECK(label >= 0 && label < float(total_classes) && label == std::floor(label),
+                 "[sparse_softmax_cross_entropy] label {} out of range for {} classes", label, total_classes);
+  }
 }
 
 }  // namespace
@@ -48,22 +56,24 @@ Exponentials exponentials(const DTensor& x) {
 DTensor softmax(const DTensor& logits) {
   DTRAIN_CHECK(logits.rank() >= 1, "[softmax] needs at least one axis");
   DTensor x = resolve_partial(logits);
-  Exponentials e = exponentials(x);
+  Exponentials e = exponentials(x, "softmax");
   reduce_over_classes(x.layout(), e.row_sum, ReduceOp::Sum);
-  const int64_t classes = x.local().dim(x.rank() - 1);
-  for (int64_t i = 0; i < e.exp.size(); ++i) e.exp[i] /= e.row_sum[i / classes];
+  const int64_t rows = e.row_sum.size(), classes = x.local().dim(x.rank() - 1);
+  row_kernels(e.exp, "softmax").divide_rows(e.exp.buffer(), e.row_sum.buffer(), rows, classes, e.exp.buffer());
   return DTensor(x.global_shape(), x.layout(), e.exp);
 }
 
 // dx = y * (g - sum_c g*y), the row sum over the global classes.
 DTensor softmax_grad(const DTensor& grad, const DTensor& y) {
   DTensor g = redistribute(grad, y.layout());
-  const int64_t classes = y.local().dim(y.rank() - 1), rows = classes == 0 ? 0 : y.local().size() / classes;
-  Tensor dot({rows});
-  for (int64_t i = 0; i < y.local().size(); ++i) dot[i / classes] += g.local()[i] * y.local()[i];
+  const Tensor &g_local = g.local(), &y_local = y.local();
+  const int64_t classes = y_local.dim(y.rank() - 1), rows = classes == 0 ? 0 : y_local.size() / classes;
+  const kernels::RowKernels& k = row_kernels(y_local, "softmax_grad");
+  Tensor dot = Tensor::uninitialized({rows}, y_local.place());
+  k.row_dot(g_local.buffer(), y_local.buffer(), rows, classes, dot.buffer());
   reduce_over_classes(y.layout(), dot, ReduceOp::Sum);
-  Tensor out(y.local().shape());
-  for (int64_t i = 0; i < out.size(); ++i) out[i] = y.local()[i] * (g.local()[i] - dot[i / classes]);
+  Tensor out = Tensor::uninitialized(y_local.shape(), y_local.place());
+  k.softmax_grad(g_local.buffer(), y_local.buffer(), dot.buffer(), rows, classes, out.buffer());
   return DTensor(y.global_shape(), y.layout(), out);
 }
 
@@ -74,29 +84,22 @@ CrossEntropyResult sparse_softmax_cross_entropy(const DTensor& logits_in, const 
                logits_in.describe(), labels_in.describe());
   DTensor logits = resolve_partial(logits_in);
   DTensor labels = redistribute(labels_in, logits.layout().erase({1}));  // the logits' batch sharding
-  const int64_t total_classes = logits.global_shape()[1];
-  const int64_t classes = logits.local().dim(1), rows = logits.local().dim(0), first = class_offset(logits);
+  const Tensor& x = logits.local();
+  const int64_t classes = x.dim(1), rows = x.dim(0), first = class_offset(logits);
+  const kernels::RowKernels& k = row_kernels(x, "sparse_softmax_cross_entropy");
 
-  Exponentials e = exponentials(logits);
+  Exponentials e = exponentials(logits, "sparse_softmax_cross_entropy");
+  check_labels(labels.local(), logits.global_shape()[1]);
   // One all-reduce for both row sums: [sum of exp | logit of the label class (held by one rank)].
-  Tensor sums({2 * rows});
-  for (int64_t r = 0; r < rows; ++r) {
-    float label = labels.local()[r];
-    DTRAIN_CHECK(label >= 0 && label < float(total_classes) && label == std::floor(label),
-                 "[sparse_softmax_cross_entropy] label {} out of range for {} classes", label, total_classes);
-    sums[r] = e.row_sum[r];
-    int64_t c = int64_t(label) - first;
-    if (c >= 0 && c < classes) sums[rows + r] = logits.local()[r * classes + c];
-  }
+  Tensor sums = Tensor::uninitialized({2 * rows}, x.place());
+  k.gather_label_logits(x.buffer(), e.row_sum.buffer(), labels.local().buffer(), rows, classes, first, sums.buffer());
   reduce_over_classes(logits.layout(), sums, ReduceOp::Sum);
-  Tensor loss({rows});
-  Tensor probabilities(logits.local().shape());
-  for (int64_t r = 0; r < rows; ++r) {
-    loss[r] = std::log(sums[r]) + e.row_max[r] - sums[rows + r];
-    for (int64_t c = 0; c < classes; ++c) probabilities[r * classes + c] = e.exp[r * classes + c] / sums[r];
-  }
+  Tensor loss = Tensor::uninitialized({rows}, x.place());
+  k.cross_entropy_loss(sums.buffer(), e.row_max.buffer(), rows, loss.buffer());
+  // The probabilities: exp over the global row sums (the first half of sums), in place.
+  k.divide_rows(e.exp.buffer(), sums.buffer(), rows, classes, e.exp.buffer());
   return {DTensor({logits.global_shape()[0]}, labels.layout(), loss),
-          DTensor(logits.global_shape(), logits.layout(), probabilities)};
+          DTensor(logits.global_shape(), logits.layout(), e.exp)};
 }
 
 DTensor argmax(const DTensor& a_in) {
@@ -104,41 +107,24 @@ DTensor argmax(const DTensor& a_in) {
   DTensor a = resolve_partial(a_in);
   const Tensor& in = a.local();
   const int64_t classes = in.dim(in.rank() - 1), rows = classes == 0 ? 0 : in.size() / classes;
-  const int64_t first = class_offset(a);
+  const kernels::RowKernels& k = row_kernels(in, "argmax");
   // (value, global index) of each row's local winner.
-  Tensor best({rows, 2});
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t winner = 0;
-    for (int64_t c = 1; c < classes; ++c) {
-      if (in[r * classes + c] > in[r * classes + winner]) winner = c;
-    }
-    best[2 * r] = in[r * classes + winner];
-    best[2 * r + 1] = float(first + winner);
-  }
+  Tensor best = Tensor::uninitialized({rows, 2}, in.place());
+  k.argmax_local(in.buffer(), rows, classes, class_offset(a), best.buffer());
   const std::string& dim = a.layout().spec(a.rank() - 1);
   Layout out_layout = a.layout().erase({a.rank() - 1});
   Shape out_shape(a.global_shape().begin(), a.global_shape().end() - 1);
-  Tensor index(out_layout.local_shape(out_shape));
+  Tensor index = Tensor::uninitialized(out_layout.local_shape(out_shape), in.place());
   int members = 1;
   Tensor all = best;
   if (dim != kUnsharded) {
     DeviceContext& device = current_device();
     const Group& group = device.group_along(dim);
     members = group.size();
-    all = Tensor({members, rows, 2});
+    all = Tensor::uninitialized({members, rows, 2}, in.place());
     device.comm->all_gather(group, best.data(), all.data(), best.size());
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    float value = all[2 * r], winner = all[2 * r + 1];
-    for (int m = 1; m < members; ++m) {
-      const float* candidate = all.data() + (m * rows + r) * 2;
-      if (candidate[0] > value || (candidate[0] == value && candidate[1] < winner)) {
-        value = candidate[0];
-        winner = candidate[1];
-      }
-    }
-    index[r] = winner;
-  }
+  k.argmax_merge(all.buffer(), members, rows, index.buffer());
   return DTensor(out_shape, out_layout, index);
 }
 
@@ -160,15 +146,13 @@ Var sparse_softmax_cross_entropy(const Var& logits, const DTensor& labels) {
                 [=](const DTensor& g_in) -> Gradients {
                   // d loss_r / d logit_rc = g_r * (p_rc - [c == label_r])
                   DTensor g = redistribute(g_in, local_labels.layout());
-                  const int64_t classes = p.local().dim(1), rows = p.local().dim(0);
+                  const Tensor& p_local = p.local();
+                  const int64_t classes = p_local.dim(1), rows = p_local.dim(0);
                   const int64_t first = p.local_offset(current_device().rank)[1];
-                  Tensor out(p.local().shape());
-                  for (int64_t r = 0; r < rows; ++r) {
-                    const int64_t label = int64_t(local_labels.local()[r]) - first;
-                    for (int64_t c = 0; c < classes; ++c) {
-                      out[r * classes + c] = g.local()[r] * (p.local()[r * classes + c] - (c == label ? 1.0f : 0.0f));
-                    }
-                  }
+                  Tensor out = Tensor::uninitialized(p_local.shape(), p_local.place());
+                  kernels::kernels_for<kernels::RowKernels>(p_local.place(), "sparse_softmax_cross_entropy")
+                      .cross_entropy_grad(p_local.buffer(), local_labels.local().buffer(), g.local().buffer(), rows,
+                                          classes, first, out.buffer());
                   return {DTensor(p.global_shape(), p.layout(), out)};
                 });
 }
