@@ -1,6 +1,7 @@
 // Inverted dropout with a mask drawn per GLOBAL element index, so every mesh drops the same elements.
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/dropout.hpp"
 #include "core/ops/ops.hpp"
 #include "core/random.hpp"
 
@@ -8,17 +9,21 @@ namespace dtrain::ops {
 
 DTensor dropout_mask(const DTensor& like, float rate, uint64_t seed, uint64_t step) {
   DTRAIN_CHECK(rate >= 0.0f && rate < 1.0f, "[dropout] rate {} must be in [0, 1)", rate);
-  Initializer uniform;
-  uniform.kind = Initializer::Kind::Uniform;
-  uniform.low = 0.0f;
-  uniform.high = 1.0f;
-  uniform.seed0 = int64_t(seed);
-  uniform.seed1 = int64_t(step);
-  DTensor mask = initialize(uniform, like.global_shape(), like.layout(), current_device().rank);
-  const float keep_scale = 1.0f / (1.0f - rate);
-  Tensor& m = mask.local();
-  for (int64_t i = 0; i < m.size(); ++i) m[i] = m[i] >= rate ? keep_scale : 0.0f;
-  return mask;
+  const Shape& global_shape = like.global_shape();
+  const Shape offset = like.local_offset(current_device().rank);
+  const Shape global_strides = strides_of(global_shape);
+  kernels::GlobalBlock block;
+  block.rank = int(global_shape.size());
+  for (int axis = 0; axis < block.rank; ++axis) {
+    block.extent[axis] = like.local().dim(axis);
+    block.offset[axis] = offset[axis];
+    block.global_stride[axis] = global_strides[axis];
+  }
+  Tensor mask = Tensor::uninitialized(like.local().shape(), like.local().place());
+  // The seed pair [seed, step] as the initializers key it (uniform(0, 1) in the stream 0).
+  const uint64_t key = seed_key(int64_t(seed), int64_t(step));
+  kernels::kernels_for<kernels::DropoutKernels>(mask.place(), "dropout").mask(block, key, rate, mask.buffer());
+  return DTensor(global_shape, like.layout(), mask);
 }
 
 }  // namespace dtrain::ops

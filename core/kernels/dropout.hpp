@@ -1,0 +1,19 @@
+// DropoutKernels: inverted dropout's mask for a local block, drawn per GLOBAL element index from the Philox
+// stream keyed by (seed, step), so every mesh and device keeps the same elements.
+#pragma once
+#include <cstdint>
+
+#include "core/kernels/dispatch.hpp"
+#include "core/kernels/dropout_body.hpp"
+
+namespace dtrain::kernels {
+
+class DropoutKernels {
+ public:
+  virtual ~DropoutKernels() = default;
+  // mask[i] = dropout_mask_at(key, global index of the block's element i, rate), for the
+  // global_block_elements(block) elements; `mask` is at the implementation's place.
+  virtual void mask(const GlobalBlock& block, uint64_t key, float rate, float* mask) const = 0;
+};
+
+}  // namespace dtrain::kernels
