@@ -5,11 +5,9 @@
 // the forward pass is one all_gather of each rank's (count, mean, M2) per feature, merged in member order
 // with Chan's parallel formula (as stable as two passes, and bit-identical on every rank), and the
 // backward pass is one all_reduce of the per-feature sums of g and g * x_hat.
-#include <algorithm>
-#include <cmath>
-
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/batch_norm.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {
@@ -30,62 +28,33 @@ const Group& batch_group(const Layout& layout) {
   return layout.is_sharded(0) ? device.group_along(layout.spec(0)) : device.group(PartialDims{});
 }
 
-// Per-feature mean and biased variance of the global batch, replicated over the batch group: [mean |
-// variance], 2 * features values. Scratch buffers are Tensors, which come from the buffer pool.
-std::vector<double> global_statistics(const Tensor& x, const Group& group) {
+// The global batch's per-feature statistics, replicated over the batch group: each rank's packed (count,
+// mean, M2) all-gathered and merged in member order. Scratch buffers are Tensors, which come from the buffer
+// pool.
+struct GlobalStatistics {
+  Tensor mean, variance, inverse_std;  // [features] each, at the input's place
+};
+
+GlobalStatistics global_statistics(const Tensor& x, const Group& group, float epsilon) {
+  const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(x.place(), "batch_norm");
   const int64_t rows = x.dim(0), features = x.dim(1);
-  // This rank's count, mean and sum of squared deviations, two passes over its rows, first into `stats`.
-  std::vector<double> stats(size_t(2 * features), 0.0);
-  double* sum = stats.data();
-  double* squares = stats.data() + features;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t f = 0; f < features; ++f) sum[f] += x.data()[r * features + f];
-  for (int64_t f = 0; f < features; ++f) sum[f] = rows > 0 ? sum[f] / double(rows) : 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t f = 0; f < features; ++f) {
-      const double d = x.data()[r * features + f] - sum[f];
-      squares[f] += d * d;
-    }
-  }
-  Tensor mine = Tensor::uninitialized({1 + 2 * features});
-  mine[0] = float(rows);
-  for (int64_t f = 0; f < features; ++f) {
-    mine[1 + f] = float(sum[f]);
-    mine[1 + features + f] = float(squares[f]);
-  }
+  Tensor mine = Tensor::uninitialized({kernels::packed_statistics_size(features)}, x.place());
+  bn.local_statistics(x.buffer(), rows, features, mine.buffer());
   Tensor all = mine;
   if (group.size() > 1) {
-    all = Tensor::uninitialized({group.size() * mine.size()});
-    current_device().comm->all_gather(group, mine.data(), all.data(), size_t(mine.size()));
+    all = Tensor::uninitialized({group.size() * mine.size()}, x.place());
+    current_device().comm->all_gather(group, mine.buffer(), all.buffer(), size_t(mine.size()));
   }
-  // Chan et al.: merge (n_a, mean_a, M2_a) with (n_b, mean_b, M2_b), members in order.
-  std::fill(stats.begin(), stats.end(), 0.0);
-  double* mean = stats.data();
-  double* variance = stats.data() + features;
-  double count = 0;
-  for (int member = 0; member < group.size(); ++member) {
-    const float* part = all.data() + member * mine.size();
-    const double n_b = part[0];
-    if (n_b == 0) continue;
-    const double n = count + n_b;
-    for (int64_t f = 0; f < features; ++f) {
-      const double delta = double(part[1 + f]) - mean[f];
-      mean[f] += delta * n_b / n;
-      variance[f] += double(part[1 + features + f]) + delta * delta * count * n_b / n;  // M2 so far
-    }
-    count = n;
-  }
-  for (int64_t f = 0; f < features; ++f) variance[f] = count > 0 ? variance[f] / count : 0.0;
+  GlobalStatistics stats{Tensor::uninitialized({features}, x.place()), Tensor::uninitialized({features}, x.place()),
+                         Tensor::uninitialized({features}, x.place())};
+  bn.merge_statistics(all.buffer(), group.size(), features, epsilon, stats.mean.buffer(), stats.variance.buffer(),
+                      stats.inverse_std.buffer());
   return stats;
 }
 
-// values[0, features) as floats, a [features] vector sharded like axis 1 of `like`.
-DTensor feature_vector(const double* values, const DTensor& like) {
-  const int64_t features = like.global_shape()[1];
-  Layout layout = like.layout().erase({0});
-  Tensor local = Tensor::uninitialized(layout.local_shape({features}));
-  for (int64_t f = 0; f < local.size(); ++f) local[f] = float(values[f]);
-  return DTensor({features}, layout, local);
+// `local`, this rank's [features] values, as a [features] vector sharded like axis 1 of `like`.
+DTensor feature_vector(const Tensor& local, const DTensor& like) {
+  return DTensor({like.global_shape()[1]}, like.layout().erase({0}), local);
 }
 
 }  // namespace
@@ -98,16 +67,11 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
   const int64_t rows = local.dim(0), features = local.dim(1);
   const double total = double(x.global_shape()[0]);
 
-  const std::vector<double> stats = global_statistics(local, batch_group(x.layout()));
-  const double* variances = stats.data() + features;
-  DTensor mean = feature_vector(stats.data(), x), variance = feature_vector(variances, x);
-  Tensor inverse_std = Tensor::uninitialized({features});
-  for (int64_t f = 0; f < features; ++f) inverse_std[f] = float(1.0 / std::sqrt(variances[f] + double(epsilon)));
-  Tensor out = Tensor::uninitialized(local.shape());
-  const float* m = mean.local().data();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t f = 0; f < features; ++f)
-      out.data()[r * features + f] = (local.data()[r * features + f] - m[f]) * inverse_std[f];
+  const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(local.place(), "batch_norm");
+  const GlobalStatistics stats = global_statistics(local, batch_group(x.layout()), epsilon);
+  const Tensor inverse_std = stats.inverse_std;
+  Tensor out = Tensor::uninitialized(local.shape(), local.place());
+  bn.normalize(local.buffer(), rows, features, stats.mean.buffer(), inverse_std.buffer(), out.buffer());
   const DTensor normalized(x.global_shape(), x.layout(), out);
 
   Var output = record("batch_normalize", normalized, {x_in}, [=](const DTensor& grad) -> Gradients {
@@ -115,30 +79,18 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
     const DTensor g = redistribute(grad, normalized.layout());
     const Tensor& gl = g.local();
     const Tensor& xhat = normalized.local();
+    const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(gl.place(), "batch_norm");
     // [sum of g | sum of g * x_hat] per feature, then their means in place.
-    Tensor sums({2 * features});
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t f = 0; f < features; ++f) {
-        const float gv = gl.data()[r * features + f];
-        sums[f] += gv;
-        sums[features + f] += gv * xhat.data()[r * features + f];
-      }
-    }
+    Tensor sums = Tensor::uninitialized({2 * features}, gl.place());
+    bn.gradient_sums(gl.buffer(), xhat.buffer(), rows, features, sums.buffer());
     const Group& group = batch_group(normalized.layout());
-    if (group.size() > 1) current_device().comm->all_reduce(group, sums.data(), size_t(sums.size()), ReduceOp::Sum);
-    for (int64_t i = 0; i < sums.size(); ++i) sums[i] = float(sums[i] / total);
-    const float* mean_g = sums.data();
-    const float* mean_gx = sums.data() + features;
-    Tensor dx = Tensor::uninitialized(gl.shape());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t f = 0; f < features; ++f) {
-        const int64_t i = r * features + f;
-        dx.data()[i] = inverse_std[f] * (gl.data()[i] - mean_g[f] - xhat.data()[i] * mean_gx[f]);
-      }
-    }
+    if (group.size() > 1) current_device().comm->all_reduce(group, sums.buffer(), size_t(sums.size()), ReduceOp::Sum);
+    bn.divide(sums.buffer(), sums.size(), total);
+    Tensor dx = Tensor::uninitialized(gl.shape(), gl.place());
+    bn.input_gradient(gl.buffer(), xhat.buffer(), rows, features, inverse_std.buffer(), sums.buffer(), dx.buffer());
     return {DTensor(normalized.global_shape(), normalized.layout(), dx)};
   });
-  return {output, mean, variance};
+  return {output, feature_vector(stats.mean, x), feature_vector(stats.variance, x)};
 }
 
 Var batch_normalize(const Var& x, float epsilon) { return normalize_batch(x, epsilon).output; }
