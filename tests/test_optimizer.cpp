@@ -128,7 +128,8 @@ class CountingSgd : public optim::Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"count"}; }
-  void update(float* out, const float* in, const float* g, const std::vector<float*>& slots, int64_t size) override {
+  void update(const Place&, float* out, const float* in, const float* g, const std::vector<float*>& slots,
+              int64_t size) override {
     updated += size;
     for (int64_t i = 0; i < size; ++i) {
       slots[0][i] += 1.0f;

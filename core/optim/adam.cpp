@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/kernels/updates.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace dtrain::optim {
@@ -25,18 +26,14 @@ class Adam : public Optimizer {
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
-  void update(float* out, const float* in, const float* g, const std::vector<float*>& slots, int64_t size) override {
+  void update(const Place& place, float* out, const float* in, const float* g, const std::vector<float*>& slots,
+              int64_t size) override {
     const double t = double(iterations());
-    const float b1 = options_.beta_1, b2 = options_.beta_2, eps = options_.epsilon;
+    const float b1 = options_.beta_1, b2 = options_.beta_2;
     const float alpha = float(options_.learning_rate * std::sqrt(1.0 - std::pow(double(b2), t)) /
                               (1.0 - std::pow(double(b1), t)));
-    float* m = slots[0];
-    float* v = slots[1];
-    for (int64_t i = 0; i < size; ++i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      out[i] = in[i] - alpha * m[i] / (std::sqrt(v[i]) + eps);
-    }
+    const kernels::AdamStep step{alpha, b1, b2, options_.epsilon};
+    kernels::kernels_for<kernels::UpdateKernels>(place, "adam").adam(out, in, g, slots[0], slots[1], step, size);
   }
 
  private:

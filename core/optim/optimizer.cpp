@@ -99,16 +99,17 @@ void Optimizer::take_back_gathered_slots() {
   }
 }
 
-void Optimizer::run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots,
-                           int64_t size) {
-  if (!splits_update(size)) {  // one block: the slots as they are, no worker hand-off
-    update(out, in, grad, slots, size);
+void Optimizer::run_update(const Place& place, float* out, const float* in, const float* grad,
+                           const std::vector<float*>& slots, int64_t size) {
+  // One block (a GPU's kernel is parallel already): the slots as they are, no worker hand-off.
+  if (!place.is_cpu() || !splits_update(size)) {
+    update(place, out, in, grad, slots, size);
     return;
   }
   parallel_update(size, [&](int64_t begin, int64_t end) {
     std::vector<float*> shifted;
     for (float* slot : slots) shifted.push_back(slot + begin);
-    update(out + begin, in + begin, grad + begin, shifted, end - begin);
+    update(place, out + begin, in + begin, grad + begin, shifted, end - begin);
   });
 }
 
@@ -246,16 +247,16 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
     // Already summed (or pending over only some of the dims, or in another layout): sum what is pending
     // in the variable's layout, then every member reads its own chunk.
     grad = redistribute(std::move(*grad), entry.layout);
-    g = grad->local().data() + begin;
+    g = grad->local().buffer() + begin;
   }
   std::vector<float*> slots;
-  for (Tensor& slot : entry.chunks) slots.push_back(slot.data());
+  for (Tensor& slot : entry.chunks) slots.push_back(slot.buffer());
   // The updated chunks go straight into a new buffer for the variable's shard, which in-process ranks
   // share (written once; read-only from then on: the next step reads it, the checkpoint reader replaces
   // it with its own). The old values are read from the old buffer, still the variable's until assign.
   std::shared_ptr<float[]> gathered =
       device.comm->all_gather_shared_in_place(entry.group, size_t(chunk), [&](float* mine) {
-        run_update(mine, value.data() + begin, g, slots, count);
+        run_update(value.place(), mine, value.buffer() + begin, g, slots, count);
         std::fill(mine + count, mine + chunk, 0.0f);  // the last chunk's padding
       });
   const Shape local_shape = value.shape();
@@ -299,9 +300,9 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
     // Updated whole, in place, on every rank: the gradient summed over the data-parallel dims (all_reduce).
     grad = redistribute(std::move(grad), entry.layout);
     std::vector<float*> slots;
-    for (DTensor& slot : entry.full) slots.push_back(slot.local().data());
-    float* values = var.value().local().data();
-    run_update(values, values, grad.local().data(), slots, grad.local().size());
+    for (DTensor& slot : entry.full) slots.push_back(slot.local().buffer());
+    Tensor& value = var.value().local();
+    run_update(value.place(), value.buffer(), value.buffer(), grad.local().buffer(), slots, grad.local().size());
   }
 }
 

@@ -40,6 +40,7 @@
 #include "core/nn/layer.hpp"
 #include "core/optim/factor_product.hpp"
 #include "core/partial_dims.hpp"
+#include "core/place.hpp"
 
 namespace dtrain::optim {
 
@@ -93,9 +94,10 @@ class Optimizer {
   virtual std::vector<std::string> slot_names() const = 0;
   // Writes the updated `size` values of one block to `out` from the old ones in `in` (the same pointer
   // for an update in place; a flat-sharded update reads the shared variable and writes its own chunk,
-  // saving a copy); `slots` follow slot_names(). iterations() already counts this step.
-  virtual void update(float* out, const float* in, const float* grad, const std::vector<float*>& slots,
-                      int64_t size) = 0;
+  // saving a copy); `slots` follow slot_names(). Every pointer is at `place` (the variable's), whose
+  // UpdateKernels do the arithmetic. iterations() already counts this step.
+  virtual void update(const Place& place, float* out, const float* in, const float* grad,
+                      const std::vector<float*>& slots, int64_t size) = 0;
 
  private:
   struct Entry {
@@ -111,7 +113,8 @@ class Optimizer {
   // This rank's chunk of sum(x^T g) over the factors, from the group's gathered x and g (full batch).
   void chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors, float* grad_chunk);
   void take_back_gathered_slots();
-  void run_update(float* out, const float* in, const float* grad, const std::vector<float*>& slots, int64_t size);
+  void run_update(const Place& place, float* out, const float* in, const float* grad, const std::vector<float*>& slots,
+                  int64_t size);
 
   std::vector<Entry> entries_;
   FactorProduct factor_product_;

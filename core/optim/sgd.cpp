@@ -1,5 +1,6 @@
 // Plain SGD: w -= learning_rate * g.
 #include "core/error.hpp"
+#include "core/kernels/updates.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace dtrain::optim {
@@ -18,9 +19,9 @@ class Sgd : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {}; }
-  void update(float* out, const float* in, const float* g, const std::vector<float*>&, int64_t size) override {
-    const float lr = learning_rate_;
-    for (int64_t i = 0; i < size; ++i) out[i] = in[i] - lr * g[i];
+  void update(const Place& place, float* out, const float* in, const float* g, const std::vector<float*>&,
+              int64_t size) override {
+    kernels::kernels_for<kernels::UpdateKernels>(place, "sgd").sgd(out, in, g, learning_rate_, size);
   }
 
  private:

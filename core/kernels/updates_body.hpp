@@ -1,0 +1,19 @@
+// The optimizers' per-value updates, shared by the CPU and CUDA kernels (and the tests).
+#pragma once
+#include <cmath>
+
+#include "core/kernels/host_device.hpp"
+#include "core/kernels/updates.hpp"
+
+namespace dtrain::kernels::updates {
+
+DTRAIN_HD float sgd(float in, float grad, float learning_rate) { return in - learning_rate * grad; }
+
+// m and v are the slots' values, updated in place; `out` is written last (it may alias `in`).
+DTRAIN_HD void adam(const AdamStep& step, float in, float grad, float& m, float& v, float& out) {
+  m = step.beta_1 * m + (1.0f - step.beta_1) * grad;
+  v = step.beta_2 * v + (1.0f - step.beta_2) * grad * grad;
+  out = in - step.alpha * m / (sqrtf(v) + step.epsilon);
+}
+
+}  // namespace dtrain::kernels::updates
