@@ -7,6 +7,7 @@
 
 #include "core/buffer_pool.hpp"
 #include "core/error.hpp"
+#include "core/kernels/device_memory.hpp"
 
 namespace dtrain {
 namespace {
@@ -21,12 +22,22 @@ const bool kMallocTuned = [] {
 
 std::shared_ptr<float[]> allocate(int64_t n) { return allocate_floats(size_t(std::max<int64_t>(n, 0))); }
 
+// `n` floats at `place`, contents undefined.
+std::shared_ptr<float[]> allocate(int64_t n, Place place) {
+  if (place.is_cpu()) return allocate(n);
+  return kernels::cuda_allocate_floats(place.device, size_t(std::max<int64_t>(n, 0)));
+}
+
+void check_extents(const Shape& shape) {
+  for (int64_t extent : shape) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape));
+}
+
 }  // namespace
 
 Tensor::Tensor(Shape shape) : Tensor(std::move(shape), 0.0f) {}
 
 Tensor::Tensor(Shape shape, float fill_value) : shape_(std::move(shape)) {
-  for (int64_t extent : shape_) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape_));
+  check_extents(shape_);
   size_ = num_elements(shape_);
   data_ = allocate(size_);
   fill(fill_value);
@@ -37,12 +48,24 @@ Tensor::Tensor(Shape shape, Place place) {
     *this = Tensor(std::move(shape));
     return;
   }
-  throw Error(fmt::format("[tensor] no allocator for {} yet", place.describe()));  // the allocator comes next
+  *this = uninitialized(std::move(shape), place);
+  fill(0.0f);
 }
 
 Tensor Tensor::uninitialized(Shape shape, Place place) {
   if (place.is_cpu()) return uninitialized(std::move(shape));
-  throw Error(fmt::format("[tensor] no allocator for {} yet", place.describe()));
+  check_extents(shape);
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = num_elements(t.shape_);
+  t.data_ = allocate(t.size_, place);
+  t.place_ = place;
+  return t;
+}
+
+void Tensor::throw_not_on_host() const {
+  throw Error(fmt::format("[tensor] values on {} read on the host: copy them with to(Place::cpu()) first",
+                          place_.describe()));
 }
 
 Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
@@ -57,7 +80,7 @@ Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
 }
 
 Tensor Tensor::uninitialized(Shape shape) {
-  for (int64_t extent : shape) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape));
+  check_extents(shape);
   Tensor t;
   t.shape_ = std::move(shape);
   t.size_ = num_elements(t.shape_);
@@ -65,13 +88,14 @@ Tensor Tensor::uninitialized(Shape shape) {
   return t;
 }
 
-Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data) {
-  for (int64_t extent : shape) DTRAIN_CHECK(extent >= 0, "[tensor] negative extent in {}", shape_string(shape));
+Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data, Place place) {
+  check_extents(shape);
   DTRAIN_CHECK(data != nullptr, "[tensor] adopt needs a buffer");
   Tensor t;
   t.shape_ = std::move(shape);
   t.size_ = num_elements(t.shape_);
   t.data_ = std::move(data);
+  t.place_ = place;
   return t;
 }
 
@@ -87,8 +111,25 @@ Tensor Tensor::clone() const {
   Tensor t;
   t.shape_ = shape_;
   t.size_ = size_;
-  t.data_ = allocate(size_);
-  if (size_ > 0) std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
+  t.data_ = allocate(size_, place_);
+  t.place_ = place_;
+  if (size_ == 0) return t;
+  if (place_.is_cpu())
+    std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
+  else
+    kernels::cuda_copy_on_device(place_.device, t.data_.get(), data_.get(), size_t(size_));
+  return t;
+}
+
+Tensor Tensor::to(Place place) const {
+  if (place == place_) return *this;
+  // Between two devices through the host: blocking copies are for tests and checkpoints, not a step's data.
+  if (!place_.is_cpu() && !place.is_cpu()) return to(Place::cpu()).to(place);
+  Tensor t = uninitialized(shape_, place);
+  if (place.is_cpu())
+    kernels::cuda_copy_to_host(place_.device, t.data_.get(), data_.get(), size_t(size_));
+  else
+    kernels::cuda_copy_to_device(place.device, t.data_.get(), data_.get(), size_t(size_));
   return t;
 }
 
@@ -109,11 +150,20 @@ Tensor Tensor::slice_view(int64_t offset, Shape shape) const {
   t.shape_ = std::move(shape);
   t.size_ = count;
   t.data_ = std::shared_ptr<float[]>(data_, data_.get() + offset);  // shares ownership of the whole buffer
+  t.place_ = place_;
   return t;
 }
 
-std::vector<float> Tensor::to_vector() const { return std::vector<float>(data_.get(), data_.get() + size_); }
+std::vector<float> Tensor::to_vector() const {
+  check_on_host();
+  return std::vector<float>(data_.get(), data_.get() + size_);
+}
 
-void Tensor::fill(float value) { std::fill(data_.get(), data_.get() + size_, value); }
+void Tensor::fill(float value) {
+  if (place_.is_cpu())
+    std::fill(data_.get(), data_.get() + size_, value);
+  else
+    kernels::cuda_fill(place_.device, data_.get(), value, size_t(size_));
+}
 
 }  // namespace dtrain

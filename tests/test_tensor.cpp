@@ -1,8 +1,13 @@
 // Tensor handles: copies share the buffer; a non-zeros list given with the values follows copies only, and
-// a tensor with one is never changed in place.
+// a tensor with one is never changed in place. A tensor's place follows its views; the host accessors refuse
+// values at a CUDA place (the GPU cases are in test_device_memory.cpp).
 #include <doctest/doctest.h>
 
+#include <string>
+
+#include "core/buffer_pool.hpp"
 #include "core/error.hpp"
+#include "core/kernels/cuda.hpp"
 #include "core/tensor.hpp"
 
 using namespace dtrain;
@@ -52,4 +57,51 @@ TEST_CASE("write_dense gives back the matrix the rows list, zeros between; clear
   CHECK(out == std::vector<float>(12, 0.0f));
   write_nonzeros(next, out.data());
   CHECK(out == std::vector<float>{0, 4.0f, 0, 0, 5.0f, 0, 0, 6.0f, 0, 0, 0, 0});
+}
+
+TEST_CASE("the host accessors refuse values at a CUDA place; buffer(), views and reshapes keep the place") {
+  // A host buffer labelled cuda:0 (adopt trusts its caller): enough to see the checks without a GPU.
+  std::shared_ptr<float[]> values = allocate_floats(6);
+  const Tensor on_device = Tensor::adopt({2, 3}, values, Place::cuda(0));
+  CHECK(on_device.place() == Place::cuda(0));
+  CHECK(on_device.buffer() == values.get());
+  const std::string message = "[tensor] values on cuda:0 read on the host: copy them with to(Place::cpu()) first";
+  CHECK_THROWS_WITH_AS(on_device.data(), message.c_str(), Error);
+  Tensor writable = on_device;
+  CHECK_THROWS_WITH_AS(writable.data(), message.c_str(), Error);
+  CHECK_THROWS_WITH_AS(on_device.to_vector(), message.c_str(), Error);
+  const Tensor row = on_device.slice_view(3, {3});
+  CHECK(row.place() == Place::cuda(0));
+  CHECK(row.buffer() == values.get() + 3);
+  CHECK_THROWS_AS(row.data(), Error);
+  CHECK(on_device.reshaped({6}).place() == Place::cuda(0));
+  CHECK(on_device.to(Place::cuda(0)).buffer() == values.get());  // already there: the same buffer
+  CHECK_THROWS_WITH_AS(Tensor::adopt({2, 3}, values, Place::cuda(1)).data(),
+                       "[tensor] values on cuda:1 read on the host: copy them with to(Place::cpu()) first", Error);
+}
+
+TEST_CASE("host tensors: to(cpu) shares the buffer, clone and views stay on the host") {
+  Tensor x = Tensor::from_vector({2, 2}, {1, 2, 3, 4});
+  CHECK(x.place() == Place::cpu());
+  CHECK(x.to(Place::cpu()).data() == x.data());
+  CHECK(x.clone().place() == Place::cpu());
+  CHECK(x.slice_view(2, {2}).place() == Place::cpu());
+  CHECK(Tensor({3}, Place::cpu()).to_vector() == std::vector<float>{0, 0, 0});
+  CHECK(Tensor::uninitialized({3}, Place::cpu()).place() == Place::cpu());
+  CHECK(Tensor::adopt({2}, allocate_floats(2)).place() == Place::cpu());
+}
+
+TEST_CASE("a tensor at a CUDA place without a device says why: no GPU build, or no such device") {
+  if (kernels::cuda_device_count() > 0) {
+    MESSAGE("a GPU is here: test_device_memory.cpp covers tensors on it");
+    return;
+  }
+#ifdef DTRAIN_HAS_CUDA
+  const char* why = "[tensor] no device cuda:0";  // a CUDA build on a machine without a GPU
+#else
+  const char* why = "[tensor] has no GPU build";
+#endif
+  CHECK_THROWS_WITH_AS(Tensor({2, 3}, Place::cuda(0)), doctest::Contains(why), Error);
+  CHECK_THROWS_AS(Tensor::uninitialized({2, 3}, Place::cuda(0)), Error);
+  CHECK_THROWS_AS(Tensor::from_vector({2}, {1, 2}).to(Place::cuda(0)), Error);
 }

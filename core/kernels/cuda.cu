@@ -29,22 +29,4 @@ int cuda_device_count() {
 
 void cuda_set_device(int device) { DTRAIN_CHECK_CUDA(cudaSetDevice(device)); }
 
-float* cuda_alloc(size_t count) {
-  void* device = nullptr;
-  DTRAIN_CHECK_CUDA(cudaMalloc(&device, count * sizeof(float)));
-  return static_cast<float*>(device);
-}
-
-void cuda_free(float* device) {
-  if (device) DTRAIN_CHECK_CUDA(cudaFree(device));
-}
-
-void cuda_copy_to_device(float* device, const float* host, size_t count) {
-  DTRAIN_CHECK_CUDA(cudaMemcpy(device, host, count * sizeof(float), cudaMemcpyHostToDevice));
-}
-
-void cuda_copy_from_device(float* host, const float* device, size_t count) {
-  DTRAIN_CHECK_CUDA(cudaMemcpy(host, device, count * sizeof(float), cudaMemcpyDeviceToHost));
-}
-
 }  // namespace dtrain::kernels

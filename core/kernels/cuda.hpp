@@ -1,10 +1,12 @@
-// The CUDA devices (the kernels are families in dispatch.hpp; GEMM's is gemm.hpp) and float
-// device-memory helpers. Built from cuda.cu when DTRAIN_WITH_CUDA,
-// else from no_cuda.cpp, whose functions throw "[<function>] dtrain was built without CUDA" (only
-// cuda_device_count() answers, with 0). Calls act on the calling thread's current device.
+// The CUDA devices (the kernels are families in dispatch.hpp; GEMM's is gemm.hpp); device memory is in
+// device_memory.hpp. Built from cuda.cu when DTRAIN_WITH_CUDA, else from no_cuda.cpp, whose functions throw
+// "[<function>] has no GPU build" (only cuda_device_count() answers, with 0). Calls act on the calling
+// thread's current device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+#include "core/kernels/device_memory.hpp"  // cuda_alloc and the copies
 
 namespace dtrain::kernels {
 
@@ -12,12 +14,5 @@ namespace dtrain::kernels {
 int cuda_device_count();
 // Makes `device` current for this thread's later calls.
 void cuda_set_device(int device);
-
-// Device buffers of `count` floats. cuda_free(nullptr) does nothing.
-float* cuda_alloc(size_t count);
-void cuda_free(float* device);
-// Blocking copies of `count` floats.
-void cuda_copy_to_device(float* device, const float* host, size_t count);
-void cuda_copy_from_device(float* host, const float* device, size_t count);
 
 }  // namespace dtrain::kernels

@@ -2,6 +2,7 @@
 // "[op] has no GPU build", and the device-memory helpers say why they cannot run.
 #include "core/error.hpp"
 #include "core/kernels/cuda.hpp"
+#include "core/kernels/device_memory.hpp"
 #include "core/kernels/dispatch.hpp"
 
 namespace dtrain::kernels {
@@ -34,6 +35,14 @@ template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
 
 int cuda_device_count() { return 0; }
 void cuda_set_device(int) { no_gpu_build("cuda_set_device"); }
+
+// Device memory: a tensor at a CUDA place is where a build without CUDA first notices.
+DeviceMemoryStats cuda_memory_stats(int) { no_gpu_build("cuda_memory_stats"); }
+std::shared_ptr<float[]> cuda_allocate_floats(int, size_t) { no_gpu_build("tensor"); }
+void cuda_copy_to_device(int, float*, const float*, size_t) { no_gpu_build("tensor"); }
+void cuda_copy_to_host(int, float*, const float*, size_t) { no_gpu_build("tensor"); }
+void cuda_copy_on_device(int, float*, const float*, size_t) { no_gpu_build("tensor"); }
+void cuda_fill(int, float*, float, size_t) { no_gpu_build("tensor"); }
 float* cuda_alloc(size_t) { no_gpu_build("cuda_alloc"); }
 void cuda_free(float*) { no_gpu_build("cuda_free"); }
 void cuda_copy_to_device(float*, const float*, size_t) { no_gpu_build("cuda_copy_to_device"); }
