@@ -771,13 +771,6 @@ std::vector<LayoutRule> read_layouts(Reader& reader, const Field& field, const M
     if (!nn::compile_layout_pattern(entry.key, &error))
       reader.fail(entry.key_where, "layouts",
                   fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(entry.key), error));
-    // The std::regex twin, kept for callers that match with std::regex_match: compiled only from a pattern
-    // RE2 accepted, so short and of bounded size; left empty when std::regex reads it differently.
-    try {
-      rule.regex = std::regex(entry.key, std::regex::ECMAScript);
-    } catch (const std::regex_error&) {
-      rule.regex = std::regex();
-    }
     const Field specs{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where};
     rule.specs = read_specs(reader, specs, mesh);
     rules.push_back(std::move(rule));

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -155,10 +154,8 @@ struct LayerConfig {
 // axis. Rules keep YAML order; the first match wins; unmatched variables are replicated.
 struct LayoutRule {
   std::string pattern;
-  // Layout patterns are RE2 regexes (core/nn/layout_map.hpp: linear time, bounded stack); nn::LayoutMap
-  // matches them. `regex` is the same pattern as a std::regex (ECMAScript), for old callers only: empty
-  // when std::regex reads the pattern differently from RE2.
-  std::regex regex;
+  // An RE2 regex (core/nn/layout_map.hpp: linear time, bounded stack), checked when read; nn::LayoutMap
+  // matches it.
   std::vector<std::string> specs;  // mesh dim names or "unsharded"; no dim twice
   Where where;                     // the rule's key: rank mismatch, indivisible dims, "matches nothing"
 };
