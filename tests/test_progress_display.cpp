@@ -68,7 +68,8 @@ TEST_CASE("the terminal progress line fits 80 columns, is cleared to its end and
   std::FILE* out = std::tmpfile();
   REQUIRE(out != nullptr);
   train::ProgressReporter reporter(out, true, 100, nullptr);
-  reporter.set_width(80);
+    reporter.set_redraw_interval(0);  // every step drawn: the test reads each
+reporter.set_width(80);
   run_epoch(reporter, 0, 625);
   const std::string text = read_all(out);
   std::fclose(out);
@@ -98,7 +99,8 @@ TEST_CASE("the terminal progress line on 40 columns still fits, and on 200 shows
     std::FILE* out = std::tmpfile();
     REQUIRE(out != nullptr);
     train::ProgressReporter reporter(out, true, 100, nullptr);
-    reporter.set_width(width);
+        reporter.set_redraw_interval(0);  // every step drawn: the test reads each
+reporter.set_width(width);
     run_epoch(reporter, 0, 50);
     const std::string text = read_all(out);
     std::fclose(out);
@@ -212,4 +214,20 @@ TEST_CASE("Mesh::describe is the short form people read; to_string stays DTensor
   CHECK(Mesh({"batch"}, {1}).describe() == "{batch: 1} on 1 CPU device");
   CHECK(Mesh({"batch"}, {2}, {"CPU:0", "GPU:0"}).describe() == "{batch: 2} on 2 devices");
   CHECK(Mesh({"batch"}, {2}).to_string() == "|batch=2|0,1|0,1|CPU:0,CPU:1");
+}
+
+TEST_CASE("the terminal progress line is redrawn at most every 50 ms, the first and the last step always") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  train::ProgressReporter reporter(out, true, 100, nullptr);
+  reporter.set_width(80);
+  run_epoch(reporter, 0, 625);  // 625 steps in far less than 50 ms each
+  const std::string text = read_all(out);
+  std::fclose(out);
+  size_t redraws = 0;
+  for (size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at + 1)) ++redraws;
+  CHECK(redraws >= 2);
+  CHECK(redraws < 100);
+  CHECK(text.find("\r  1/625 [") != std::string::npos);
+  CHECK(text.find("\r625/625 [==========") != std::string::npos);
 }

@@ -128,7 +128,9 @@ void ProgressReporter::on_step(const StepMetrics& m) {
   const double per_step = elapsed / double(steps_);
   const bool last = m.batch_in_epoch == m.batches_in_epoch;
   const int width = line_width();
-  if (terminal_) {
+  const bool redraw_due = !line_open_ || last || seconds_since(last_redraw_) >= redraw_interval_;
+  if (terminal_ && redraw_due) {
+    last_redraw_ = std::chrono::steady_clock::now();
     const std::string count = fmt::format("{:>{}}/{}", m.batch_in_epoch, digits(m.batches_in_epoch), m.batches_in_epoch);
     const double eta = per_step * double(m.batches_in_epoch - m.batch_in_epoch);
     // Padded, so the bar keeps its width while these change.
@@ -158,7 +160,7 @@ void ProgressReporter::on_step(const StepMetrics& m) {
     fmt::print(out_, "\r{}\x1b[K", line);
     line_open_ = !last;
     if (last) std::fputc('\n', out_);
-  } else if (m.batch_in_epoch % log_every_ == 0 || last) {
+  } else if (!terminal_ && (m.batch_in_epoch % log_every_ == 0 || last)) {
     const std::string line = fit_pieces(
         {fmt::format("epoch {} step {}/{} (global step {}):", m.epoch + 1, m.batch_in_epoch, m.batches_in_epoch, m.step),
          fmt::format("loss {:.4f}", loss), fmt::format("accuracy {:.4f}", accuracy), time_per_step(per_step),
@@ -166,7 +168,7 @@ void ProgressReporter::on_step(const StepMetrics& m) {
         " ", width);
     fmt::print(out_, "{}\n", line);
   }
-  std::fflush(out_);
+  if (!terminal_ || redraw_due) std::fflush(out_);
   if (m.step % log_every_ == 0 || last) write_steps_row(m.epoch, m.step);
 }
 

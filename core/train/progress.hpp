@@ -38,6 +38,9 @@ class ProgressReporter : public Reporter {
 
   // The width lines are fitted to: > 0 fixes it (tests); 0 = look it up (known_width; 80 on a terminal).
   void set_width(int columns) { width_ = columns; }
+  // Redraws of the terminal line come at most this often (Keras: 50 ms), besides the first and the last
+  // step of an epoch: a fast step would otherwise spend its time writing to the terminal. 0 = every step.
+  void set_redraw_interval(double seconds) { redraw_interval_ = seconds; }
   // The learning rate written in the "train_steps" rows (null when not set).
   void set_learning_rate(double rate) { learning_rate_ = rate; }
 
@@ -65,6 +68,8 @@ class ProgressReporter : public Reporter {
   double row_loss_ = 0, row_correct_ = 0;
   int64_t row_examples_ = 0, row_steps_ = 0;
   bool line_open_ = false;
+  double redraw_interval_ = 0.05;
+  std::chrono::steady_clock::time_point last_redraw_;
 };
 
 }  // namespace dtrain::train
