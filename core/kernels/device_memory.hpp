@@ -25,8 +25,8 @@ struct DeviceMemoryStats {
 DeviceMemoryStats cuda_memory_stats(int device);
 
 // `count` floats (at least one) on `device`, contents undefined, freed when the last owner lets go: on the
-// stream it was allocated on, where its kernels ran, so the memory is reused only after they finish. Out of
-// memory is a dtrain::Error naming the bytes and the device.
+// stream it was allocated on, where its kernels ran, so the memory is reused only after they finish (that
+// stream must outlive the tensors made on it). Out of memory is a dtrain::Error naming the bytes and the device.
 std::shared_ptr<float[]> cuda_allocate_floats(int device, size_t count);
 
 // Blocking copies of `count` floats between host memory and `device` (pageable host memory is fine):
