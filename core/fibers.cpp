@@ -1,11 +1,17 @@
-// Fibers: a hand-written context switch (x86-64; ucontext elsewhere), one round-robin scheduler per OS
-// thread, and an idle back-off that spins, then yields, then sleeps on a futex until notify().
+// Fibers: Boost.Context's fcontext switch (make_fcontext / jump_fcontext: hand-tuned assembly for every CPU
+// Boost supports), one round-robin scheduler per OS thread, and an idle back-off that spins, then yields,
+// then sleeps on a futex until notify().
+// Boost.Context replaced a hand-written x86-64 switch (issue 14) at no cost: bench_fiber_switch, a yield
+// 43 ns against 60 (medians of 6 interleaved runs); bench_train_step's median step on the IMDB configs,
+// Boost/hand-written, the median of 40 interleaved rounds: dp 1.002, mp 0.997, sp 1.033 (1.007 over 30
+// more), all within the run-to-run spread of a shared 2-core machine.
 #include "core/fibers.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/context/detail/fcontext.hpp>
 #include <chrono>
 #include <climits>
 #include <memory>
@@ -24,11 +30,8 @@
 #include <sanitizer/common_interface_defs.h>
 #define DTRAIN_FIBERS_ASAN 1
 #endif
-#if defined(__x86_64__) && !defined(DTRAIN_FIBERS_UCONTEXT)
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define DTRAIN_FIBERS_ASM 1
-#else
-#include <ucontext.h>
 #endif
 
 namespace dtrain::fibers {
@@ -49,20 +52,13 @@ struct Fiber {
   bool wait_polls = false;  // the condition turns true without notify()
   void* slots[int(Slot::Count)] = {};
   void* stack = nullptr;
-#ifdef DTRAIN_FIBERS_ASM
-  void* sp = nullptr;  // saved stack pointer while switched out
-#else
-  ucontext_t context;
-#endif
+  // jump_fcontext suspends a context and hands the one it left to whom it resumes.
+  boost::context::detail::fcontext_t context = nullptr;    // the fiber's, while it is switched out
+  boost::context::detail::fcontext_t scheduler = nullptr;  // its thread's scheduler, while the fiber runs
 };
 
 thread_local Fiber* current_fiber = nullptr;
 thread_local void* thread_slots[int(Slot::Count)] = {};
-#ifdef DTRAIN_FIBERS_ASM
-thread_local void* scheduler_sp = nullptr;
-#else
-thread_local ucontext_t scheduler_context;
-#endif
 
 // notify() bumps the epoch; idle threads sleep until it changes.
 std::atomic<uint32_t> epoch{0};
@@ -81,8 +77,10 @@ void sleep_while_epoch_is(uint32_t seen) {
 }
 
 void cpu_relax() {
-#ifdef DTRAIN_FIBERS_ASM
+#if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
 #endif
 }
 
@@ -113,57 +111,6 @@ class Backoff {
   std::chrono::steady_clock::time_point idle_since_;
 };
 
-}  // namespace
-}  // namespace dtrain::fibers
-
-#ifdef DTRAIN_FIBERS_ASM
-// switch_stacks(save, load): pushes the callee-saved registers and the SSE/x87 control words, stores the
-// stack pointer in *save, loads `load`, and pops the same from there. A new fiber's stack is laid out as
-// if it had called this, returning into fiber_start with its Fiber* in r12.
-extern "C" void dtrain_fibers_switch_stacks(void** save, void* load);
-extern "C" void dtrain_fibers_start();
-extern "C" [[noreturn]] void dtrain_fibers_main(dtrain::fibers::Fiber* fiber);
-asm(R"(
-  .text
-  .globl dtrain_fibers_switch_stacks
-  .type dtrain_fibers_switch_stacks, @function
-dtrain_fibers_switch_stacks:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
-  .size dtrain_fibers_switch_stacks, .-dtrain_fibers_switch_stacks
-
-  .globl dtrain_fibers_start
-  .type dtrain_fibers_start, @function
-dtrain_fibers_start:
-  movq %r12, %rdi
-  call dtrain_fibers_main@PLT
-  ud2
-  .size dtrain_fibers_start, .-dtrain_fibers_start
-)");
-#endif
-
-namespace dtrain::fibers {
-namespace {
-
 #ifdef DTRAIN_FIBERS_ASAN
 // The scheduler's (the OS thread's) stack, learnt when a fiber first starts.
 thread_local const void* thread_stack_bottom = nullptr;
@@ -175,11 +122,7 @@ void switch_to_scheduler(Fiber* fiber) {
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(fiber->finished ? nullptr : &fake_stack, thread_stack_bottom, thread_stack_size);
 #endif
-#ifdef DTRAIN_FIBERS_ASM
-  dtrain_fibers_switch_stacks(&fiber->sp, scheduler_sp);
-#else
-  swapcontext(&fiber->context, &scheduler_context);
-#endif
+  fiber->scheduler = boost::context::detail::jump_fcontext(fiber->scheduler, nullptr).fctx;
 #ifdef DTRAIN_FIBERS_ASAN
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
@@ -191,18 +134,17 @@ void switch_to_fiber(Fiber* fiber) {
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, fiber->stack, kStackBytes);
 #endif
-#ifdef DTRAIN_FIBERS_ASM
-  dtrain_fibers_switch_stacks(&scheduler_sp, fiber->sp);
-#else
-  swapcontext(&scheduler_context, &fiber->context);
-#endif
+  fiber->context = boost::context::detail::jump_fcontext(fiber->context, fiber).fctx;
 #ifdef DTRAIN_FIBERS_ASAN
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
   current_fiber = nullptr;
 }
 
-[[noreturn]] void fiber_body(Fiber* fiber) {
+// A new fiber's first code: `from` is its scheduler's context, its data the Fiber.
+[[noreturn]] void fiber_entry(boost::context::detail::transfer_t from) {
+  auto* fiber = static_cast<Fiber*>(from.data);
+  fiber->scheduler = from.fctx;
 #ifdef DTRAIN_FIBERS_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &thread_stack_bottom, &thread_stack_size);
 #endif
@@ -212,12 +154,6 @@ void switch_to_fiber(Fiber* fiber) {
   switch_to_scheduler(fiber);
   __builtin_unreachable();  // a finished fiber is never resumed
 }
-
-#ifndef DTRAIN_FIBERS_ASM
-void ucontext_entry(unsigned high, unsigned low) {
-  fiber_body(reinterpret_cast<Fiber*>((uintptr_t(high) << 32) | uintptr_t(low)));
-}
-#endif
 
 void prepare(Fiber* fiber) {
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
@@ -229,27 +165,9 @@ void prepare(Fiber* fiber) {
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   mprotect(stack, page, PROT_NONE);  // guard page: an overflow faults instead of corrupting memory
   fiber->stack = stack;
-#ifdef DTRAIN_FIBERS_ASM
-  auto top = reinterpret_cast<uintptr_t>(stack) + kStackBytes;
-  auto* frame = reinterpret_cast<uint64_t*>(top - 80);  // 16-byte aligned, so fiber_start's call is too
-  uint32_t mxcsr = _mm_getcsr();
-  uint16_t fpu_control;
-  asm volatile("fnstcw %0" : "=m"(fpu_control));
-  frame[0] = uint64_t(mxcsr) | (uint64_t(fpu_control) << 32);
-  frame[1] = frame[2] = frame[3] = 0;            // r15, r14, r13
-  frame[4] = reinterpret_cast<uint64_t>(fiber);  // r12
-  frame[5] = frame[6] = 0;                       // rbx, rbp
-  frame[7] = reinterpret_cast<uint64_t>(&dtrain_fibers_start);
-  fiber->sp = frame;
-#else
-  getcontext(&fiber->context);
-  fiber->context.uc_stack.ss_sp = static_cast<char*>(stack) + page;
-  fiber->context.uc_stack.ss_size = kStackBytes - page;
-  fiber->context.uc_link = nullptr;
-  const auto address = reinterpret_cast<uintptr_t>(fiber);
-  makecontext(&fiber->context, reinterpret_cast<void (*)()>(&ucontext_entry), 2, unsigned(address >> 32),
-              unsigned(address & 0xffffffffu));
-#endif
+  // The stack grows down from its end; make_fcontext lays out a first frame that enters fiber_entry.
+  fiber->context = boost::context::detail::make_fcontext(static_cast<char*>(stack) + kStackBytes, kStackBytes - page,
+                                                         &fiber_entry);
 }
 
 // One OS thread: runs its fibers round-robin until all have finished.
@@ -279,13 +197,6 @@ void schedule(const std::vector<Fiber*>& fibers) {
 }
 
 }  // namespace
-}  // namespace dtrain::fibers
-
-#ifdef DTRAIN_FIBERS_ASM
-extern "C" void dtrain_fibers_main(dtrain::fibers::Fiber* fiber) { dtrain::fibers::fiber_body(fiber); }
-#endif
-
-namespace dtrain::fibers {
 
 void run(int count, int threads, const std::function<void(int)>& task) {
   DTRAIN_CHECK(count >= 0 && threads >= 1, "[fibers] run needs count >= 0 and threads >= 1, got {} and {}", count,

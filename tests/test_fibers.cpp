@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -146,6 +147,37 @@ TEST_CASE("fibers: a fiber has a thread-sized stack and exceptions stay inside i
     }
   });
   for (int result : results) CHECK(result == 2001);
+}
+
+TEST_CASE("fibers: each fiber's registers and locals survive many switches, run after run") {
+  // Values live in callee-saved registers and on the stack across every yield; a switch that lost one
+  // register or mixed two stacks up would change a sum. Several runs map and lay out fresh stacks.
+  for (int run = 0; run < 3; ++run) {
+    std::vector<uint64_t> sums(6, 0);
+    fibers::run(6, 2, [&](int index) {
+      uint64_t a = uint64_t(index) + 1, b = uint64_t(index) * 7 + 3, c = 0;
+      double d = index * 0.5;
+      for (int i = 0; i < 2000; ++i) {
+        a = a * 6364136223846793005ull + 1442695040888963407ull;
+        b ^= a >> 17;
+        c += b & 0xff;
+        d += 1.0;
+        fibers::yield();
+      }
+      sums[index] = a ^ b ^ c ^ uint64_t(d);
+    });
+    for (int index = 0; index < 6; ++index) {  // the same computation without fibers
+      uint64_t a = uint64_t(index) + 1, b = uint64_t(index) * 7 + 3, c = 0;
+      double d = index * 0.5;
+      for (int i = 0; i < 2000; ++i) {
+        a = a * 6364136223846793005ull + 1442695040888963407ull;
+        b ^= a >> 17;
+        c += b & 0xff;
+        d += 1.0;
+      }
+      CHECK(sums[index] == (a ^ b ^ c ^ uint64_t(d)));
+    }
+  }
 }
 
 #ifdef __x86_64__
