@@ -104,4 +104,12 @@ TEST_CASE("a tensor at a CUDA place without a device says why: no GPU build, or 
   CHECK_THROWS_WITH_AS(Tensor({2, 3}, Place::cuda(0)), doctest::Contains(why), Error);
   CHECK_THROWS_AS(Tensor::uninitialized({2, 3}, Place::cuda(0)), Error);
   CHECK_THROWS_AS(Tensor::from_vector({2}, {1, 2}).to(Place::cuda(0)), Error);
+  CHECK_THROWS_AS(kernels::cuda_memory_stats(0), Error);
+#ifndef DTRAIN_HAS_CUDA
+  // A buffer labelled cuda:0 reaches the same stubs when cloned, filled or copied back.
+  Tensor labelled = Tensor::adopt({2}, allocate_floats(2), Place::cuda(0));
+  CHECK_THROWS_WITH_AS(labelled.clone(), doctest::Contains(why), Error);
+  CHECK_THROWS_WITH_AS(labelled.fill(1.0f), doctest::Contains(why), Error);
+  CHECK_THROWS_WITH_AS(labelled.to(Place::cpu()), doctest::Contains(why), Error);
+#endif
 }
