@@ -28,14 +28,16 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) {}
   T* allocate(size_t count) {
     size_t bytes = count * sizeof(T);
-    if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes));
+    // Aligned as T asks (a Slot is one 64-byte cache line): the compiler may copy it with aligned vector
+    // moves, which fault on the 16-byte alignment of plain operator new.
+    if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes, std::align_val_t(alignof(T))));
     void* memory = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
     if (memory == nullptr) throw std::bad_alloc();
     ::madvise(memory, bytes, MADV_HUGEPAGE);  // only advice: without it the table still works
     return static_cast<T*>(memory);
   }
   void deallocate(T* memory, size_t count) {
-    if (count * sizeof(T) < kHugePage) ::operator delete(memory);
+    if (count * sizeof(T) < kHugePage) ::operator delete(memory, std::align_val_t(alignof(T)));
     else std::free(memory);
   }
   template <class U>

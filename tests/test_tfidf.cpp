@@ -208,6 +208,24 @@ TEST_CASE("random corpora: fit_transform, transform and transform_dense equal th
   }
 }
 
+// The counter's hash table starts at 2^14 slots and doubles at half full: 40,000 distinct tokens make it
+// grow twice, through tables both under and over the 2 MiB a huge page takes (the real IMDB vocabulary,
+// whose fit once crashed on a table allocated with less than its slots' 64-byte alignment).
+TEST_CASE("a vocabulary that outgrows the counter's first tables still counts every token") {
+  std::vector<std::string> docs;
+  for (int d = 0; d < 400; ++d) {
+    std::string doc;
+    for (int t = 0; t < 100; ++t) doc += fmt::format("token{}x{} ", d * 100 + t, t % 7);
+    doc += "common";
+    docs.push_back(doc);
+  }
+  for (int threads : {1, 2}) {
+    TfidfVectorizer::FittedRows fitted = TfidfVectorizer::fit_transform(docs, 50000, threads);
+    CHECK(fitted.vectorizer.vocabulary().size() == 40002);  // [UNK], common, and 40,000 tokens
+    CHECK(fitted.vectorizer.vocabulary()[1] == "common");
+  }
+}
+
 TEST_CASE("save and load give back the same vectorizer, bit for bit") {
   fs::path folder = fs::temp_directory_path() / ("dtrain_test_tfidf_" + std::to_string(getpid()));
   fs::remove_all(folder);
