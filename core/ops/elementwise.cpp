@@ -1,8 +1,7 @@
 // Elementwise ops. Binary ops broadcast b over a's leading axes (b's shape is a suffix of a's); b is moved
 // to a's sharding of those axes, the result has a's layout. Non-linear ops sum pending partials first.
-#include <cmath>
-
 #include "core/error.hpp"
+#include "core/kernels/elementwise.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {
@@ -15,34 +14,32 @@ Axes leading_axes(int rank, int suffix_rank) {
   return axes;
 }
 
-template <class F>
-DTensor map_unary(const DTensor& a, F f) {
-  Tensor out = Tensor::uninitialized(a.local().shape());
-  const float* x = a.local().data();
-  float* y = out.data();
-  const int64_t size = out.size();
-  for (int64_t i = 0; i < size; ++i) y[i] = f(x[i]);
+const kernels::ElementwiseKernels& kernels_at(const Tensor& t, const char* op) {
+  return kernels::kernels_for<kernels::ElementwiseKernels>(t.place(), op);
+}
+
+DTensor map_unary(const char* op, const DTensor& a, kernels::UnaryOp kind, float param = 0.0f) {
+  const Tensor& x = a.local();
+  Tensor out = Tensor::uninitialized(x.shape(), x.place());
+  kernels_at(x, op).unary(kind, param, x.buffer(), out.buffer(), out.size());
   return DTensor(a.global_shape(), a.layout(), out, a.partial());
 }
 
-// Applies f(a[i], b[i mod inner]) with b moved to a's trailing sharding; both made non-partial.
-template <class F>
-DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, F f) {
+// Applies kind(a[i], b[i mod inner]) with b moved to a's trailing sharding; both made non-partial.
+DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, kernels::BinaryOp kind) {
   const int ra = a_in.rank(), rb = b_in.rank();
   bool suffix = rb <= ra;
   for (int i = 0; suffix && i < rb; ++i) suffix = a_in.global_shape()[ra - rb + i] == b_in.global_shape()[i];
   DTRAIN_CHECK(suffix, "[{}] cannot broadcast {} to {}: its shape must be a suffix of the other's", op,
                b_in.describe(), a_in.describe());
+  DTRAIN_CHECK(a_in.local().place() == b_in.local().place(), "[{}] operands on {} and {}", op,
+               a_in.local().place().describe(), b_in.local().place().describe());
   DTensor a = resolve_partial(a_in);
   DTensor b = redistribute(b_in, a.layout().erase(leading_axes(ra, rb)));
-  Tensor out = Tensor::uninitialized(a.local().shape());
-  const float* x = a.local().data();
-  const float* z = b.local().data();
-  float* y = out.data();
-  const int64_t inner = b.local().size(), outer = inner == 0 ? 0 : out.size() / inner;
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) y[o * inner + i] = f(x[o * inner + i], z[i]);
-  }
+  const Tensor &x = a.local(), &z = b.local();
+  Tensor out = Tensor::uninitialized(x.shape(), x.place());
+  const int64_t inner = z.size(), outer = inner == 0 ? 0 : out.size() / inner;
+  kernels_at(x, op).binary(kind, x.buffer(), z.buffer(), out.buffer(), outer, inner);
   return DTensor(a.global_shape(), a.layout(), out);
 }
 
@@ -52,34 +49,34 @@ DTensor add(const DTensor& a, const DTensor& b) {
   // Sums of partial values of one layout stay partial (addition is linear): gradients accumulate this way.
   if (a.is_partial() && a.partial() == b.partial() && a.layout() == b.layout() && a.global_shape() == b.global_shape()) {
     DTensor sum = map_binary("add", DTensor(a.global_shape(), a.layout(), a.local()),
-                             DTensor(b.global_shape(), b.layout(), b.local()), [](float x, float y) { return x + y; });
+                             DTensor(b.global_shape(), b.layout(), b.local()), kernels::BinaryOp::Add);
     return DTensor(sum.global_shape(), sum.layout(), sum.local(), a.partial());
   }
-  return map_binary("add", a, b, [](float x, float y) { return x + y; });
+  return map_binary("add", a, b, kernels::BinaryOp::Add);
 }
 
 DTensor subtract(const DTensor& a, const DTensor& b) {
-  return map_binary("subtract", a, b, [](float x, float y) { return x - y; });
+  return map_binary("subtract", a, b, kernels::BinaryOp::Subtract);
 }
 
 DTensor multiply(const DTensor& a, const DTensor& b) {
-  return map_binary("multiply", a, b, [](float x, float y) { return x * y; });
+  return map_binary("multiply", a, b, kernels::BinaryOp::Multiply);
 }
 
 DTensor scale(const DTensor& a, float factor) {
-  return map_unary(a, [factor](float x) { return x * factor; });
+  return map_unary("scale", a, kernels::UnaryOp::Scale, factor);
 }
 
 DTensor relu(const DTensor& a) {
-  return map_unary(resolve_partial(a), [](float x) { return x > 0.0f ? x : 0.0f; });
+  return map_unary("relu", resolve_partial(a), kernels::UnaryOp::Relu);
 }
 
 DTensor relu_grad(const DTensor& grad, const DTensor& output) {
-  return map_binary("relu_grad", grad, output, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
+  return map_binary("relu_grad", grad, output, kernels::BinaryOp::ReluGrad);
 }
 
 DTensor rsqrt(const DTensor& a, float epsilon) {
-  return map_unary(resolve_partial(a), [epsilon](float x) { return 1.0f / std::sqrt(x + epsilon); });
+  return map_unary("rsqrt", resolve_partial(a), kernels::UnaryOp::Rsqrt, epsilon);
 }
 
 }  // namespace dtrain::ops

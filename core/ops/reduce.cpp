@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/kernels/elementwise.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {
@@ -23,19 +24,11 @@ Tensor sum_axis(const Tensor& t, int axis) {
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= t.dim(i);
   for (int i = axis + 1; i < t.rank(); ++i) inner *= t.dim(i);
-  const int64_t mid = t.dim(axis);
   Shape shape = t.shape();
   shape[axis] = 1;
-  Tensor out(shape);
-  const float* x = t.data();
-  float* y = out.data();
-  for (int64_t o = 0; o < outer; ++o) {
-    float* row = y + o * inner;
-    for (int64_t m = 0; m < mid; ++m) {
-      const float* in = x + (o * mid + m) * inner;
-      for (int64_t i = 0; i < inner; ++i) row[i] += in[i];
-    }
-  }
+  Tensor out = Tensor::uninitialized(shape, t.place());
+  kernels::kernels_for<kernels::ElementwiseKernels>(t.place(), "reduce_sum")
+      .sum_axis(t.buffer(), out.buffer(), outer, t.dim(axis), inner);
   return out;
 }
 
@@ -83,31 +76,22 @@ DTensor broadcast_like(const DTensor& a, const DTensor& like, Axes axes) {
   }
   DTensor source = redistribute(a, target);
 
-  // Walk the output; the source index ignores the broadcast axes.
+  // The source's strides along the output's axes, 0 along the broadcast ones.
   const Tensor& in = source.local();
-  Tensor out = Tensor::uninitialized(like.local().shape());
-  const int rank = out.rank();
-  std::vector<int64_t> in_strides(rank, 0);
-  {
-    Shape in_shape = out.shape();
-    for (int axis : axes) in_shape[axis] = 1;
-    auto strides = strides_of(in_shape);
-    for (int i = 0; i < rank; ++i) in_strides[i] = in_shape[i] == 1 ? 0 : strides[i];
+  const Shape& out_shape = like.local().shape();
+  Shape in_shape = out_shape;
+  for (int axis : axes) in_shape[axis] = 1;
+  const Shape in_strides = strides_of(in_shape);
+  static_assert(kernels::BroadcastWalk::kMaxRank == Shape::kMaxRank);
+  kernels::BroadcastWalk walk;
+  walk.rank = int(out_shape.size());
+  for (int i = 0; i < walk.rank; ++i) {
+    walk.out_shape[i] = out_shape[i];
+    walk.in_strides[i] = in_shape[i] == 1 ? 0 : in_strides[i];
   }
-  const int64_t inner = rank == 0 ? 1 : out.dim(rank - 1);
-  const int64_t rows = inner == 0 ? 0 : out.size() / inner;
-  std::vector<int64_t> index(std::max(rank - 1, 0), 0);
-  const int64_t last_stride = rank == 0 ? 0 : in_strides[rank - 1];
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t base = 0;
-    for (int i = 0; i < rank - 1; ++i) base += index[i] * in_strides[i];
-    float* y = out.data() + r * inner;
-    for (int64_t j = 0; j < inner; ++j) y[j] = in[base + j * last_stride];
-    for (int i = rank - 2; i >= 0; --i) {
-      if (++index[i] < out.dim(i)) break;
-      index[i] = 0;
-    }
-  }
+  Tensor out = Tensor::uninitialized(out_shape, in.place());
+  kernels::kernels_for<kernels::ElementwiseKernels>(in.place(), "broadcast_like")
+      .broadcast(in.buffer(), out.buffer(), walk);
   return DTensor(like.global_shape(), like.layout(), out);
 }
 
