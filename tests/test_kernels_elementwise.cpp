@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kernels/cuda.hpp"
+#include "core/kernels/device_memory.hpp"
 #include "core/kernels/elementwise.hpp"
 #include "core/kernels/elementwise_body.hpp"
 
