@@ -171,9 +171,10 @@ class DirectBlas {
 
   void gemm(const Case& c, const float* a, const float* b, float* out) const {
     const float one = 1.0f, zero = 0.0f;
-    DTRAIN_CHECK_CUBLAS(cublasSgemm(handle_, c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    int(c.n), int(c.m), int(c.k), &one, b, int(c.trans_b ? c.k : c.n), a,
-                                    int(c.trans_a ? c.m : c.k), &zero, out, int(c.n)));
+    const cublasOperation_t op_a = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int ldb = int(c.trans_b ? c.k : c.n), lda = int(c.trans_a ? c.m : c.k);
+    DTRAIN_CHECK_CUBLAS(
+        cublasSgemm(handle_, op_b, op_a, int(c.n), int(c.m), int(c.k), &one, b, ldb, a, lda, &zero, out, int(c.n)));
   }
 
  private:
@@ -332,7 +333,8 @@ void run_allocator(const std::vector<Case>& cases, const std::string& device) {
   const kernels::DeviceMemoryStats after = kernels::cuda_memory_stats(kDevice);
   fmt::print("{{\"name\":\"gpu allocator steady state\",\"device\":\"{}\",\"steps\":{},\"tensors_per_step\":{},"
              "\"allocations\":{},\"frees\":{},\"pool_reservations\":{},\"reserved_bytes_growth\":{},"
-             "\"reserved_bytes\":{},\"bytes_in_use_growth\":{},\"peak_bytes_in_use\":{},\"seconds_per_step\":{:.6g}}}\n",
+             "\"reserved_bytes\":{},\"bytes_in_use_growth\":{},\"peak_bytes_in_use\":{},"
+             "\"seconds_per_step\":{:.6g}}}\n",
              device, kSteps, cases.size(), after.allocations - before.allocations, after.frees - before.frees,
              reservations, after.reserved_bytes - before.reserved_bytes, after.reserved_bytes,
              after.bytes_in_use - before.bytes_in_use, after.peak_bytes_in_use, seconds / kSteps);
