@@ -14,6 +14,7 @@ class BatchNormKernels;
 class UpdateKernels;
 class CopyKernels;
 class GemmKernels;
+class CollectiveKernels;
 
 namespace {
 [[noreturn]] void no_gpu_build(const char* op) {
@@ -32,6 +33,7 @@ template const BatchNormKernels& cuda_kernels<BatchNormKernels>(int, const char*
 template const UpdateKernels& cuda_kernels<UpdateKernels>(int, const char*);
 template const CopyKernels& cuda_kernels<CopyKernels>(int, const char*);
 template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
+template const CollectiveKernels& cuda_kernels<CollectiveKernels>(int, const char*);
 
 int cuda_device_count() { return 0; }
 void cuda_set_device(int) { no_gpu_build("cuda_set_device"); }
