@@ -46,8 +46,8 @@ void poll_until(Ready&& ready) {
 void notify();
 
 // Per-fiber storage for what would otherwise be thread-local but must follow a rank (its device, its
-// no-grad mode): outside fibers each thread has its own slots.
-enum class Slot { Device, NoGrad, Count };
+// no-grad mode, its CUDA device and stream): outside fibers each thread has its own slots.
+enum class Slot { Device, NoGrad, CudaStream, Count };
 void*& local(Slot slot);
 
 }  // namespace dtrain::fibers

@@ -27,9 +27,9 @@
 
 namespace dtrain::kernels {
 
-// The stream the calling thread's kernels are enqueued on (the legacy default stream until a rank sets its
-// own). Every kernel of every family launches on it, so one rank's kernels run in order.
+// The stream the calling rank's kernels are enqueued on (its fiber's, set by use_rank_stream in cuda.hpp; the
+// legacy default stream until then), with the rank's device made current. Every kernel of every family
+// launches on it, so one rank's kernels run in order.
 cudaStream_t current_stream();
-void set_current_stream(cudaStream_t stream);
 
 }  // namespace dtrain::kernels

@@ -4,6 +4,7 @@
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/device_memory.hpp"
 #include "core/kernels/dispatch.hpp"
+#include "core/kernels/upload.hpp"
 
 namespace dtrain::kernels {
 
@@ -15,6 +16,7 @@ class UpdateKernels;
 class CopyKernels;
 class GemmKernels;
 class CollectiveKernels;
+class MetricKernels;
 
 namespace {
 [[noreturn]] void no_gpu_build(const char* op) {
@@ -34,9 +36,20 @@ template const UpdateKernels& cuda_kernels<UpdateKernels>(int, const char*);
 template const CopyKernels& cuda_kernels<CopyKernels>(int, const char*);
 template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
 template const CollectiveKernels& cuda_kernels<CollectiveKernels>(int, const char*);
+template const MetricKernels& cuda_kernels<MetricKernels>(int, const char*);
 
+bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 void cuda_set_device(int) { no_gpu_build("cuda_set_device"); }
+void use_rank_stream(int, int) { no_gpu_build("use_rank_stream"); }
+void use_default_stream() {}  // the only stream there is
+void synchronize_rank_stream() { no_gpu_build("synchronize_rank_stream"); }
+
+struct HostToDevice::State {};
+HostToDevice::HostToDevice(int) { no_gpu_build("upload"); }
+HostToDevice::~HostToDevice() = default;
+float* HostToDevice::next(size_t) { no_gpu_build("upload"); }
+void HostToDevice::upload(float*, size_t) { no_gpu_build("upload"); }
 
 // Device memory: a tensor at a CUDA place is where a build without CUDA first notices.
 DeviceMemoryStats cuda_memory_stats(int) { no_gpu_build("cuda_memory_stats"); }

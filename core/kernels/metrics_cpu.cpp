@@ -1,0 +1,30 @@
+// The CPU MetricKernels and their reference: counting is exact either way, so both are the plain loop.
+#include "core/kernels/metrics.hpp"
+
+namespace dtrain::kernels {
+namespace {
+
+class CpuMetrics final : public MetricKernels {
+ public:
+  void count_equal(const float* predicted, const float* truth, int64_t n, float* count) const override {
+    int64_t equal = 0;
+    for (int64_t i = 0; i < n; ++i) equal += predicted[i] == truth[i];
+    *count = float(equal);
+  }
+};
+
+}  // namespace
+
+template <>
+const MetricKernels& cpu_kernels<MetricKernels>() {
+  static const CpuMetrics kernels;
+  return kernels;
+}
+
+template <>
+const MetricKernels& reference_kernels<MetricKernels>() {
+  static const CpuMetrics kernels;
+  return kernels;
+}
+
+}  // namespace dtrain::kernels
