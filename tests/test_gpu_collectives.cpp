@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "core/comm/device_local.hpp"
+#include "core/comm/gpu.hpp"
 #include "core/comm/local.hpp"
+#include "core/comm/mpi.hpp"
+#include "core/comm/span_layout.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/kernels/collective.hpp"
@@ -81,7 +84,15 @@ struct Memory {
 
 // Rank `rank`'s input: random floats (so a sum's bits depend on its order), with a NaN, infinities and signed
 // zeros among them for max.
+// integer_inputs: small integers instead, whose sums are exact in any order (NCCL's order is its own).
+bool integer_inputs = false;
+
 std::vector<float> input(int rank, size_t count, uint32_t salt) {
+  if (integer_inputs) {
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i) values[i] = float((rank * 131 + int(i % 977) + int(salt)) % 1000 - 500);
+    return values;
+  }
   std::mt19937 random(uint32_t(rank) * 7919u + uint32_t(count) * 31u + salt);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(count);
@@ -186,13 +197,16 @@ const std::vector<size_t> kCounts = {0, 1, 7, 1000, 5003};
 
 // Every rank of `mesh` runs every op on its group along `dims` for every count, with comms[rank]; `setup` runs
 // first in each rank's fiber. Returns rank -> the results in order; failures are collected as text.
+// comms[i] is world rank first + i's (first = 0 and every rank of the mesh, unless the mesh spans processes).
 std::vector<std::vector<float>> run_all(const MeshPtr& mesh, const std::vector<std::string>& dims,
                                         std::vector<std::unique_ptr<Communicator>>& comms,
-                                        const std::function<Memory(int rank)>& setup, std::vector<std::string>& failures) {
-  const int n = mesh->size();
+                                        const std::function<Memory(int rank)>& setup, std::vector<std::string>& failures,
+                                        int first = 0) {
+  const int n = int(comms.size());
   std::vector<std::vector<float>> results(static_cast<size_t>(n));
   std::mutex mutex;
-  fibers::run(n, std::min(n, 3), [&](int rank) {
+  fibers::run(n, std::min(n, 3), [&](int index) {
+    const int rank = first + index;
     try {
       const Memory memory = setup(rank);
       Group group;
@@ -202,12 +216,12 @@ std::vector<std::vector<float>> run_all(const MeshPtr& mesh, const std::vector<s
         for (Op op : kOps) {
           std::vector<float> out;
           try {
-            out = run_op(op, *comms[size_t(rank)], group, count, memory);
+            out = run_op(op, *comms[size_t(index)], group, count, memory);
           } catch (const std::exception& error) {
             throw Error(fmt::format("{} of {}: {}", op_name(op), count, error.what()));
           }
-          results[size_t(rank)].push_back(float(out.size()));
-          results[size_t(rank)].insert(results[size_t(rank)].end(), out.begin(), out.end());
+          results[size_t(index)].push_back(float(out.size()));
+          results[size_t(index)].insert(results[size_t(index)].end(), out.begin(), out.end());
         }
     } catch (const std::exception& error) {
       std::lock_guard lock(mutex);
@@ -448,4 +462,87 @@ TEST_CASE("needs 2 GPUs: every collective on ranks spread over two GPUs equals L
   if (no_gpu(2)) return;
   check_against_host(on_gpus, [](int rank, int) { return rank % 2; }, true);
   check_against_host(on_gpus, [](int rank, int size) { return rank * 2 / size; }, true);
+}
+
+TEST_CASE("span layout: the processes of a group, their members and leaders") {
+  // A 2x3 mesh over 3 processes holds ranks {0,1}, {2,3}, {4,5}: a row spans two processes unevenly.
+  const MeshPtr mesh = make_mesh({"x", "y"}, {2, 3});
+  const Placement second = placement_of(6, 3, 1);
+  const SpanLayout row = span_layout({0, 1, 2}, second);
+  CHECK(row.processes == std::vector<int>{0, 1});
+  CHECK(row.first == std::vector<int>{0, 2});
+  CHECK(row.count == std::vector<int>{2, 1});
+  CHECK(row.mine == 1);
+  CHECK(row.leader() == 2);  // member 2 (rank 2) leads process 1's part
+  CHECK(row.spans());
+  CHECK_FALSE(row.even());
+  CHECK(row.process_of_member(1) == 0);
+  CHECK(row.process_of_member(2) == 1);
+  const SpanLayout other = span_layout({3, 4, 5}, placement_of(6, 3, 0));
+  CHECK(other.mine == -1);
+  CHECK(other.leader() == -1);
+  const SpanLayout column = span_layout({1, 4}, placement_of(6, 3, 2));
+  CHECK(column.processes == std::vector<int>{0, 2});
+  CHECK((column.even() && column.mine == 1 && column.leader() == 1));
+  const SpanLayout inside = span_layout({0, 1}, placement_of(4, 2, 0));
+  CHECK_FALSE(inside.spans());
+  CHECK_THROWS_AS(span_layout({2, 1}, second), Error);
+  // Every group of every dim subset once, in one order: along x, along y, then the whole mesh.
+  const auto groups = mesh_groups(*mesh);
+  REQUIRE(groups.size() == 3 + 2 + 1);
+  CHECK(groups[0] == std::vector<int>{0, 3});
+  CHECK(groups[3] == std::vector<int>{0, 1, 2});
+  CHECK(groups[5] == std::vector<int>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("GpuWorld: a mesh in one process is a device-local world; it checks its places") {
+  const MeshPtr mesh = make_mesh({"x"}, {2});
+  CHECK_THROWS_WITH_AS(GpuWorld(mesh, placement_of(2, 1, 0), {Place::cuda(0)}),
+                       "[comm] 1 GPU places for the 2 ranks of process 0", Error);
+  GpuWorld world(mesh, placement_of(2, 1, 0), {Place::cuda(0), Place::cuda(0)});
+  CHECK(world.communicator(1)->backend() == "device-local");
+  CHECK(world.communicator(1)->rank() == 1);
+  world.abort("stop");
+  CHECK(world.aborted().load());
+}
+
+// Run by tests/e2e/gpu_collectives_mpi.sh under `mpirun -np 2` on a machine with 2 GPUs: each process's ranks on
+// its own GPU, every collective on every group of a 2x2 and a 4x2 mesh (groups inside one process and across both)
+// equal to LocalWorld running the whole mesh in this process (integer inputs: NCCL sums in its own order).
+TEST_CASE("needs 2 GPUs and MPI: every collective across processes (NCCL) equals LocalWorld") {
+  initialize_processes();
+  if (process_count() < 2) {
+    MESSAGE("skipped: not under mpirun -np 2 or more");
+    return;
+  }
+  if (no_gpu(process_count())) return;
+  integer_inputs = true;
+  for (const MeshCase& mesh_case : std::vector<MeshCase>{{{"x", "y"}, {2, 2}}, {{"x", "y"}, {4, 2}}}) {
+    const MeshPtr mesh = make_mesh(mesh_case.names, mesh_case.sizes);
+    const Placement placement = placement_of(mesh->size());
+    std::vector<Place> places(size_t(placement.local), Place::cuda(placement.process % kernels::cuda_device_count()));
+    GpuWorld world(mesh, placement, places);
+    for (const auto& dims : dim_subsets(*mesh)) {
+      CAPTURE(mesh->to_string());
+      CAPTURE(fmt::format("[{}]", fmt::join(dims, ",")));
+      std::vector<std::string> failures;
+      LocalWorld host(mesh->size());
+      std::vector<std::unique_ptr<Communicator>> host_comms;
+      for (int rank = 0; rank < mesh->size(); ++rank) host_comms.push_back(host.communicator(rank));
+      const auto want = run_all(mesh, dims, host_comms, [](int) { return Memory{}; }, failures);
+      std::vector<std::unique_ptr<Communicator>> comms;
+      for (int i = 0; i < placement.local; ++i) comms.push_back(world.communicator(i));
+      const auto got = run_all(mesh, dims, comms, [&](int rank) {
+        kernels::cuda_set_device(places[size_t(rank - placement.first)].device);
+        return Memory{true, places[size_t(rank - placement.first)].device};
+      }, failures, placement.first);
+      for (const std::string& failure : failures) FAIL_CHECK(failure);
+      for (int i = 0; i < placement.local && failures.empty(); ++i) {
+        CAPTURE(placement.first + i);
+        if (!same_bits(got[size_t(i)], want[size_t(placement.first + i)]))
+          FAIL_CHECK(first_difference(got[size_t(i)], want[size_t(placement.first + i)]));
+      }
+    }
+  }
+  integer_inputs = false;
 }

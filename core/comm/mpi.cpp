@@ -257,6 +257,8 @@ void set_collective_timeout(double seconds) {
   timeout_seconds = seconds;
 }
 
+double collective_timeout() { return timeout_seconds.load(); }
+
 std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>& processes, std::string name) {
   initialize_processes();
   const auto found = std::find(processes.begin(), processes.end(), world_index);

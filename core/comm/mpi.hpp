@@ -40,6 +40,8 @@ void abort_processes(int code);
 // How long a process waits in a collective for its peers before it gives up with an error (config
 // comm.timeout_s): a peer that is stuck or gone turns into a message, never a hang.
 void set_collective_timeout(double seconds);
+// The limit set last (300 s until set): the NCCL watchdog honours it too.
+double collective_timeout();
 
 // Non-blocking collectives among a fixed list of processes, one MPI communicator (made once, at creation).
 // Each call returns when the operation is complete; meanwhile the calling fiber polls and lets the other

@@ -16,10 +16,17 @@ void barrier_processes() {}
 std::string first_process_value(const std::string& value) { return value; }
 void abort_processes(int) {}
 
+namespace {
+double timeout_seconds = 300.0;
+}  // namespace
+
 void set_collective_timeout(double seconds) {
   // Nothing waits for other processes here; the value is checked like the MPI build's.
   DTRAIN_CHECK_USAGE(seconds > 0, "[mpi] the collective timeout must be > 0 seconds, got {}", seconds);
+  timeout_seconds = seconds;
 }
+
+double collective_timeout() { return timeout_seconds; }
 
 std::unique_ptr<ProcessGroup> make_process_group(const std::vector<int>&, std::string) {
   throw Error("[mpi] dtrain was built without MPI: a mesh cannot span processes");
