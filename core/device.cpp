@@ -7,11 +7,16 @@
 #include <mutex>
 #include <thread>
 
+#include "core/comm/device_local.hpp"
 #include "core/comm/hierarchical.hpp"
+#include "core/comm/host_staged.hpp"
 #include "core/comm/local.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
+#include "core/gpu_assignment.hpp"
+#include "core/kernels/cuda.hpp"
+#include "core/tensor.hpp"
 
 namespace dtrain {
 namespace {
@@ -58,25 +63,67 @@ DeviceContext& current_device() {
   return *device;
 }
 
+void all_reduce_host(const DeviceContext& device, const Group& group, float* data, size_t count, ReduceOp op) {
+  if (device.place.is_cpu()) return device.comm->all_reduce(group, data, count, op);
+  Tensor values = Tensor::adopt({int64_t(count)}, std::shared_ptr<float[]>(data, [](float*) {})).to(device.place);
+  device.comm->all_reduce(group, values.buffer(), count, op);
+  const Tensor back = values.to(Place::cpu());
+  std::copy_n(back.data(), count, data);
+}
+
+void all_gather_host(const DeviceContext& device, const Group& group, const float* send, float* recv, size_t count) {
+  if (device.place.is_cpu()) return device.comm->all_gather(group, send, recv, count);
+  const Tensor mine = Tensor::adopt({int64_t(count)}, std::shared_ptr<float[]>(const_cast<float*>(send), [](float*) {}))
+                          .to(device.place);
+  Tensor all = Tensor::uninitialized({int64_t(count) * group.size()}, device.place);
+  device.comm->all_gather(group, mine.buffer(), all.buffer(), count);
+  const Tensor back = all.to(Place::cpu());
+  std::copy_n(back.data(), back.size(), recv);
+}
+
 ScopedDevice::ScopedDevice(DeviceContext& context) : previous_(current()) { make_current(&context); }
 
 ScopedDevice::~ScopedDevice() { make_current(previous_); }
 
 namespace {
 
-// Runs fn on world ranks [first, first + count) of `mesh`, one fiber each, with comms[i] for rank first + i.
-// `where` names a rank in messages. If any throws, the others are aborted and the first error is rethrown.
-void run_ranks(const MeshPtr& mesh, int first, LocalWorld& world, std::vector<std::unique_ptr<Communicator>>& comms,
-               int cores, const std::function<std::string(int rank)>& where,
-               const std::function<void(DeviceContext&)>& fn) {
+// A GPU rank's stream is its fiber's for the run (the calling thread's when one rank runs there, given back
+// after); its work is waited for before the rank is done, so errors surface in it and results are complete.
+class RankPlace {
+ public:
+  RankPlace(const Place& place, int index) : cuda_(place.is_cuda()) {
+    if (cuda_) kernels::use_rank_stream(place.device, index);
+  }
+  ~RankPlace() {
+    if (cuda_) kernels::use_default_stream();
+  }
+  void finish() const {
+    if (cuda_) kernels::synchronize_rank_stream();
+  }
+
+ private:
+  bool cuda_;
+};
+
+// Runs fn on world ranks [first, first + count) of `mesh`, one fiber each, with comms[i] and places[i] for rank
+// first + i. `where` names a rank in messages. If any throws, the others are aborted (`abort`: their worlds')
+// and the first error is rethrown.
+void run_ranks(const MeshPtr& mesh, int first, const std::function<void(const std::string&)>& abort,
+               std::vector<std::unique_ptr<Communicator>>& comms, const std::vector<Place>& places, int cores,
+               const std::function<std::string(int rank)>& where, const std::function<void(DeviceContext&)>& fn) {
   const int count = int(comms.size());
-  if (count == 1) {  // nothing to wait for: run in the calling thread, errors propagate as they are
-    DeviceContext context{mesh, first, comms[0].get()};
+  auto run_rank = [&](int index) {
+    const RankPlace place(places[size_t(index)], index);
+    DeviceContext context{mesh, first + index, comms[size_t(index)].get(), places[size_t(index)]};
     ScopedDevice scope(context);
+    fn(context);
+    place.finish();
+  };
+  if (count == 1) {  // nothing to wait for: run in the calling thread, errors propagate as they are
     const std::string prefix = where(first);
-    if (prefix.empty()) return fn(context);
+    if (prefix.empty()) return run_rank(0);
     try {
-      fn(context);
+      run_rank(0);
     } catch (const UsageError& error) {
       throw UsageError(prefix + error.what());
     } catch (const std::exception& error) {
@@ -107,46 +154,87 @@ void run_ranks(const MeshPtr& mesh, int first, LocalWorld& world, std::vector<st
       if (!first_error) first_error = error;
     }
     // Recorded before aborting, so an error the abort causes elsewhere can never be the first.
-    world.abort(fmt::format("rank {} failed: {}", rank, what));
+    abort(fmt::format("rank {} failed: {}", rank, what));
   };
 
   // One fiber per rank, on as many OS threads as there are cores (no more than ranks).
   const int threads = std::max(1, std::min(count, cores));
   fibers::run(count, threads, [&](int index) {
-    const int rank = first + index;
     try {
-      DeviceContext context{mesh, rank, comms[index].get()};
-      ScopedDevice scope(context);
-      fn(context);
+      run_rank(index);
     } catch (...) {
-      fail(std::current_exception(), rank);
+      fail(std::current_exception(), first + index);
     }
   });
   if (first_error) std::rethrow_exception(first_error);
 }
 
+// The places of this process's `local` ranks.
+std::vector<Place> places_of(Place::Kind devices, int local) {
+  if (devices == Place::Kind::Cpu) return std::vector<Place>(size_t(local), Place::cpu());
+  const std::string why = devices_unavailable(devices);
+  DTRAIN_CHECK_USAGE(why.empty(), "[device] {}", why);
+  std::vector<Place> places;
+  for (int gpu : gpus_for_ranks(local, kernels::cuda_device_count(), process_on_node()))
+    places.push_back(Place::cuda(gpu));
+  return places;
+}
+
+// A rank's communicator over processes: on a GPU, the host one staged through the host until the GPU
+// communicators across processes (NCCL) are wired here.
+std::unique_ptr<Communicator> at_place(std::unique_ptr<Communicator> host, const Place& place) {
+  return place.is_cuda() ? host_staged_communicator(std::move(host), place.device) : std::move(host);
+}
+
 }  // namespace
 
+std::string devices_unavailable(Place::Kind devices) {
+  if (devices == Place::Kind::Cpu) return "";
+  if (!kernels::cuda_built()) return "devices: gpu, but this dtrain was built without CUDA";
+  if (kernels::cuda_device_count() == 0) return "devices: gpu, but no CUDA device is visible";
+  return "";
+}
+
 void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
-  DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
-  if (process_count() == 1) return run_spmd_in_process(mesh, fn);
-  const Placement placement = placement_of(mesh->size());
-  LocalWorld world(placement.local);
-  const SpanningGroups& spanning = spanning_groups(mesh, placement, &world.aborted());
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int i = 0; i < placement.local; ++i)
-    comms.push_back(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning));
-  // An error names its process and device: the job's processes print theirs side by side.
-  auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
-  run_ranks(mesh, placement.first, world, comms, process_cores(), where, fn);
+  run_spmd_on(mesh, Place::Kind::Cpu, fn);
 }
 
 void run_spmd_in_process(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn) {
+  run_spmd_in_process_on(mesh, Place::Kind::Cpu, fn);
+}
+
+void run_spmd_on(const MeshPtr& mesh, Place::Kind devices, const std::function<void(DeviceContext&)>& fn) {
   DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
-  LocalWorld world(mesh->size());
+  if (process_count() == 1) return run_spmd_in_process_on(mesh, devices, fn);
+  const Placement placement = placement_of(mesh->size());
+  const std::vector<Place> places = places_of(devices, placement.local);
+  LocalWorld world(placement.local);
+  const SpanningGroups& spanning = spanning_groups(mesh, placement, &world.aborted());
   std::vector<std::unique_ptr<Communicator>> comms;
+  for (int i = 0; i < placement.local; ++i) {
+    comms.push_back(at_place(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning),
+                             places[size_t(i)]));
+  }
+  // An error names its process and device: the job's processes print theirs side by side.
+  auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
+  run_ranks(mesh, placement.first, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(),
+            where, fn);
+}
+
+void run_spmd_in_process_on(const MeshPtr& mesh, Place::Kind devices, const std::function<void(DeviceContext&)>& fn) {
+  DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
+  const std::vector<Place> places = places_of(devices, mesh->size());
+  const auto nowhere = [](int) { return std::string(); };
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (devices == Place::Kind::Cuda) {  // collectives on device memory, never through the host
+    DeviceLocalWorld world(places);
+    for (int rank = 0; rank < mesh->size(); ++rank) comms.push_back(world.communicator(rank));
+    return run_ranks(mesh, 0, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(), nowhere,
+                     fn);
+  }
+  LocalWorld world(mesh->size());
   for (int rank = 0; rank < mesh->size(); ++rank) comms.push_back(world.communicator(rank));
-  run_ranks(mesh, 0, world, comms, process_cores(), [](int) { return std::string(); }, fn);
+  run_ranks(mesh, 0, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(), nowhere, fn);
 }
 
 }  // namespace dtrain
