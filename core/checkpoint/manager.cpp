@@ -68,7 +68,7 @@ std::string latest_name(const std::string& dir) {
 // Refuses to save a tensor holding NaN or Inf: it would replace good checkpoints by pruning.
 void check_finite(const std::vector<NamedTensor>& tensors, int64_t step) {
   for (const auto& named : tensors) {
-    const Tensor& local = named.tensor->local();
+    const Tensor local = named.tensor->local().to(Place::cpu());  // no copy on the CPU
     const float* values = local.data();
     for (int64_t i = 0; i < local.size(); ++i) {
       if (!std::isfinite(values[i]))
@@ -110,7 +110,7 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
     float send[kFloats];
     std::memcpy(send, record, sizeof(record));
     std::vector<float> gathered(kFloats * size_t(everyone.size()));
-    device.comm->all_gather(everyone, send, gathered.data(), kFloats);
+    all_gather_host(device, everyone, send, gathered.data(), kFloats);
 
     if (device.rank == 0) {
       CheckpointMeta meta;

@@ -448,8 +448,10 @@ void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& 
                        "[checkpoint] '{}' has shape {} in {} but {} in the config's model", target.name,
                        shape_string(record->global_shape), index.folder, shape_string(tensor.global_shape()));
     const Shape begin = tensor.local_offset(rank), extent = tensor.local().shape();
-    // Read into a buffer of this rank's own: the old one may be shared with other ranks (all_gather_shared).
-    if (!tensor.local().unique()) tensor.local() = Tensor::uninitialized(extent);
+    // Read into a host buffer of this rank's own: the old one may be shared with other ranks
+    // (all_gather_shared), or on a GPU, where the values go once read.
+    const Place place = tensor.local().place();
+    Tensor values = place.is_cpu() && tensor.local().unique() ? tensor.local() : Tensor::uninitialized(extent);
     const int axes = tensor.rank();
     int64_t covered = 0;
     for (const ShardRecord& shard : record->shards) {
@@ -482,12 +484,13 @@ void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& 
       }
       for (const StoredChunk& stored : chunks) {
         read_chunk(*file, stored, buffer, path, target.name);
-        scatter(buffer.data(), stored.origin, chunk, source_start, count, tensor.local().data(), extent, target_start);
+        scatter(buffer.data(), stored.origin, chunk, source_start, count, values.data(), extent, target_start);
       }
       covered += volume;
     }
     DTRAIN_CHECK(covered == tensor.local().size(), "[checkpoint] {}: the shards of '{}' do not cover rank {}'s block",
                  index.folder, target.name, rank);
+    tensor.local() = values.to(place);
   }
 }
 

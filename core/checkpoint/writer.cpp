@@ -150,12 +150,16 @@ std::optional<FileDigest> write_shards(const std::string& folder, const std::vec
   // file open or half-written behind, and the digest is of the very bytes written.
   SlotHold slot;
   h5::MemoryImage image;
+  // Values on a GPU are copied to the host first (the files are the same whatever the place).
+  std::vector<Tensor> values;
+  for (const NamedTensor* named : mine) values.push_back(named->tensor->local().to(Place::cpu()));
   {
     auto held = h5::lock();
     h5::Handle file = h5::create_memory_file(path, expected_file_size(mine), &image);
     h5::write_attribute(file, "run_id", stamp.run_id);
     h5::write_attribute(file, "step", stamp.step);
-    for (const NamedTensor* named : mine) {
+    for (size_t index = 0; index < mine.size(); ++index) {
+      const NamedTensor* named = mine[index];
       const DTensor& tensor = *named->tensor;
       const Shape& shape = tensor.local().shape();
       h5::Handle create(h5::check_id(H5Pcreate(H5P_DATASET_CREATE), "dataset properties"), H5Pclose);
@@ -172,7 +176,7 @@ std::optional<FileDigest> write_shards(const std::string& folder, const std::vec
       h5::write_attribute(dataset, "offset", tensor.local_offset(rank).vec());
       h5::write_attribute(dataset, "layout", tensor.layout().to_string());
       if (tensor.local().size() > 0) {
-        h5::check_status(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.local().data()),
+        h5::check_status(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values[index].data()),
                          fmt::format("cannot write {} to {}", named->name, path));
       }
     }

@@ -49,10 +49,12 @@ int64_t Sequential::num_parameters() const {
   return total;
 }
 
-Parameters Sequential::initialize(int device_rank) const {
+Parameters Sequential::initialize(int device_rank, const Place& place) const {
   Parameters params;
   for (const auto& info : variables_) {
-    params.add(info.path, Var(dtrain::initialize(info.init, info.shape, info.choice.layout, device_rank), info.trainable));
+    DTensor value = dtrain::initialize(info.init, info.shape, info.choice.layout, device_rank);
+    if (place != Place::cpu()) value = DTensor(value.global_shape(), value.layout(), value.local().to(place));
+    params.add(info.path, Var(std::move(value), info.trainable));
   }
   return params;
 }

@@ -29,8 +29,9 @@ class Sequential {
   Shape output_shape(const Shape& input_shape) const;
   int64_t num_parameters() const;
 
-  // This rank's shards of every variable, initialized from global indices (mesh-independent values).
-  Parameters initialize(int device_rank) const;
+  // This rank's shards of every variable, initialized from global indices (mesh-independent values), at
+  // `place`: made on the host by the same initializers (the same bits as on the CPU), then moved there.
+  Parameters initialize(int device_rank, const Place& place = Place::cpu()) const;
   Var forward(const Var& x, ForwardContext& context) const;
 
  private:

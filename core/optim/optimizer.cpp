@@ -1,10 +1,12 @@
 #include "core/optim/optimizer.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
+#include "core/kernels/device_memory.hpp"
 #include "core/ops/ops.hpp"
 #include "core/optim/parallel_update.hpp"
 
@@ -39,8 +41,10 @@ void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
     if (!var.requires_grad()) continue;
     var.state()->keep_partial_grad = true;
     const DTensor& value = var.value();
-    Entry entry{path, value.global_shape(), value.layout(),
-                flat_sharding(value.layout(), value.global_shape(), min_elements), {}, {}, {}};
+    const Place place = value.local().place();
+    const int64_t whole_below = place.is_cpu() ? min_elements : std::numeric_limits<int64_t>::max();
+    Entry entry{path, value.global_shape(), value.layout(), flat_sharding(value.layout(), value.global_shape(), whole_below),
+                {}, {}, {}};
     const FlatSharding& sharding = entry.sharding;
     if (sharding.sharded()) {
       var.state()->accepts_grad_factors = true;
@@ -52,7 +56,7 @@ void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
       scratch = std::max(scratch, sharding.chunk + (padded != sharding.local_size ? padded : 0));
     } else {
       for (size_t i = 0; i < num_slots; ++i) {
-        entry.full.emplace_back(entry.shape, entry.layout, Tensor(entry.layout.local_shape(entry.shape)));
+        entry.full.emplace_back(entry.shape, entry.layout, Tensor(entry.layout.local_shape(entry.shape), place));
       }
     }
     entries_.push_back(std::move(entry));
@@ -115,6 +119,15 @@ void Optimizer::run_update(const Place& place, float* out, const float* in, cons
 
 namespace {
 
+// `count` floats from `from` to `to`, both at `place` (on a GPU: enqueued on the rank's stream).
+void copy_floats(const Place& place, float* to, const float* from, int64_t count) {
+  if (place.is_cpu()) {
+    std::copy_n(from, count, to);
+  } else {
+    kernels::cuda_copy_on_device(place.device, to, from, size_t(count));
+  }
+}
+
 // Gradients that only need summing (all_reduce) over the same mesh dims, already in their variable's
 // sharding, are summed together in one collective, like DDP's gradient buckets: small variables then
 // cost one rendezvous of the ranks per step instead of one each. `grads` is reordered: by pending dims
@@ -137,13 +150,16 @@ void sum_small_gradients_together(std::vector<DTensor*>& grads) {
     if (members.size() < 2) continue;
     int64_t total = 0;
     for (DTensor* grad : members) total += grad->local().size();
-    Tensor buffer = Tensor::uninitialized({total});
+    const Place place = (*members.begin())->local().place();
+    Tensor buffer = Tensor::uninitialized({total}, place);
     int64_t offset = 0;
     for (DTensor* grad : members) {
-      std::copy_n(grad->local().data(), grad->local().size(), buffer.data() + offset);
+      DTRAIN_CHECK(grad->local().place() == place, "[optimizer] gradients at {} and {} in one bucket",
+                   place.describe(), grad->local().place().describe());
+      copy_floats(place, buffer.buffer() + offset, grad->local().buffer(), grad->local().size());
       offset += grad->local().size();
     }
-    device.comm->all_reduce(device.group(dims), buffer.data(), size_t(total), ReduceOp::Sum);
+    device.comm->all_reduce(device.group(dims), buffer.buffer(), size_t(total), ReduceOp::Sum);
     offset = 0;
     for (DTensor* grad : members) {
       const Tensor& local = grad->local();

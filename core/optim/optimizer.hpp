@@ -67,8 +67,10 @@ class Optimizer {
   virtual std::string name() const = 0;
 
   // Chooses each trainable variable's flat sharding (variables under `min_elements` local values, by
-  // default min_sharded_elements(), are updated whole) and creates its slots (zeros). Marks the variables
-  // so backward() leaves their gradients partial (the update sums them). Runs on every rank (run_spmd).
+  // default min_sharded_elements(), are updated whole) and creates its slots (zeros) at the variable's place.
+  // Marks the variables so backward() leaves their gradients partial (the update sums them). Runs on every
+  // rank (run_spmd). A variable on a GPU is always updated whole: the flat-sharded path's host scratch and
+  // shared gathers are the CPU's; on a GPU the update is one kernel and its all-reduce stays on the device.
   void build(nn::Parameters& params) { build(params, min_sharded_elements()); }
   void build(nn::Parameters& params, int64_t min_elements);
   // Variables whose shard has fewer values are updated whole on every rank (see the header comment).

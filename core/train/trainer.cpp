@@ -12,7 +12,11 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cpu.hpp"
+#include "core/kernels/device_memory.hpp"
+#include "core/kernels/metrics.hpp"
+#include "core/kernels/upload.hpp"
 #include "core/ops/ops.hpp"
+#include "core/train/step_totals.hpp"
 #include "core/train/stop_signals.hpp"
 
 namespace dtrain::train {
@@ -37,9 +41,34 @@ struct InputBuffer {
   std::shared_ptr<const CompressedRows> rows;  // the values in `dense` that are not zero
 };
 
-// This rank's block of the global batch `ids` for the input layout (`reuse`: this rank's buffer, or null).
+// A GPU rank's block of a batch, filled in pinned host memory and uploaded on a copy stream (upload.hpp):
+// features and labels in one buffer, one copy.
+Batch upload_batch(const BatchSource& source, std::span<const int64_t> ids, const Shape& global, const Shape& local,
+                   int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end, const Layout& layout,
+                   const Place& place, kernels::HostToDevice& upload) {
+  const int64_t features = num_elements(local), rows = row_end - row_begin;
+  float* staging = upload.next(size_t(features + rows));
+  auto compressed =
+      local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
+  if (compressed) {
+    write_dense(*compressed, staging);
+  } else {
+    source.fill_features(ids, row_begin, row_end, column_begin, column_end, staging);
+  }
+  source.fill_labels(ids, row_begin, row_end, staging + features);
+  Tensor both = Tensor::uninitialized({features + rows}, place);
+  upload.upload(both.buffer(), size_t(features + rows));
+  Tensor x = both.slice_view(0, local);
+  // The non-zeros go along: the GPU's sparse GEMM gives the CPU's bits.
+  if (compressed) x = Tensor::with_compressed_rows(std::move(x), std::move(compressed));
+  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
+  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, both.slice_view(features, {rows})), global[0]};
+}
+
+// This rank's block of the global batch `ids` for the input layout (`reuse`: this rank's buffer, or null). A
+// rank on a GPU passes `upload`, through which the block goes to the rank's device.
 Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
-                 InputBuffer* reuse = nullptr) {
+                 InputBuffer* reuse = nullptr, kernels::HostToDevice* upload = nullptr) {
   Shape global{int64_t(ids.size())};
   for (int64_t extent : source.example_shape()) global.push_back(extent);
   const Shape local = layout.local_shape(global), offset = layout.local_offset(global, rank);
@@ -48,6 +77,10 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
   if (global.size() == 2) {
     column_begin = offset[1];
     column_end = column_begin + local[1];
+  }
+  if (upload != nullptr) {
+    return upload_batch(source, ids, global, local, row_begin, row_end, column_begin, column_end, layout,
+                        current_device().place, *upload);
   }
   Tensor x;
   auto rows = local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
@@ -77,9 +110,40 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
 // optimizer's, see Optimizer::apply), else summed already. Rows from `valid_rows` on (padding) are not
 // counted; loss_sum must leave them out already.
 DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
-                             int64_t valid_rows = std::numeric_limits<int64_t>::max()) {
+                             int64_t valid_rows = std::numeric_limits<int64_t>::max());
+
+// batch_totals_pending on a GPU: the count and the pair are made on the device (no copy to the host).
+DTensor device_batch_totals_pending(const DTensor& loss_sum, const DTensor& predicted, const DTensor& truth,
+                                    int64_t valid_rows) {
+  const Place place = predicted.local().place();
+  int64_t rows = predicted.local().size();
+  if (valid_rows < predicted.global_shape()[0]) {
+    const int64_t first_row = predicted.local_offset(current_device().rank)[0];
+    rows = std::clamp<int64_t>(valid_rows - first_row, 0, rows);
+  }
+  PartialDims partial;
+  if (predicted.layout().is_sharded(0)) partial.add(predicted.layout().dim_at(0));
+  MeshPtr mesh = predicted.layout().mesh_ptr();
+  Tensor pair = Tensor::uninitialized({2}, place);
+  kernels::kernels_for<kernels::MetricKernels>(place, "accuracy")
+      .count_equal(predicted.local().buffer(), truth.local().buffer(), rows, pair.buffer() + 1);
+  if (loss_sum.partial() == partial) {
+    kernels::cuda_copy_on_device(place.device, pair.buffer(), loss_sum.local().buffer(), 1);
+    return DTensor({2}, Layout::replicated(mesh, 1), pair, partial);
+  }
+  const DTensor count({}, Layout::replicated(mesh, 0), pair.slice_view(1, {}), partial);
+  const Tensor loss = resolve_partial(loss_sum).local(), correct = resolve_partial(count).local();
+  Tensor summed = Tensor::uninitialized({2}, place);
+  kernels::cuda_copy_on_device(place.device, summed.buffer(), loss.buffer(), 1);
+  kernels::cuda_copy_on_device(place.device, summed.buffer() + 1, correct.buffer(), 1);
+  return DTensor({2}, Layout::replicated(mesh, 1), summed);
+}
+
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+                             int64_t valid_rows) {
   DTensor predicted = ops::argmax(logits);
   DTensor truth = redistribute(labels, predicted.layout());
+  if (predicted.local().place().is_cuda()) return device_batch_totals_pending(loss_sum, predicted, truth, valid_rows);
   float correct = 0;
   if (valid_rows >= predicted.global_shape()[0]) {
     for (int64_t i = 0; i < predicted.local().size(); ++i) correct += predicted.local()[i] == truth.local()[i];
@@ -102,20 +166,13 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
                  Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
 }
 
-std::pair<double, double> batch_totals(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
-                                       int64_t valid_rows) {
-  const Tensor totals = resolve_partial(batch_totals_pending(loss_sum, logits, labels, valid_rows)).local();
-  return {totals[0], totals[1]};
-}
-
 // Per-example values of a batch (axis 0) with the rows from `valid_rows` on zeroed in this rank's block.
 DTensor without_padding(const DTensor& per_example, int64_t valid_rows) {
   Tensor local = per_example.local().clone();
   const int64_t first_row = per_example.local_offset(current_device().rank)[0];
   const int64_t row_size = local.dim(0) > 0 ? local.size() / local.dim(0) : 0;
-  for (int64_t i = std::clamp<int64_t>(valid_rows - first_row, 0, local.dim(0)); i < local.dim(0); ++i) {
-    std::fill_n(local.data() + i * row_size, row_size, 0.0f);
-  }
+  const int64_t kept = std::clamp<int64_t>(valid_rows - first_row, 0, local.dim(0));
+  if (kept < local.dim(0)) local.slice_view(kept * row_size, {(local.dim(0) - kept) * row_size}).fill(0.0f);
   return DTensor(per_example.global_shape(), per_example.layout(), std::move(local), per_example.partial());
 }
 
@@ -141,9 +198,12 @@ int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool*
 // last batch that the batch shards do not divide is padded to a multiple of them with its own first
 // examples again, and the padded rows are left out of the loss sum and the correct count.
 SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& params, const BatchSource& data,
-                              const Layout& layout, int64_t batch_size, int64_t step) {
+                              const Layout& layout, int64_t batch_size, int64_t step,
+                              kernels::HostToDevice* upload = nullptr) {
   const DeviceContext& device = current_device();
   NoGradGuard no_grad;
+  // Each batch's [loss sum, correct], summed over the mesh, read back in one copy per kCapacity batches.
+  StepTotals totals(device.place);
   const std::vector<int64_t> order = data.order(0);
   const int64_t count = int64_t(order.size()), shards = layout.num_shards(0);
   const auto start = Clock::now();
@@ -157,16 +217,17 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
       while (int64_t(padded.size()) % shards != 0) padded.push_back(ids[padded.size() % size_t(size)]);
       ids = padded;
     }
-    Batch batch = make_batch(data, ids, layout, device.rank);
+    Batch batch = make_batch(data, ids, layout, device.rank, nullptr, upload);
     nn::ForwardContext context{params, false, 0};
     Var logits = model.forward(Var(batch.x), context);
     Var per_example = sparse_softmax_cross_entropy(logits, batch.labels);
     if (batch.size > size) per_example = Var(without_padding(per_example.value(), size));
     Var total = reduce_sum(per_example, {0});
-    auto [loss_sum, correct] = batch_totals(total.value(), logits.value(), batch.labels, size);
-    loss_total += loss_sum;
-    correct_total += correct;
+    if (totals.full())
+      for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
+    totals.push(resolve_partial(batch_totals_pending(total.value(), logits.value(), batch.labels, size)).local());
   }
+  for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
   const double seconds = seconds_since(start);
   SplitMetrics metrics{"test", 0, step, count, count ? loss_total / double(count) : 0.0,
                        count ? correct_total / double(count) : 0.0, seconds > 0 ? double(count) / seconds : 0.0,
@@ -183,9 +244,13 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
 class StopCheck {
  public:
   static constexpr double kStopCheckSeconds = 0.005;
+  // On a GPU a look also reads the steps' metrics back (the loop's only wait for the device): as often as the
+  // progress line is redrawn (progress.hpp), so the host runs ahead of the GPU in between.
+  static constexpr double kGpuStopCheckSeconds = 0.05;
   static constexpr int64_t kMaxEvery = 64;
 
-  explicit StopCheck(int64_t step) : next_(step + 1), since_step_(step), since_(Clock::now()) {}
+  StopCheck(int64_t step, double interval)
+      : interval_(interval), next_(step + 1), since_step_(step), since_(Clock::now()) {}
 
   bool due(int64_t step) const { return step >= next_; }
 
@@ -194,15 +259,16 @@ class StopCheck {
   int look(const DeviceContext& device, const Group& everyone, int64_t step) {
     const double steps = double(std::max<int64_t>(1, step - since_step_));
     float values[2] = {float(StopSignals::received()), float(seconds_since(since_) / steps)};
-    device.comm->all_reduce(everyone, values, 2, ReduceOp::Max);
+    all_reduce_host(device, everyone, values, 2, ReduceOp::Max);
     const double step_seconds = std::max(double(values[1]), 1e-9);
-    next_ = step + std::clamp<int64_t>(int64_t(kStopCheckSeconds / step_seconds), 1, kMaxEvery);
+    next_ = step + std::clamp<int64_t>(int64_t(interval_ / step_seconds), 1, kMaxEvery);
     since_step_ = step;
     since_ = Clock::now();
     return int(values[0]);
   }
 
  private:
+  double interval_;
   int64_t next_, since_step_;
   Clock::time_point since_;
 };
@@ -212,7 +278,7 @@ class StopCheck {
 Error non_finite_loss(double loss, const Position& position, int64_t batches, const nn::Parameters& params, int rank) {
   std::string variables = "every variable is finite after it";
   for (const std::string& path : params.paths()) {
-    const Tensor& local = params.at(path).value().local();
+    const Tensor local = params.at(path).value().local().to(Place::cpu());
     const float* values = local.data();
     const float* bad = std::find_if(values, values + local.size(), [](float v) { return !std::isfinite(v); });
     if (bad != values + local.size()) {
@@ -233,8 +299,10 @@ struct RankRun {
   Position position;
   RankState state;
 
-  RankRun(const nn::Sequential& model, const TrainOptions& options, const Hooks& hooks, int rank)
-      : params(model.initialize(rank)), optimizer(options.make_optimizer()), state{rank, params, *optimizer, position} {
+  RankRun(const nn::Sequential& model, const TrainOptions& options, const Hooks& hooks, const DeviceContext& device)
+      : params(model.initialize(device.rank, device.place)),
+        optimizer(options.make_optimizer()),
+        state{device.rank, params, *optimizer, position} {
     optimizer->build(params);
     if (hooks.on_start) hooks.on_start(state);
   }
@@ -282,9 +350,9 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
   const auto [failing_rank, failing_step] = injected_failure();
   const StopSignals signals;  // until this returns: a first SIGINT/SIGTERM/SIGHUP stops the run after its step
   TrainResult result;
-  run_spmd(mesh_, [&](DeviceContext& device) {
+  run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
     const bool reports = device.rank == 0;
-    RankRun run(model_, options_, hooks, device.rank);
+    RankRun run(model_, options_, hooks, device);
     nn::Parameters& params = run.params;
     optim::Optimizer& optimizer = *run.optimizer;
     Position& position = run.position;
@@ -292,10 +360,22 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     const auto at_max_steps = [&] { return options_.max_steps >= 0 && position.step >= options_.max_steps; };
 
     InputBuffer input;
+    // A GPU rank: batches go up through pinned memory, and the steps' totals stay on the device until a look
+    // of the stop check (about every 50 ms), the end of an epoch, a stop or a save reads them back.
+    const bool on_gpu = device.place.is_cuda();
+    std::unique_ptr<kernels::HostToDevice> upload;
+    if (on_gpu) upload = std::make_unique<kernels::HostToDevice>(device.place.device);
+    StepTotals step_totals(device.place);
+    struct PendingStep {
+      Position before;  // the position the step started from
+      int64_t size;
+    };
+    std::vector<PendingStep> pending;
+    auto pending_since = Clock::now();
     int signal = 0;          // the stop signal every rank agreed on
     bool stopped = false;    // by a signal or max_steps: no further step
     bool ran_every_step = false;  // the last step of the last epoch ran
-    StopCheck stop_check(position.step);
+    StopCheck stop_check(position.step, on_gpu ? StopCheck::kGpuStopCheckSeconds : StopCheck::kStopCheckSeconds);
     bool told_partial = false;
     int64_t last_saved = -1;
     if (at_max_steps()) {
@@ -319,13 +399,34 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       const auto epoch_start = Clock::now();
       double loss_total = 0, correct_total = 0;
       int64_t examples = 0;
+      // The steps' totals kept on the GPU, read back and reported (the same on every rank: the loss check).
+      auto read_back = [&] {
+        if (pending.empty()) return;
+        const std::vector<std::array<double, 2>> totals = step_totals.take();
+        const double seconds = seconds_since(pending_since) / double(pending.size());
+        for (size_t i = 0; i < pending.size(); ++i) {
+          const auto [loss_sum, correct] = totals[i];
+          const PendingStep& step = pending[i];
+          if (!std::isfinite(loss_sum)) throw non_finite_loss(loss_sum, step.before, batches, params, device.rank);
+          loss_total += loss_sum;
+          correct_total += correct;
+          if (reports) {
+            result.step_losses.push_back(loss_sum / double(step.size));
+            reporter.on_step({step.before.epoch, step.before.step + 1, step.before.batch_in_epoch + 1, batches, step.size,
+                              loss_sum / double(step.size), correct / double(step.size), seconds});
+          }
+        }
+        pending.clear();
+        pending_since = Clock::now();
+      };
       while (position.batch_in_epoch < batches && !stopped) {
         DTRAIN_CHECK(!(device.rank == failing_rank && position.step == failing_step),
                      "[train] device {} fails at step {} (DTRAIN_TEST_FAIL_AT)", device.rank, position.step);
         const auto step_start = Clock::now();
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
-        Batch batch = make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank, &input);
+        Batch batch =
+            make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank, &input, upload.get());
         nn::ForwardContext context{params, true, uint64_t(position.step)};
         Var logits = model_.forward(Var(batch.x), context);
         Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
@@ -335,21 +436,35 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         DTensor* const sum_with_gradients[] = {&totals};
         optimizer.apply(params, sum_with_gradients);
         // Summed over the mesh now, so every rank sees the same value and stops at the same step.
-        const double loss_sum = totals.local()[0], correct = totals.local()[1];
-        if (!std::isfinite(loss_sum)) throw non_finite_loss(loss_sum, position, batches, params, device.rank);
-        loss_total += loss_sum;
-        correct_total += correct;
+        double loss_sum = 0, correct = 0;
+        if (on_gpu) {
+          if (pending.empty()) pending_since = step_start;
+          pending.push_back({position, batch.size});
+          step_totals.push(totals.local());
+        } else {
+          loss_sum = totals.local()[0], correct = totals.local()[1];
+          if (!std::isfinite(loss_sum)) throw non_finite_loss(loss_sum, position, batches, params, device.rank);
+          loss_total += loss_sum;
+          correct_total += correct;
+        }
         examples += batch.size;
         ++position.step;
         ++position.batch_in_epoch;
         const bool end_of_epoch = position.batch_in_epoch == batches;
         ran_every_step = end_of_epoch && position.epoch + 1 == options_.epochs;
-        if (stop_check.due(position.step)) signal = stop_check.look(device, everyone, position.step);
+        const bool looks = stop_check.due(position.step);
+        if (looks) signal = stop_check.look(device, everyone, position.step);
         stopped = signal != 0 || at_max_steps();
-        if (reports) {
+        const bool wanted = hooks.want_save && hooks.want_save(position, end_of_epoch);
+        const bool saves = hooks.save && (wanted || stopped || ran_every_step);
+        // Every rank reads back at the same steps: a loss that is not finite stops them all at once.
+        if (on_gpu && (looks || stopped || end_of_epoch || saves || step_totals.full())) read_back();
+        if (reports && !on_gpu) {
           result.step_losses.push_back(loss_sum / double(batch.size));
           reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, batch.size,
                             loss_sum / double(batch.size), correct / double(batch.size), seconds_since(step_start)});
+        }
+        if (reports) {
           if (signal != 0) {
             reporter.on_notice(fmt::format("stopping after step {}: {} received", position.step, signal_name(signal)));
           } else if (stopped && !ran_every_step) {
@@ -361,9 +476,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           }
         }
         // A stop, and the run's last step, save the position reached whatever want_save says (asked all the
-        // same: it may count): `checkpoint.every: N` steps need not divide the run's steps.
-        const bool wanted = hooks.want_save && hooks.want_save(position, end_of_epoch);
-        if (hooks.save && (wanted || stopped || ran_every_step)) {
+        // same, above: it may count): `checkpoint.every: N` steps need not divide the run's steps.
+        if (saves) {
           hooks.save(run.state, end_of_epoch);
           last_saved = position.step;
         }
@@ -380,7 +494,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       const bool last_epoch = stopped || position.epoch + 1 == options_.epochs;
       if ((options_.eval_every_epoch || last_epoch) && test_data != nullptr && examples > 0) {
         // Same threads, same parameters: evaluate in place.
-        SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step);
+        SplitMetrics metrics =
+            evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step, upload.get());
         metrics.epoch = position.epoch;
         if (reports) {
           result.epochs.push_back(metrics);
@@ -412,9 +527,12 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
 SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks) {
   const Layout layout = prepare(data);
   SplitMetrics result;
-  run_spmd(mesh_, [&](DeviceContext& device) {
-    RankRun run(model_, options_, hooks, device.rank);
-    SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step);
+  run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
+    RankRun run(model_, options_, hooks, device);
+    std::unique_ptr<kernels::HostToDevice> upload;
+    if (device.place.is_cuda()) upload = std::make_unique<kernels::HostToDevice>(device.place.device);
+    SplitMetrics metrics =
+        evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step, upload.get());
     metrics.epoch = run.position.epoch;
     if (device.rank == 0) {
       result = metrics;
