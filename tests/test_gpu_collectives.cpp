@@ -265,7 +265,7 @@ void check_against_host(const std::function<DeviceLocalWorld(const std::vector<i
       std::vector<std::unique_ptr<Communicator>> comms;
       for (int rank = 0; rank < n; ++rank) comms.push_back(world.communicator(rank));
       const auto got = run_all(mesh, dims, comms, [&](int rank) {
-        if (gpu) kernels::cuda_set_device(devices[size_t(rank)]);
+        if (gpu) kernels::use_rank_stream(devices[size_t(rank)], rank);  // each rank its own stream
         return Memory{gpu, devices[size_t(rank)]};
       }, failures);
       for (const std::string& failure : failures) FAIL_CHECK(failure);
@@ -533,7 +533,7 @@ TEST_CASE("needs 2 GPUs and MPI: every collective across processes (NCCL) equals
       std::vector<std::unique_ptr<Communicator>> comms;
       for (int i = 0; i < placement.local; ++i) comms.push_back(world.communicator(i));
       const auto got = run_all(mesh, dims, comms, [&](int rank) {
-        kernels::cuda_set_device(places[size_t(rank - placement.first)].device);
+        kernels::use_rank_stream(places[size_t(rank - placement.first)].device, rank);
         return Memory{true, places[size_t(rank - placement.first)].device};
       }, failures, placement.first);
       for (const std::string& failure : failures) FAIL_CHECK(failure);
