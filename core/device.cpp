@@ -7,9 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/comm/device_local.hpp"
+#include "core/comm/gpu.hpp"
 #include "core/comm/hierarchical.hpp"
-#include "core/comm/host_staged.hpp"
 #include "core/comm/local.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
@@ -180,10 +179,14 @@ std::vector<Place> places_of(Place::Kind devices, int local) {
   return places;
 }
 
-// A rank's communicator over processes: on a GPU, the host one staged through the host until the GPU
-// communicators across processes (NCCL) are wired here.
-std::unique_ptr<Communicator> at_place(std::unique_ptr<Communicator> host, const Place& place) {
-  return place.is_cuda() ? host_staged_communicator(std::move(host), place.device) : std::move(host);
+// GPU ranks: their communicators from a GpuWorld (device memory in the process, NCCL across processes).
+void run_gpu_ranks(const MeshPtr& mesh, const Placement& placement, const std::vector<Place>& places,
+                   const std::function<std::string(int rank)>& where, const std::function<void(DeviceContext&)>& fn) {
+  GpuWorld world(mesh, placement, places);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int i = 0; i < placement.local; ++i) comms.push_back(world.communicator(i));
+  run_ranks(mesh, placement.first, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(),
+            where, fn);
 }
 
 }  // namespace
@@ -208,15 +211,14 @@ void run_spmd_on(const MeshPtr& mesh, Place::Kind devices, const std::function<v
   if (process_count() == 1) return run_spmd_in_process_on(mesh, devices, fn);
   const Placement placement = placement_of(mesh->size());
   const std::vector<Place> places = places_of(devices, placement.local);
+  // An error names its process and device: the job's processes print theirs side by side.
+  auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
+  if (devices == Place::Kind::Cuda) return run_gpu_ranks(mesh, placement, places, where, fn);
   LocalWorld world(placement.local);
   const SpanningGroups& spanning = spanning_groups(mesh, placement, &world.aborted());
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (int i = 0; i < placement.local; ++i) {
-    comms.push_back(at_place(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning),
-                             places[size_t(i)]));
-  }
-  // An error names its process and device: the job's processes print theirs side by side.
-  auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
+  for (int i = 0; i < placement.local; ++i)
+    comms.push_back(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning));
   run_ranks(mesh, placement.first, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(),
             where, fn);
 }
@@ -225,13 +227,8 @@ void run_spmd_in_process_on(const MeshPtr& mesh, Place::Kind devices, const std:
   DTRAIN_CHECK(mesh, "[device] run_spmd needs a mesh");
   const std::vector<Place> places = places_of(devices, mesh->size());
   const auto nowhere = [](int) { return std::string(); };
+  if (devices == Place::Kind::Cuda) return run_gpu_ranks(mesh, placement_of(mesh->size(), 1, 0), places, nowhere, fn);
   std::vector<std::unique_ptr<Communicator>> comms;
-  if (devices == Place::Kind::Cuda) {  // collectives on device memory, never through the host
-    DeviceLocalWorld world(places);
-    for (int rank = 0; rank < mesh->size(); ++rank) comms.push_back(world.communicator(rank));
-    return run_ranks(mesh, 0, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(), nowhere,
-                     fn);
-  }
   LocalWorld world(mesh->size());
   for (int rank = 0; rank < mesh->size(); ++rank) comms.push_back(world.communicator(rank));
   run_ranks(mesh, 0, [&](const std::string& why) { world.abort(why); }, comms, places, process_cores(), nowhere, fn);
