@@ -7,7 +7,10 @@
 #include <optional>
 
 #include "core/comm/mpi.hpp"
+#include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/gpu_assignment.hpp"
+#include "core/kernels/cuda.hpp"
 #include "core/nn/layers.hpp"
 
 namespace dtrain {
@@ -137,8 +140,8 @@ void check_sizes(const Config& config, const nn::Sequential& model, const Shape&
 
 MeshPtr build_mesh(const Config& config) {
   if (config.mesh.devices == DeviceKind::gpu) {
-    throw_config_error(config.mesh.devices_where,
-                       "devices: gpu is not supported by this build's training engine yet; use devices: cpu");
+    const std::string why = devices_unavailable(Place::Kind::Cuda);
+    if (!why.empty()) throw_config_error(config.mesh.devices_where, why + "; use devices: cpu");
   }
   try {
     return make_mesh(config.mesh.dim_names(), config.mesh.dim_sizes());
@@ -180,6 +183,7 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
 Engine build_engine(const Config& config, train::TrainOptions options) {
   Engine engine;
   engine.mesh = build_mesh(config);
+  engine.devices = options.devices;
   try {
     engine.placement = placement_of(engine.mesh->size());
   } catch (const UsageError& error) {
@@ -199,9 +203,11 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
 }
 
 std::string Engine::devices_line() const {
-  const std::string devices = fmt::format("{} virtual CPU devices", mesh->size());
-  if (placement.processes == 1) return devices;
-  return fmt::format("{} over {} processes: {}", devices, placement.processes, placement.describe());
+  const std::string line = devices == Place::Kind::Cpu
+                               ? fmt::format("{} virtual CPU devices", mesh->size())
+                               : fmt::format("{} devices on GPUs ({})", mesh->size(), gpu_line(placement));
+  if (placement.processes == 1) return line;
+  return fmt::format("{} over {} processes: {}", line, placement.processes, placement.describe());
 }
 
 void check_input_layout(const Config& config, const Shape& example) {
@@ -233,8 +239,16 @@ std::vector<std::string> input_specs(const Config& config) {
   return {config.mesh.dims.empty() ? kUnsharded : config.mesh.dims.front().name};
 }
 
+std::string gpu_line(const Placement& placement) {
+  const std::vector<int> gpus = gpus_for_ranks(placement.local, kernels::cuda_device_count(), process_on_node());
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < gpus.size(); ++i) parts.push_back(fmt::format("{} on cuda:{}", placement.first + int(i), gpus[i]));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 train::TrainOptions train_options(const Config& config) {
   train::TrainOptions options;
+  options.devices = config.mesh.devices == DeviceKind::gpu ? Place::Kind::Cuda : Place::Kind::Cpu;
   options.epochs = config.train.epochs;
   options.max_steps = config.train.max_steps.value_or(-1);
   options.batch_size = config.data.batch_size;

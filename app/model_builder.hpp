@@ -14,6 +14,8 @@
 
 namespace dtrain {
 
+// The config's mesh. devices: gpu where this build has no CUDA or no GPU is visible: a config error at
+// mesh.devices.
 MeshPtr build_mesh(const Config& config);
 
 struct BuiltModel {
@@ -35,14 +37,19 @@ train::TrainOptions train_options(const Config& config);
 struct Engine {
   MeshPtr mesh;
   Placement placement;  // which process holds which devices (one process unless under mpirun)
+  Place::Kind devices = Place::Kind::Cpu;  // mesh.devices
   Shape example;  // one example without the batch axis
   BuiltModel built;
   std::unique_ptr<train::Trainer> trainer;
 
-  // For the start-up line: "8 virtual CPU devices" and, under mpirun, which process holds which.
+  // For the start-up line: "8 virtual CPU devices" (or which GPU each of this process's devices runs on) and,
+  // under mpirun, which process holds which.
   std::string devices_line() const;
 };
 Engine build_engine(const Config& config, train::TrainOptions options);
+
+// "0 on cuda:0, 1 on cuda:0": the GPU of each of this process's devices (core/gpu_assignment.hpp).
+std::string gpu_line(const Placement& placement);
 
 // Only the batch axis of an image input (an example of rank 2 or more) can be sharded: a config error at
 // data.layout otherwise.

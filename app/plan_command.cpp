@@ -11,6 +11,8 @@
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/gpu_assignment.hpp"
+#include "core/kernels/cuda.hpp"
 
 namespace dtrain {
 namespace {
@@ -72,6 +74,22 @@ std::string bytes_text(double bytes) {
 }
 
 }  // namespace
+
+// What the step took on each GPU of this process (the pool's peak in use and reserved), and per device: the
+// GPU's peak shared by the devices on it.
+void print_device_memory(const Placement& placement) {
+  const std::vector<int> gpus = gpus_for_ranks(placement.local, kernels::cuda_device_count(), process_on_node());
+  std::map<int, std::vector<int>> ranks_on;
+  for (size_t i = 0; i < gpus.size(); ++i) ranks_on[gpus[i]].push_back(placement.first + int(i));
+  fmt::print("\nGPU memory of that step (this process's GPUs; peak in use, and reserved by the caching pool):\n");
+  for (const auto& [gpu, ranks] : ranks_on) {
+    const kernels::DeviceMemoryStats stats = kernels::cuda_memory_stats(gpu);
+    fmt::print("  cuda:{}  devices {:<16} peak {:>12}  reserved {:>12}  per device about {}\n", gpu,
+               fmt::format("{}", fmt::join(ranks, ",")), bytes_text(double(stats.peak_bytes_in_use)),
+               bytes_text(double(stats.peak_reserved_bytes)),
+               bytes_text(double(stats.peak_bytes_in_use) / double(ranks.size())));
+  }
+}
 
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
@@ -164,6 +182,7 @@ int run_plan(const CommandOptions& options) {
     fmt::print("  {:<15} over {:<40} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
   }
   if (!totals.empty()) fmt::print("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", counters[0]->calls().size(), bytes_text(double(all_bytes)));
+  if (engine.devices == Place::Kind::Cuda) print_device_memory(engine.placement);
   return 0;
 }
 
