@@ -3,6 +3,7 @@
 // on zeros (so the figures are what the engine does, not an estimate). Reads no data (data.path need not
 // exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
 // from the dataset kind, which the model's last layer must match.
+#include <limits>
 #include <map>
 
 #include "app/commands.hpp"
@@ -124,7 +125,9 @@ int run_plan(const CommandOptions& options) {
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");
   const int slots_per_variable = config.train.optimizer.kind == OptimizerKind::adam ? 2 : 0;
-  const int64_t min_sharded = one_step.make_optimizer()->min_sharded_elements();
+  // GPU variables are updated whole (core/optim/optimizer.hpp).
+  const int64_t min_sharded = engine.devices == Place::Kind::Cuda ? std::numeric_limits<int64_t>::max()
+                                                                  : one_step.make_optimizer()->min_sharded_elements();
   double variable_bytes = 0, trainable_bytes = 0, slot_bytes = 0;
   for (const auto& info : built.model->variables()) {
     const Layout& layout = info.choice.layout;
