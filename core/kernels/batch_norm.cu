@@ -110,9 +110,7 @@ class CudaBatchNorm final : public BatchNormKernels {
 
 template <>
 const BatchNormKernels& cuda_kernels<BatchNormKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaBatchNorm kernels;
-  return kernels;
+  return family_on<CudaBatchNorm>(device, op);
 }
 
 }  // namespace dtrain::kernels

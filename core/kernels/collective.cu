@@ -151,9 +151,7 @@ class CudaCollective final : public CollectiveKernels {
 
 template <>
 const CollectiveKernels& cuda_kernels<CollectiveKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaCollective kernels;
-  return kernels;
+  return family_on<CudaCollective>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -37,9 +37,7 @@ class CudaCopy final : public CopyKernels {
 
 template <>
 const CopyKernels& cuda_kernels<CopyKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaCopy kernels;
-  return kernels;
+  return family_on<CudaCopy>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -32,4 +32,16 @@ namespace dtrain::kernels {
 // launches on it, so one rank's kernels run in order.
 cudaStream_t current_stream();
 
+// What every family's cuda_kernels<F>(device, op) returns: its one implementation, with `device` made current
+// for the calling thread. A device that cannot be used is an error naming the op that asked for it.
+template <class Implementation>
+const Implementation& family_on(int device, const char* op) {
+  const cudaError_t status = cudaSetDevice(device);
+  if (status != cudaSuccess)
+    throw Error(std::string("[") + op + "] cannot use cuda:" + std::to_string(device) + ": " +
+                cudaGetErrorString(status));
+  static const Implementation kernels;
+  return kernels;
+}
+
 }  // namespace dtrain::kernels

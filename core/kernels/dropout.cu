@@ -30,9 +30,7 @@ class CudaDropout final : public DropoutKernels {
 
 template <>
 const DropoutKernels& cuda_kernels<DropoutKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaDropout kernels;
-  return kernels;
+  return family_on<CudaDropout>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -88,9 +88,7 @@ class CudaElementwise final : public ElementwiseKernels {
 
 template <>
 const ElementwiseKernels& cuda_kernels<ElementwiseKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaElementwise kernels;
-  return kernels;
+  return family_on<CudaElementwise>(device, op);
 }
 
 }  // namespace dtrain::kernels

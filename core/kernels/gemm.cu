@@ -111,9 +111,7 @@ class CudaGemm final : public GemmKernels {
 
 template <>
 const GemmKernels& cuda_kernels<GemmKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaGemm kernels;
-  return kernels;
+  return family_on<CudaGemm>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -33,9 +33,7 @@ class CudaMetrics final : public MetricKernels {
 
 template <>
 const MetricKernels& cuda_kernels<MetricKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaMetrics kernels;
-  return kernels;
+  return family_on<CudaMetrics>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -125,9 +125,7 @@ class CudaRows final : public RowKernels {
 
 template <>
 const RowKernels& cuda_kernels<RowKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaRows kernels;
-  return kernels;
+  return family_on<CudaRows>(device, op);
 }
 
 }  // namespace dtrain::kernels

@@ -45,9 +45,7 @@ class CudaUpdates final : public UpdateKernels {
 
 template <>
 const UpdateKernels& cuda_kernels<UpdateKernels>(int device, const char* op) {
-  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
-  static const CudaUpdates kernels;
-  return kernels;
+  return family_on<CudaUpdates>(device, op);
 }
 
 }  // namespace dtrain::kernels
