@@ -29,6 +29,7 @@
 
 #include "core/buffer_pool.hpp"
 #include "core/comm/mpi.hpp"
+#include "core/comm/span_layout.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
@@ -107,30 +108,6 @@ namespace {
 constexpr size_t kStagedCount = 16384;
 // Floats per claimed range of the summing stage.
 constexpr size_t kSumItem = 8192;
-
-// Every group of `mesh` (along every set of its dims of size > 1), each once, in one order that every
-// process computes alike.
-std::vector<std::vector<int>> mesh_groups(const Mesh& mesh) {
-  std::vector<int> dims;
-  for (int d = 0; d < mesh.num_dims(); ++d)
-    if (mesh.dim_sizes()[size_t(d)] > 1) dims.push_back(d);
-  DTRAIN_CHECK(dims.size() < 24, "[mesh] {} dims of size > 1 is too many to spread over processes", dims.size());
-  std::vector<std::vector<int>> out;
-  for (uint32_t subset = 1; subset < (1u << dims.size()); ++subset) {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < dims.size(); ++i)
-      if (subset & (1u << i)) names.push_back(mesh.dim_names()[size_t(dims[i])]);
-    for (int rank = 0; rank < mesh.size(); ++rank) {
-      bool lowest = true;  // the group's lowest rank has coordinate 0 on every dim it varies along
-      for (size_t i = 0; i < dims.size() && lowest; ++i)
-        if (subset & (1u << i)) lowest = mesh.coord_at(rank, dims[i]) == 0;
-      if (!lowest) continue;
-      std::vector<int> ranks = mesh.group(rank, names);
-      if (std::find(out.begin(), out.end(), ranks) == out.end()) out.push_back(std::move(ranks));
-    }
-  }
-  return out;
-}
 
 void copy_floats(float* to, const float* from, size_t count) {
   if (count > 0 && to != from) std::memcpy(to, from, count * sizeof(float));

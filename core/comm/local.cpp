@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/buffer_pool.hpp"
+#include "core/comm/collective_request.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/spin_lock.hpp"
@@ -42,50 +43,8 @@
 namespace dtrain {
 namespace {
 
-enum class Kind {
-  AllReduce,
-  AllGather,
-  AllGatherShared,
-  AllGatherInPlace,
-  AllGatherVarying,
-  ReduceScatter,
-  AllToAll,
-  Broadcast,
-  Barrier
-};
-
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::AllReduce: return "all_reduce";
-    case Kind::AllGather: return "all_gather";
-    case Kind::AllGatherShared: return "all_gather_shared";
-    case Kind::AllGatherInPlace: return "all_gather_shared_in_place";
-    case Kind::AllGatherVarying: return "all_gather_varying";
-    case Kind::ReduceScatter: return "reduce_scatter";
-    case Kind::AllToAll: return "all_to_all";
-    case Kind::Broadcast: return "broadcast";
-    case Kind::Barrier: return "barrier";
-  }
-  return "?";
-}
-
-// What one member asked for; members of a call must agree on all of it.
-struct Request {
-  Kind kind = Kind::Barrier;
-  size_t count = 0;
-  ReduceOp op = ReduceOp::Sum;
-  int root = 0;
-
-  bool operator==(const Request& other) const {
-    return kind == other.kind && count == other.count && op == other.op && root == other.root;
-  }
-  std::string describe() const {
-    std::string text = fmt::format("{}(count={}", kind_name(kind), count);
-    if (kind == Kind::AllReduce) text += op == ReduceOp::Sum ? ", op=sum" : ", op=max";
-    if (kind == Kind::Broadcast) text += fmt::format(", root={}", root);
-    return text + ")";
-  }
-};
+using collective::Kind;
+using collective::Request;
 
 // One member's staged copy of its send: grows to the largest it has held, then is reused.
 struct Staging {
