@@ -17,6 +17,7 @@ class CopyKernels;
 class GemmKernels;
 class CollectiveKernels;
 class MetricKernels;
+class EmbeddingKernels;
 
 namespace {
 [[noreturn]] void no_gpu_build(const char* op) {
@@ -37,6 +38,7 @@ template const CopyKernels& cuda_kernels<CopyKernels>(int, const char*);
 template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
 template const CollectiveKernels& cuda_kernels<CollectiveKernels>(int, const char*);
 template const MetricKernels& cuda_kernels<MetricKernels>(int, const char*);
+template const EmbeddingKernels& cuda_kernels<EmbeddingKernels>(int, const char*);
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
