@@ -18,6 +18,8 @@ class GemmKernels;
 class CollectiveKernels;
 class MetricKernels;
 class EmbeddingKernels;
+class ActivationKernels;
+class LayerNormKernels;
 
 namespace {
 [[noreturn]] void no_gpu_build(const char* op) {
@@ -39,6 +41,8 @@ template const GemmKernels& cuda_kernels<GemmKernels>(int, const char*);
 template const CollectiveKernels& cuda_kernels<CollectiveKernels>(int, const char*);
 template const MetricKernels& cuda_kernels<MetricKernels>(int, const char*);
 template const EmbeddingKernels& cuda_kernels<EmbeddingKernels>(int, const char*);
+template const ActivationKernels& cuda_kernels<ActivationKernels>(int, const char*);
+template const LayerNormKernels& cuda_kernels<LayerNormKernels>(int, const char*);
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
