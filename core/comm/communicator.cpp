@@ -39,4 +39,8 @@ void Communicator::all_gather_varying(const Group& group, const float* send, siz
   for (size_t i = 0; i < n; ++i) out.members[i] = out.storage.get() + i * longest;
 }
 
+void Communicator::neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) {
+  all_to_all(group, send, recv, count);
+}
+
 }  // namespace dtrain

@@ -59,6 +59,11 @@ class Communicator {
   virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;
   // send holds group.size() chunks of `count`; chunk j goes to member j; recv chunk i came from member i.
   virtual void all_to_all(const Group& group, const float* send, float* recv, size_t count) = 0;
+  // Point-to-point with the neighbours in member order (halo exchange): send holds group.size() chunks of
+  // `count`, of which only those for members index - 1 and index + 1 must be delivered; recv's chunks
+  // index - 1 and index + 1 get what those members sent to this one (the other chunks are unspecified). The
+  // default is all_to_all, which moves every chunk: in-process backends could copy the two neighbours' only.
+  virtual void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count);
   // In place: every member's data becomes member `root`'s.
   virtual void broadcast(const Group& group, float* data, size_t count, int root) = 0;
   virtual void barrier(const Group& group) = 0;

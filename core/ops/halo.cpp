@@ -1,0 +1,130 @@
+#include "core/ops/halo.hpp"
+
+#include <algorithm>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+namespace dtrain::ops {
+namespace {
+
+const char* padding_name(Padding padding) { return padding == Padding::Same ? "same" : "valid"; }
+
+Shape with_extent(Shape shape, int axis, int64_t extent) {
+  shape[axis] = extent;
+  return shape;
+}
+
+Shape at(int rank, int axis, int64_t position) {
+  Shape offset(rank, 0);
+  offset[axis] = position;
+  return offset;
+}
+
+// Member `member`'s chunk of a flat exchange buffer, shaped as `rows` rows of `like` along `axis`.
+Tensor chunk(const Tensor& buffer, int member, int64_t count, const Tensor& like, int axis, int64_t rows) {
+  return buffer.slice_view(member * count, with_extent(like.shape(), axis, rows));
+}
+
+}  // namespace
+
+WindowPlan plan_window(const char* op, const DTensor& x, int axis, int64_t kernel, int64_t stride, Padding padding) {
+  const int64_t extent = x.global_shape()[axis];
+  DTRAIN_CHECK(kernel >= 1 && stride >= 1, "[{}] window {} with stride {} on {}", op, kernel, stride, x.describe());
+  WindowPlan plan;
+  int64_t pad = 0;
+  if (padding == Padding::Same) {
+    plan.global_out = (extent + stride - 1) / stride;
+    pad = std::max<int64_t>((plan.global_out - 1) * stride + kernel - extent, 0) / 2;
+  } else {
+    DTRAIN_CHECK(extent >= kernel, "[{}] a {}-wide window does not fit axis {} of {} with valid padding", op, kernel,
+                 axis, x.describe());
+    plan.global_out = (extent - kernel) / stride + 1;
+  }
+  plan.dim = x.layout().dim_at(axis);
+  const int parts = x.layout().num_shards(axis);
+  const int64_t band = extent / parts;
+  if (parts == 1) {
+    plan.window = {extent, plan.global_out, kernel, stride, pad, 0, extent};
+    return plan;
+  }
+  const int64_t out_band = plan.global_out / parts;
+  DTRAIN_CHECK(plan.global_out % parts == 0 && out_band * stride == band,
+               "[{}] axis {} of {} is cut into {} bands of {} by '{}', but a {}-wide window with stride {} and {} "
+               "padding gives {} outputs, which do not form bands of {} (shard that axis another way, or change the "
+               "stride or padding)",
+               op, axis, x.describe(), parts, band, x.layout().spec(axis), kernel, stride, padding_name(padding),
+               plan.global_out, band / stride);
+  plan.before = pad;
+  plan.after = std::max<int64_t>((out_band - 1) * stride - pad + kernel - band, 0);
+  DTRAIN_CHECK(plan.before <= band && plan.after <= band,
+               "[{}] axis {} of {} is cut into bands of {} by '{}', narrower than the {}-wide window's halo", op, axis,
+               x.describe(), band, x.layout().spec(axis), kernel);
+  const Group& group = current_device().group_along(plan.dim);
+  const int64_t in = plan.before + band + plan.after;
+  const int64_t lo = group.index == 0 ? plan.before : 0;
+  const int64_t hi = group.index == group.size() - 1 ? plan.before + band : in;
+  plan.window = {in, out_band, kernel, stride, 0, lo, hi};
+  return plan;
+}
+
+Tensor extend_with_halo(const Tensor& local, int axis, const WindowPlan& plan) {
+  if (plan.before == 0 && plan.after == 0) return local;
+  const int64_t band = local.dim(axis);
+  Tensor out(with_extent(local.shape(), axis, plan.before + band + plan.after), local.place());
+  insert_block(out, at(local.rank(), axis, plan.before), local, false);
+
+  const Group& group = current_device().group_along(plan.dim);
+  const int me = group.index;
+  const bool has_prev = me > 0, has_next = me < group.size() - 1;
+  const int64_t count = std::max(plan.before, plan.after) * (local.size() / band);
+  Tensor send({group.size() * count}, local.place()), recv = Tensor::uninitialized({group.size() * count}, local.place());
+  const Shape origin(local.rank(), 0);
+  // My first `after` rows are the previous band's after-halo; my last `before` rows the next band's before-halo.
+  if (has_prev && plan.after > 0) {
+    Tensor to = chunk(send, me - 1, count, local, axis, plan.after);
+    insert_block(to, origin, slice_block(local, origin, to.shape()), false);
+  }
+  if (has_next && plan.before > 0) {
+    Tensor to = chunk(send, me + 1, count, local, axis, plan.before);
+    insert_block(to, origin, slice_block(local, at(local.rank(), axis, band - plan.before), to.shape()), false);
+  }
+  current_device().comm->neighbour_exchange(group, send.buffer(), recv.buffer(), size_t(count));
+  if (has_prev && plan.before > 0)
+    insert_block(out, origin, chunk(recv, me - 1, count, local, axis, plan.before), false);
+  if (has_next && plan.after > 0)
+    insert_block(out, at(local.rank(), axis, plan.before + band), chunk(recv, me + 1, count, local, axis, plan.after),
+                 false);
+  return out;
+}
+
+Tensor fold_halo(const Tensor& extended_grad, int axis, const WindowPlan& plan) {
+  if (plan.before == 0 && plan.after == 0) return extended_grad;
+  const int rank = extended_grad.rank();
+  const int64_t band = extended_grad.dim(axis) - plan.before - plan.after;
+  Tensor out = slice_block(extended_grad, at(rank, axis, plan.before), with_extent(extended_grad.shape(), axis, band));
+
+  const Group& group = current_device().group_along(plan.dim);
+  const int me = group.index;
+  const bool has_prev = me > 0, has_next = me < group.size() - 1;
+  const int64_t count = std::max(plan.before, plan.after) * (out.size() / band);
+  Tensor send({group.size() * count}, out.place()), recv = Tensor::uninitialized({group.size() * count}, out.place());
+  const Shape origin(rank, 0);
+  // The before-halo's gradient belongs to the previous band, the after-halo's to the next.
+  if (has_prev && plan.before > 0) {
+    Tensor to = chunk(send, me - 1, count, out, axis, plan.before);
+    insert_block(to, origin, slice_block(extended_grad, origin, to.shape()), false);
+  }
+  if (has_next && plan.after > 0) {
+    Tensor to = chunk(send, me + 1, count, out, axis, plan.after);
+    insert_block(to, origin, slice_block(extended_grad, at(rank, axis, plan.before + band), to.shape()), false);
+  }
+  current_device().comm->neighbour_exchange(group, send.buffer(), recv.buffer(), size_t(count));
+  if (has_next && plan.before > 0)  // the next band's before-halo: my last rows
+    insert_block(out, at(rank, axis, band - plan.before), chunk(recv, me + 1, count, out, axis, plan.before), true);
+  if (has_prev && plan.after > 0)  // the previous band's after-halo: my first rows
+    insert_block(out, origin, chunk(recv, me - 1, count, out, axis, plan.after), true);
+  return out;
+}
+
+}  // namespace dtrain::ops

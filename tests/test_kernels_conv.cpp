@@ -1,0 +1,132 @@
+// Convolution and pooling kernels against the plain reference: the CPU kernels (the shared per-element bodies)
+// on geometries with odd sizes, strides, 'same' and 'valid' padding, banded blocks whose edges are halo
+// padding ([lo, hi) inside the block), ties and NaNs in max pooling; the CUDA kernels when a GPU is present.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/kernels/conv.hpp"
+#include "core/kernels/cuda.hpp"
+#include "core/kernels/pool.hpp"
+#include "core/tensor.hpp"
+
+namespace {
+
+using namespace dtrain;
+using namespace dtrain::kernels;
+
+Tensor random_tensor(Shape shape, uint32_t seed, bool integers = false) {
+  Tensor t(shape);
+  uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    const float u = float((state * 0x2545F4914F6CDD1Dull) >> 40) / float(1 << 24);
+    t[i] = integers ? std::floor(u * 5.0f) : 2.0f * u - 1.0f;  // integers: ties for max pooling
+  }
+  return t;
+}
+
+// An axis of `in` positions with `pad` in front, real data in [lo, hi).
+WindowAxis axis(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t out, int64_t lo, int64_t hi) {
+  return {in, out, kernel, stride, pad, lo, hi};
+}
+
+// 'same' / 'valid' on a whole axis, and a band with halos (pad 0, padding marked by lo/hi).
+std::vector<WindowGeometry> geometries() {
+  std::vector<WindowGeometry> out;
+  out.push_back({2, 3, axis(5, 3, 1, 1, 5, 0, 5), axis(4, 3, 1, 1, 4, 0, 4)});        // same, stride 1
+  out.push_back({1, 2, axis(7, 3, 2, 1, 4, 0, 7), axis(6, 2, 2, 0, 3, 0, 6)});        // same stride 2, valid pool
+  out.push_back({3, 1, axis(6, 3, 1, 0, 4, 0, 6), axis(5, 1, 1, 0, 5, 0, 5)});        // valid, 1-wide
+  out.push_back({2, 4, axis(6, 3, 1, 0, 4, 1, 6), axis(5, 5, 1, 2, 5, 0, 5)});        // first band: halo row 0 pads
+  out.push_back({1, 3, axis(7, 3, 1, 0, 5, 0, 6), axis(6, 3, 2, 0, 2, 0, 5)});        // last band, stride 2 cols
+  out.push_back({0, 2, axis(4, 3, 1, 1, 4, 0, 4), axis(4, 3, 1, 1, 4, 0, 4)});        // empty batch
+  return out;
+}
+
+void check_close(const Tensor& actual, const Tensor& expected, float tolerance, const std::string& what) {
+  REQUIRE(actual.size() == expected.size());
+  for (int64_t i = 0; i < actual.size(); ++i) {
+    INFO(what << " element " << i << ": " << actual[i] << " vs " << expected[i]);
+    REQUIRE(std::fabs(actual[i] - expected[i]) <= tolerance * std::max(1.0f, std::fabs(expected[i])));
+  }
+}
+
+struct Outputs {
+  Tensor y, dx, dw, max, max_grad, avg, avg_grad;
+};
+
+// Every kernel of both families on one geometry; inputs on the host, moved to `place` and back.
+Outputs run_all(const ConvKernels& conv, const PoolKernels& pool, const WindowGeometry& g, int64_t cout,
+                const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& pool_x, const Tensor& pool_dy,
+                Place place) {
+  const Tensor xd = x.to(place), wd = w.to(place), dyd = dy.to(place), px = pool_x.to(place), pdy = pool_dy.to(place);
+  Outputs o{Tensor::uninitialized(dy.shape(), place),     Tensor::uninitialized(x.shape(), place),
+            Tensor::uninitialized(w.shape(), place),      Tensor::uninitialized(pool_dy.shape(), place),
+            Tensor::uninitialized(pool_x.shape(), place), Tensor::uninitialized(pool_dy.shape(), place),
+            Tensor::uninitialized(pool_x.shape(), place)};
+  conv.conv2d(xd.buffer(), wd.buffer(), g, cout, o.y.buffer());
+  conv.conv2d_input_grad(dyd.buffer(), wd.buffer(), g, cout, o.dx.buffer());
+  conv.conv2d_weight_grad(xd.buffer(), dyd.buffer(), g, cout, o.dw.buffer());
+  pool.max_pool(px.buffer(), g, o.max.buffer());
+  pool.max_pool_grad(px.buffer(), pdy.buffer(), g, o.max_grad.buffer());
+  pool.avg_pool(xd.buffer(), g, o.avg.buffer());  // no NaN: an average keeps it
+  pool.avg_pool_grad(pdy.buffer(), g, o.avg_grad.buffer());
+  for (Tensor* t : {&o.y, &o.dx, &o.dw, &o.max, &o.max_grad, &o.avg, &o.avg_grad}) *t = t->to(Place::cpu());
+  return o;
+}
+
+void compare_with_reference(const ConvKernels& conv, const PoolKernels& pool, Place place) {
+  uint32_t seed = 1;
+  for (const WindowGeometry& g : geometries()) {
+    const int64_t cout = 3;
+    CAPTURE(g.h.in);
+    CAPTURE(g.w.in);
+    const Tensor x = random_tensor({g.batch, g.h.in, g.w.in, g.channels}, seed++);
+    const Tensor w = random_tensor({g.h.kernel, g.w.kernel, g.channels, cout}, seed++);
+    const Tensor dy = random_tensor({g.batch, g.h.out, g.w.out, cout}, seed++);
+    Tensor pool_x = random_tensor(x.shape(), seed++, true);
+    if (pool_x.size() > 3) pool_x[3] = std::numeric_limits<float>::quiet_NaN();  // passed over by the max
+    const Tensor pool_dy = random_tensor({g.batch, g.h.out, g.w.out, g.channels}, seed++);
+    const Outputs a = run_all(conv, pool, g, cout, x, w, dy, pool_x, pool_dy, place);
+    const Outputs b = run_all(reference_kernels<ConvKernels>(), reference_kernels<PoolKernels>(), g, cout, x, w, dy,
+                              pool_x, pool_dy, Place::cpu());
+    check_close(a.y, b.y, 1e-5f, "conv2d");
+    check_close(a.dx, b.dx, 1e-5f, "conv2d_input_grad");
+    check_close(a.dw, b.dw, 1e-5f, "conv2d_weight_grad");
+    check_close(a.max, b.max, 0.0f, "max_pool");
+    check_close(a.max_grad, b.max_grad, 1e-6f, "max_pool_grad");
+    check_close(a.avg, b.avg, 1e-6f, "avg_pool");
+    check_close(a.avg_grad, b.avg_grad, 1e-6f, "avg_pool_grad");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the CPU convolution and pooling kernels match the reference") {
+  compare_with_reference(cpu_kernels<ConvKernels>(), cpu_kernels<PoolKernels>(), Place::cpu());
+}
+
+TEST_CASE("a window over padding only: max pooling gives -inf, average pooling 0, the convolution 0") {
+  // One output whose window lies in the padded margin of a band ([lo, hi) excludes it).
+  const WindowGeometry g{1, 1, axis(4, 2, 2, 0, 2, 2, 4), axis(1, 1, 1, 0, 1, 0, 1)};
+  Tensor x = random_tensor({1, 4, 1, 1}, 7), w({2, 1, 1, 1}, 1.0f), y({1, 2, 1, 1});
+  cpu_kernels<PoolKernels>().max_pool(x.data(), g, y.data());
+  CHECK(y[0] == -std::numeric_limits<float>::infinity());
+  CHECK(y[1] == std::max(x[2], x[3]));
+  cpu_kernels<PoolKernels>().avg_pool(x.data(), g, y.data());
+  CHECK(y[0] == 0.0f);
+  cpu_kernels<ConvKernels>().conv2d(x.data(), w.data(), g, 1, y.data());
+  CHECK(y[0] == 0.0f);
+  CHECK(y[1] == x[2] + x[3]);
+}
+
+TEST_CASE("needs a GPU: the CUDA convolution and pooling kernels match the reference") {
+  if (cuda_device_count() == 0) {
+    MESSAGE("skipped: no GPU");
+    return;
+  }
+  compare_with_reference(cuda_kernels<ConvKernels>(0, "test"), cuda_kernels<PoolKernels>(0, "test"), Place::cuda(0));
+}
