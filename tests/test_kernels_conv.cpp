@@ -1,5 +1,5 @@
-// Convolution and pooling kernels against the plain reference: the CPU kernels (the shared per-element bodies)
-// on geometries with odd sizes, strides, 'same' and 'valid' padding, banded blocks whose edges are halo
+// Convolution and pooling kernels against the plain reference: the CPU kernels (im2col + GEMM; pooling through the
+// shared per-element bodies), the convolution bodies the GPU runs (here on the host), on geometries with odd sizes, strides, 'same' and 'valid' padding, banded blocks whose edges are halo
 // padding ([lo, hi) inside the block), ties and NaNs in max pooling; the CUDA kernels when a GPU is present.
 #include <doctest/doctest.h>
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/kernels/conv.hpp"
+#include "core/kernels/conv_body.hpp"
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/pool.hpp"
 #include "core/tensor.hpp"
@@ -103,10 +104,30 @@ void compare_with_reference(const ConvKernels& conv, const PoolKernels& pool, Pl
   }
 }
 
+// The CUDA kernels' per-element convolution bodies, run on the host.
+class HostBodies final : public ConvKernels {
+ public:
+  void conv2d(const float* x, const float* w, const WindowGeometry& g, int64_t cout, float* y) const override {
+    for (int64_t i = 0; i < g.batch * g.h.out * g.w.out * cout; ++i) y[i] = conv2d_at(x, w, g, cout, i);
+  }
+  void conv2d_input_grad(const float* dy, const float* w, const WindowGeometry& g, int64_t cout,
+                         float* dx) const override {
+    for (int64_t i = 0; i < g.input_size(); ++i) dx[i] = conv2d_input_grad_at(dy, w, g, cout, i);
+  }
+  void conv2d_weight_grad(const float* x, const float* dy, const WindowGeometry& g, int64_t cout,
+                          float* dw) const override {
+    for (int64_t i = 0; i < g.h.kernel * g.w.kernel * g.channels * cout; ++i) dw[i] = conv2d_weight_grad_at(x, dy, g, cout, i);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the CPU convolution and pooling kernels match the reference") {
   compare_with_reference(cpu_kernels<ConvKernels>(), cpu_kernels<PoolKernels>(), Place::cpu());
+}
+
+TEST_CASE("the per-element convolution bodies (the CUDA kernels' arithmetic) match the reference on the host") {
+  compare_with_reference(HostBodies(), cpu_kernels<PoolKernels>(), Place::cpu());
 }
 
 TEST_CASE("a window over padding only: max pooling gives -inf, average pooling 0, the convolution 0") {

@@ -1,5 +1,5 @@
-// The per-element bodies of the convolution kernels, shared by the CPU (conv_cpu.cpp) and CUDA (conv.cu): each
-// computes one output element by gathering, so the GPU needs no atomics and both sum in the same order.
+// The per-element bodies of the convolution kernels (CUDA: conv.cu; the CPU runs im2col and GEMM): each
+// computes one output element by gathering, so the GPU needs no atomics.
 #pragma once
 #include "core/kernels/conv_geometry.hpp"
 
