@@ -20,6 +20,7 @@
 #include "core/kernels/rows.hpp"
 #include "core/kernels/rows_body.hpp"
 #include "core/ops/ops.hpp"
+#include "tests/device_buffers.hpp"
 
 namespace {
 
@@ -256,21 +257,9 @@ TEST_CASE("needs a GPU: the CUDA row kernels match the reference") {
     MESSAGE("skipped: no GPU");
     return;
   }
-  struct DeviceBuffer {
-    float* device = nullptr;
-    ~DeviceBuffer() { cuda_free(device); }
-    float* get() { return device; }
-  };
-  auto upload = [](const Values& v) {
-    auto buffer = std::make_shared<DeviceBuffer>();
-    buffer->device = cuda_alloc(std::max<size_t>(v.size(), 1));
-    if (!v.empty()) cuda_copy_to_device(buffer->device, v.data(), v.size());
-    return buffer;
-  };
-  auto download = [](const std::shared_ptr<DeviceBuffer>& b, int64_t count) {
-    Values v(static_cast<size_t>(count));
-    if (count > 0) cuda_copy_from_device(v.data(), b->device, size_t(count));
-    return v;
+  auto upload = [](const Values& v) { return dtrain::testing::upload(v); };
+  auto download = [](const std::shared_ptr<dtrain::testing::DeviceBuffer>& b, int64_t count) {
+    return dtrain::testing::download(b, count);
   };
   const RowKernels& gpu = cuda_kernels<RowKernels>(0, "test");
   const RowKernels& reference = reference_kernels<RowKernels>();
