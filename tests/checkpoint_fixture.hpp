@@ -161,7 +161,8 @@ inline std::map<std::string, Tensor> restore_on(const MeshCase& mesh_case, const
 }
 
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * size_t(a.size())) == 0;
+  return a.shape() == b.shape() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), sizeof(float) * size_t(a.size())) == 0);
 }
 
 }  // namespace dtrain::testing

@@ -21,7 +21,7 @@ using dtrain::kernels::BlockCopy;
 using dtrain::kernels::CopyKernels;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 std::vector<float> random_values(int64_t count, std::mt19937& engine) {
