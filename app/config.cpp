@@ -61,7 +61,8 @@ int MeshConfig::size_of(const std::string& spec) const {
 }
 
 std::vector<std::int64_t> DataConfig::example_shape() const {
-  if (dataset == Dataset::imdb) return {vectorizer.max_tokens};
+  if (dataset == Dataset::imdb)
+    return {vectorizer.mode == "int" ? vectorizer.output_sequence_length : vectorizer.max_tokens};
   if (image_shape.empty()) return {784};
   return {image_shape.begin(), image_shape.end()};
 }
@@ -540,11 +541,19 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   if (auto vectorizer = section.get("vectorizer")) {
     if (data.dataset != Dataset::imdb)
       reader.fail(*vectorizer, "only dataset imdb uses a vectorizer; remove this key");
-    Section vectorizer_section(reader, *vectorizer, {"mode", "max_tokens"});
-    if (auto mode = vectorizer_section.get("mode")) data.vectorizer.mode = choice(reader, *mode, {"tf_idf"});
+    Section vectorizer_section(reader, *vectorizer, {"mode", "max_tokens", "output_sequence_length"});
+    if (auto mode = vectorizer_section.get("mode")) data.vectorizer.mode = choice(reader, *mode, {"tf_idf", "int"});
+    const bool ids = data.vectorizer.mode == "int";
     const Field max_tokens = vectorizer_section.require("max_tokens");
-    data.vectorizer.max_tokens = int(integer(reader, max_tokens, 2, 1 << 24));
+    data.vectorizer.max_tokens = int(integer(reader, max_tokens, ids ? 3 : 2, 1 << 24));
     data.vectorizer.where = max_tokens.where;
+    if (ids) {
+      const Field length = vectorizer_section.require("output_sequence_length");
+      data.vectorizer.output_sequence_length = int(integer(reader, length, 1, 1 << 20));
+      data.vectorizer.sequence_length_where = length.where;
+    } else if (auto length = vectorizer_section.get("output_sequence_length")) {
+      reader.fail(*length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
+    }
   } else if (data.dataset == Dataset::imdb) {
     reader.fail(field, "missing required key 'vectorizer' (dataset imdb), e.g. {mode: tf_idf, max_tokens: 1200}");
   }
@@ -554,10 +563,13 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     data.image_shape_where = image_shape->where;
     const YAML::Node& node = image_shape->node;
     const bool flat = node.IsScalar() && node.Scalar() == "flat";
-    const bool square = node.IsSequence() && node.size() == 2 && node[0].IsScalar() && node[1].IsScalar() &&
-                        node[0].Scalar() == "28" && node[1].Scalar() == "28";
-    if (!flat && !square) reader.fail(*image_shape, fmt::format("expected flat or [28, 28], got {}", describe(node)));
-    if (square) data.image_shape = {28, 28};
+    // [28, 28, 1]: NHWC with one channel, what conv2d takes.
+    const bool square = node.IsSequence() && (node.size() == 2 || node.size() == 3) && node[0].IsScalar() &&
+                        node[1].IsScalar() && node[0].Scalar() == "28" && node[1].Scalar() == "28" &&
+                        (node.size() == 2 || (node[2].IsScalar() && node[2].Scalar() == "1"));
+    if (!flat && !square)
+      reader.fail(*image_shape, fmt::format("expected flat, [28, 28] or [28, 28, 1], got {}", describe(node)));
+    if (square) data.image_shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
   } else {
     data.image_shape_where = field.where;
   }
@@ -1170,8 +1182,10 @@ std::string dump_config(const Config& config) {
   out << YAML::Key << "test_split" << YAML::Value << data.test_split;
   if (data.dataset == Dataset::imdb)
     out << YAML::Key << "vectorizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode"
-        << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens
-        << YAML::EndMap;
+        << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens;
+  if (data.dataset == Dataset::imdb && data.vectorizer.mode == "int")
+    out << YAML::Key << "output_sequence_length" << YAML::Value << data.vectorizer.output_sequence_length;
+  if (data.dataset == Dataset::imdb) out << YAML::EndMap;
   out << YAML::Key << "batch_size" << YAML::Value << data.batch_size;
   out << YAML::Key << "shuffle" << YAML::Value;
   if (data.shuffle.enabled)

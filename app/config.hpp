@@ -62,10 +62,15 @@ struct MeshConfig {
 // ---- data ----
 enum class Dataset { mnist, imdb };
 
-struct VectorizerConfig {  // imdb only: Keras TextVectorization(output_mode='tf_idf', max_tokens)
-  std::string mode = "tf_idf";
-  int max_tokens = 0;  // >= 2; vocabulary size including [UNK]
-  Where where;         // the max_tokens value
+// imdb only: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
+// [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
+// embedding layer.
+struct VectorizerConfig {
+  std::string mode = "tf_idf";     // "tf_idf" or "int"
+  int max_tokens = 0;              // >= 2 (tf_idf), >= 3 (int)
+  int output_sequence_length = 0;  // int mode only, >= 1
+  Where where;                     // the max_tokens value
+  Where sequence_length_where;     // the output_sequence_length value (int mode)
 };
 
 struct ShuffleConfig {
@@ -91,7 +96,8 @@ struct DataConfig {
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
       layout_where, image_shape_where;
 
-  // One example's x shape without the batch axis: {784}, {28, 28} or {max_tokens}.
+  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf) or
+  // {output_sequence_length} (int).
   std::vector<std::int64_t> example_shape() const;
 };
 
