@@ -33,8 +33,8 @@ struct CheckpointMeta {
   std::string config;       // dump_config() text of the run that saved it
   std::string optimizer;    // "sgd", "adam"
   int64_t iterations = 0;   // the optimizer's step count
-  std::vector<std::string> vocabulary;  // the fitted TF-IDF vectorizer, when the data set has one
-  std::vector<float> idf;
+  std::vector<std::string> vocabulary;  // the fitted text vectorizer, when the data set has one
+  std::vector<float> idf;               // one per token (tf_idf); empty for token ids (int mode)
 };
 
 // Where one distinct block of a tensor lives.

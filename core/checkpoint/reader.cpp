@@ -142,7 +142,9 @@ CheckpointIndex parse_index(const std::string& folder, const Manifest& manifest,
   if (h5::exists(file, "vectorizer/vocabulary")) {
     meta.vocabulary = h5::read_strings(file, "vectorizer/vocabulary");
     meta.idf = h5::read_floats(file, "vectorizer/idf");
-    DTRAIN_CHECK(meta.vocabulary.size() == meta.idf.size(), "[checkpoint] {}: vocabulary and idf sizes differ", path);
+    // An int-mode (token id) vectorizer keeps no idf weights.
+    DTRAIN_CHECK(meta.idf.empty() || meta.vocabulary.size() == meta.idf.size(),
+                 "[checkpoint] {}: vocabulary and idf sizes differ", path);
   }
   for (const std::string& name : h5::read_strings(file, "meta/tensors")) {
     h5::Handle dataset = h5::open_dataset(file, name);
