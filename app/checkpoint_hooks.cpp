@@ -1,17 +1,18 @@
 #include "app/checkpoint_hooks.hpp"
 
+#include "app/data_source.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {
 
-checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer) {
+checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TextVectorizer>& vectorizer) {
   checkpoint::SaveContext context;
   context.config = dump_config(config);
   context.shuffle_seed = config.data.shuffle.seed;
   if (vectorizer) {
     context.vocabulary = vectorizer->vocabulary();
-    context.idf = vectorizer->idf();
+    context.idf = vectorizer->idf();  // empty in int mode
   }
   return context;
 }
@@ -58,9 +59,20 @@ void check_model_matches(const Config& config, const nn::Sequential& model, cons
                      index.meta.optimizer);
 }
 
-std::optional<data::TfidfVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index) {
+std::optional<data::TextVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index, const Config& config) {
   if (index.meta.vocabulary.empty()) return std::nullopt;
-  return data::TfidfVectorizer::from_weights(index.meta.vocabulary, index.meta.idf);
+  const data::TextVectorizer::Settings settings = vectorizer_settings(config);
+  std::optional<data::TextVectorizer> vectorizer;
+  try {
+    vectorizer = data::TextVectorizer::restore(index.meta.vocabulary, index.meta.idf, settings);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}: data.vectorizer.mode is {} but checkpoint {} does not hold such a vectorizer: {}",
+                                 config.file, settings.mode, index.folder, e.what()));
+  }
+  DTRAIN_CHECK_USAGE(!vectorizer->is_int() || vectorizer->size() <= settings.max_tokens,
+                     "{}: checkpoint {} holds {} tokens, more than data.vectorizer.max_tokens {}", config.file,
+                     index.folder, vectorizer->size(), settings.max_tokens);
+  return vectorizer;
 }
 
 }  // namespace dtrain

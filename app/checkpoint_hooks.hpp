@@ -1,6 +1,8 @@
 // What the commands share about checkpoints: the metadata a save records from the config and the data,
 // the trainer hooks that save per `checkpoint.every` and restore at the start, and the early check that
-// a config's model (and optimizer) matches a checkpoint, before any data is loaded.
+// a config's model (and optimizer) matches a checkpoint, before any data is loaded; and the IMDB vectorizer
+// a checkpoint keeps (its vocabulary and idf weights, the idf empty in int mode; the mode and sequence length
+// are the config's).
 #pragma once
 #include <optional>
 
@@ -8,11 +10,11 @@
 #include "core/checkpoint/format.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/nn/sequential.hpp"
-#include "data/tfidf.hpp"
+#include "data/text_vectorizer.hpp"
 
 namespace dtrain {
 
-checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer);
+checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TextVectorizer>& vectorizer);
 
 // Saves per config.checkpoint (into `manager`), and where the run stops early; restores `restore_from` at
 // the start when given (with the optimizer's slots, iterations and the data position when with_optimizer).
@@ -24,7 +26,10 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
 void check_model_matches(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index,
                          const std::string& optimizer = "");
 
-// The fitted vectorizer a checkpoint holds, if any.
-std::optional<data::TfidfVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index);
+// The fitted vectorizer a checkpoint holds, if any, rebuilt in the mode (and sequence length) of
+// config.data.vectorizer: the config stored in the checkpoint (predict) or the one the command runs (eval).
+// UsageError naming the checkpoint when the saved vocabulary is not of that mode, or an int one holds more
+// tokens than max_tokens (its ids would overrun the embedding table).
+std::optional<data::TextVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index, const Config& config);
 
 }  // namespace dtrain

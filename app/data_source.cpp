@@ -96,7 +96,12 @@ data::TextExamples load_imdb_split(const Config& config, const std::string& spli
 
 }  // namespace
 
-LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TfidfVectorizer>& vectorizer) {
+data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
+  const VectorizerConfig& vectorizer = config.data.vectorizer;
+  return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
+}
+
+LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {
   LoadedData loaded;
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;
@@ -113,22 +118,27 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   loaded.num_classes = classes_of(config);
   if (with_train) {
     data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
-    auto fitted = data::TfidfVectorizer::fit_transform(train.texts, config.data.vectorizer.max_tokens);
-    if (fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
+    auto fitted = data::TextVectorizer::fit(train.texts, std::move(train.labels), vectorizer_settings(config));
+    // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller
+    // vocabulary (Keras' when the texts have fewer distinct tokens) only leaves ids unused.
+    if (!fitted.vectorizer.is_int() && fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
       throw_config_error(config.data.vectorizer.where,
                          fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
                                      fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
     }
-    loaded.train = std::make_unique<DatasetSource>(
-        data::Dataset::sparse(std::move(fitted.rows), std::move(train.labels)), shuffle, seed);
+    loaded.train = std::make_unique<DatasetSource>(std::move(fitted.dataset), shuffle, seed);
     loaded.vectorizer = std::move(fitted.vectorizer);
   } else {
     DTRAIN_CHECK(vectorizer.has_value(), "[data] evaluating IMDB needs the fitted vectorizer");
     loaded.vectorizer = vectorizer;
   }
+  // A given vectorizer (a checkpoint's) must make the inputs this config's model takes.
+  DTRAIN_CHECK_USAGE(loaded.vectorizer->example_shape() == Shape(config.data.example_shape()),
+                     "{}: data.vectorizer makes inputs of shape {}, but the saved {} vectorizer ({} tokens) makes {}",
+                     config.file, shape_string(config.data.example_shape()), loaded.vectorizer->mode(),
+                     loaded.vectorizer->size(), shape_string(loaded.vectorizer->example_shape()));
   data::TextExamples test = load_imdb_split(config, config.data.test_split, config.data.test_split_where);
-  loaded.test = std::make_unique<DatasetSource>(
-      data::Dataset::sparse(loaded.vectorizer->transform(test.texts), std::move(test.labels)), false, 0);
+  loaded.test = std::make_unique<DatasetSource>(loaded.vectorizer->dataset(test.texts, std::move(test.labels)), false, 0);
   return loaded;
 }
 

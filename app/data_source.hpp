@@ -1,5 +1,6 @@
-// Loads the config's data set (MNIST-format IDX files or the aclImdb folder, vectorized with TF-IDF) and
-// presents each split to the training loop as a BatchSource. The split slices (train[:5000]) apply here.
+// Loads the config's data set (MNIST-format IDX files, or the aclImdb folder vectorized per
+// data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the training loop
+// as a BatchSource. The split slices (train[:5000]) apply here.
 #pragma once
 #include <memory>
 #include <optional>
@@ -7,7 +8,7 @@
 #include "app/config.hpp"
 #include "core/train/batch_source.hpp"
 #include "data/dataset.hpp"
-#include "data/tfidf.hpp"
+#include "data/text_vectorizer.hpp"
 
 namespace dtrain {
 
@@ -34,7 +35,7 @@ class DatasetSource : public train::BatchSource {
 
 struct LoadedData {
   std::unique_ptr<DatasetSource> train, test;
-  std::optional<data::TfidfVectorizer> vectorizer;  // imdb: fitted on the training split
+  std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;
 };
 
@@ -44,8 +45,13 @@ int classes_of(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
 // data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
-// train or evaluate nothing and exit 0) is a config error at the split.
+// train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
+// must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
+// max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,
-                     const std::optional<data::TfidfVectorizer>& vectorizer = std::nullopt);
+                     const std::optional<data::TextVectorizer>& vectorizer = std::nullopt);
+
+// config.data.vectorizer as the data layer takes it.
+data::TextVectorizer::Settings vectorizer_settings(const Config& config);
 
 }  // namespace dtrain

@@ -1,5 +1,6 @@
 // `dtrain eval --config X [--checkpoint DIR] [--split NAME]`: a checkpoint's variables restored onto X's
-// mesh and layouts, evaluated on a split of X's data set (IMDB texts vectorized with the saved vectorizer).
+// mesh and layouts, evaluated on a split of X's data set (IMDB texts vectorized with the saved vectorizer's
+// vocabulary, in the mode X's data.vectorizer names: TF-IDF rows or token ids of its output_sequence_length).
 // The result is printed and appended to RUN_DIR/metrics.jsonl as an "eval" row (run dir: --run-dir, else
 // the config's).
 #include <cstdio>
@@ -38,9 +39,12 @@ int run_eval(const CommandOptions& options) {
   train::Trainer& trainer = *engine.trainer;
   check_model_matches(config, *built.model, index);
 
-  std::optional<data::TfidfVectorizer> vectorizer = saved_vectorizer(index);
-  if (config.data.dataset == Dataset::imdb && !vectorizer) {
-    throw UsageError(fmt::format("[eval] checkpoint {} holds no TF-IDF vectorizer, which IMDB evaluation needs", index.folder));
+  std::optional<data::TextVectorizer> vectorizer;
+  if (config.data.dataset == Dataset::imdb) {
+    vectorizer = saved_vectorizer(index, config);
+    if (!vectorizer) {
+      throw UsageError(fmt::format("[eval] checkpoint {} holds no text vectorizer, which IMDB evaluation needs", index.folder));
+    }
   }
   LoadedData data = load_data(config, false, vectorizer);
   check_output_classes(config, *built.model, data.num_classes);

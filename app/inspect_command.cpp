@@ -1,11 +1,14 @@
 // `dtrain inspect DIR`: what a checkpoint holds (DIR is a checkpoint folder or a checkpoint dir, whose
-// `latest` is shown): step, epoch, mesh, optimizer, vectorizer, and per tensor its global shape, layout
-// when saved and the shard files holding its blocks. Every file is checked against the manifest first.
+// `latest` is shown): step, epoch, mesh, optimizer, vectorizer (its mode and sequence length from the config
+// stored in the checkpoint), and per tensor its global shape, layout when saved and the shard files holding
+// its blocks. Every file is checked against the manifest first.
 // `dtrain inspect --verify DIR`: checks the whole checkpoint without loading it into a model (manifest,
 // every file's size, checksum and stamps, every dataset read back against its chunks' checksums), one
 // line per file and a verdict; exit 1 naming the first damaged file.
 #include <cstdio>
 #include <filesystem>
+
+#include <yaml-cpp/yaml.h>
 
 #include "app/commands.hpp"
 #include "core/checkpoint/dir_lock.hpp"
@@ -23,6 +26,27 @@ std::string size_text(uint64_t bytes) {
   if (bytes < 1000 * 1000) return fmt::format("{:.1f} kB", double(bytes) / 1e3);
   if (bytes < uint64_t(1000) * 1000 * 1000) return fmt::format("{:.1f} MB", double(bytes) / 1e6);
   return fmt::format("{:.1f} GB", double(bytes) / 1e9);
+}
+
+// "tf_idf, 1200 tokens" or "int, 20000 tokens, sequence length 200": the mode and sequence length are the
+// stored config's data.vectorizer; without a readable one, the vocabulary's form tells the mode ("" and
+// "[UNK]" first, no idf weights: int).
+std::string vectorizer_text(const checkpoint::CheckpointMeta& meta) {
+  std::string mode;
+  int64_t length = 0;
+  try {
+    const YAML::Node root = YAML::Load(meta.config);
+    const YAML::Node vectorizer = root["data"]["vectorizer"];
+    if (vectorizer.IsMap() && vectorizer["mode"]) mode = vectorizer["mode"].as<std::string>();
+    if (vectorizer.IsMap() && vectorizer["output_sequence_length"])
+      length = vectorizer["output_sequence_length"].as<int64_t>();
+  } catch (const std::exception&) {
+    // An old or damaged config text: the vocabulary alone tells the mode.
+  }
+  if (mode.empty()) mode = meta.idf.empty() && meta.vocabulary.front().empty() ? "int" : "tf_idf";
+  std::string text = fmt::format("{}, {} tokens", mode, meta.vocabulary.size());
+  if (mode == "int" && length > 0) text += fmt::format(", sequence length {}", length);
+  return text;
 }
 
 int verify(const CommandOptions& options) {
@@ -78,7 +102,7 @@ int run_inspect(const CommandOptions& options) {
   fmt::print("optimizer: {} ({} iterations)\n", meta.optimizer, meta.iterations);
   fmt::print("shuffle seed: {}\n", meta.shuffle_seed);
   if (meta.vocabulary.empty()) fmt::print("vectorizer: none\n");
-  else fmt::print("vectorizer: tf_idf, {} tokens\n", meta.vocabulary.size());
+  else fmt::print("vectorizer: {}\n", vectorizer_text(meta));
   fmt::print("tensors: {}\n", index.tensors.size());
   for (const auto& tensor : index.tensors) {
     std::string specs = tensor.layout;

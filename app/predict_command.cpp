@@ -1,6 +1,7 @@
 // `dtrain predict --checkpoint DIR "text" ... | --idx FILE`: class probabilities for raw inputs, from the
 // checkpoint alone (its stored config builds the model, on a 1-device mesh; IMDB texts go through its
-// saved vectorizer). Prints one line per input: index, predicted class, probabilities.
+// saved vectorizer, in its stored config's mode: a TF-IDF row, or a row of output_sequence_length token ids).
+// Prints one line per input: index, predicted class, probabilities.
 #include <cmath>
 #include <cstdio>
 
@@ -24,15 +25,17 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
     DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::imdb,
                        "[predict] checkpoint {} is a {} model: give images with --idx FILE, not texts", index.folder,
                        to_string(config.data.dataset));
-    std::optional<data::TfidfVectorizer> vectorizer = saved_vectorizer(index);
-    DTRAIN_CHECK(vectorizer.has_value(), "[predict] checkpoint {} holds no TF-IDF vectorizer", index.folder);
-    Tensor inputs({int64_t(options.texts.size()), vectorizer->size()});
+    std::optional<data::TextVectorizer> vectorizer = saved_vectorizer(index, config);
+    DTRAIN_CHECK(vectorizer.has_value(), "[predict] checkpoint {} holds no text vectorizer", index.folder);
+    DTRAIN_CHECK(vectorizer->example_shape() == example,
+                 "[predict] the saved {} vectorizer makes inputs of shape {} but the model takes {}", vectorizer->mode(),
+                 shape_string(vectorizer->example_shape()), shape_string(example));
+    const int64_t width = vectorizer->width();
+    Tensor inputs({int64_t(options.texts.size()), width});
     for (size_t i = 0; i < options.texts.size(); ++i) {
-      std::vector<float> row = vectorizer->transform_dense(options.texts[i]);
-      std::copy(row.begin(), row.end(), inputs.data() + int64_t(i) * vectorizer->size());
+      std::vector<float> row = vectorizer->transform_one(options.texts[i]);
+      std::copy(row.begin(), row.end(), inputs.data() + int64_t(i) * width);
     }
-    DTRAIN_CHECK(Shape{vectorizer->size()} == example, "[predict] the saved vectorizer has {} tokens but the model takes {}",
-                 vectorizer->size(), shape_string(example));
     return inputs;
   }
   DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist,

@@ -3,7 +3,8 @@
 // training continues until NEW's train.epochs in all, saving into NEW's checkpoint dir as the same run.
 // That dir must hold no other run's checkpoints unless --overwrite (then they go once the first new
 // checkpoint is committed). Its metrics go on in the run dir of the run it continues (the run_dir of the
-// config saved in the checkpoint; --run-dir overrides), after a "run" row naming the new mesh.
+// config saved in the checkpoint; --run-dir overrides), after a "run" row naming the new mesh. IMDB's
+// re-fitted vectorizer (TF-IDF or token ids, per NEW's data.vectorizer.mode) must equal the saved one.
 
 #include <atomic>
 #include <cstdio>
@@ -75,13 +76,17 @@ int run_resume(const CommandOptions& options) {
   train::Trainer& trainer = *engine.trainer;
   check_model_matches(config, *built.model, index, train_settings.make_optimizer()->name());
 
+  // The vectorizer the checkpoint was trained with, in this config's mode: another mode is refused here,
+  // before the data is read.
+  const std::optional<data::TextVectorizer> saved_text =
+      config.data.dataset == Dataset::imdb ? saved_vectorizer(index, config) : std::nullopt;
   LoadedData data = load_data(config);
   check_output_classes(config, *built.model, data.num_classes);
-  if (data.vectorizer && !saved.vocabulary.empty() &&
-      (data.vectorizer->vocabulary() != saved.vocabulary || data.vectorizer->idf() != saved.idf)) {
-    throw UsageError(fmt::format("[resume] the training texts in {} give another TF-IDF vocabulary than checkpoint {} "
+  if (data.vectorizer && saved_text &&
+      (data.vectorizer->vocabulary() != saved_text->vocabulary() || data.vectorizer->idf() != saved_text->idf())) {
+    throw UsageError(fmt::format("[resume] the training texts in {} give another {} vocabulary than checkpoint {} "
                                  "was trained with: the data changed",
-                                 config.data.path, index.folder));
+                                 config.data.path, data.vectorizer->mode(), index.folder));
   }
   // The metrics go on in the run dir of the run continued (its config's), unless --run-dir says otherwise.
   if (options.run_dir.empty()) {

@@ -10,7 +10,7 @@ namespace {
 
 // Process 0 creates the run dir and saves the vectorizer, after every process has read what it needs.
 std::optional<train::MetricsLog> open_run_dir(const Config& config,
-                                              const std::optional<data::TfidfVectorizer>& vectorizer) {
+                                              const std::optional<data::TextVectorizer>& vectorizer) {
   barrier_processes();
   if (process_index() != 0) return std::nullopt;
   std::filesystem::create_directories(config.run_dir);
@@ -34,7 +34,7 @@ std::string describe_mesh_string(const std::string& mesh) {
   }
 }
 
-RunOutputs::RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer,
+RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer,
                        const RunStart& start)
     : metrics_(open_run_dir(config, vectorizer)),
       reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {

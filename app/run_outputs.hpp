@@ -10,7 +10,7 @@
 #include "core/mesh.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
-#include "data/tfidf.hpp"
+#include "data/text_vectorizer.hpp"
 
 namespace dtrain {
 
@@ -24,7 +24,7 @@ struct RunStart {
 
 class RunOutputs {
  public:
-  RunOutputs(const Config& config, const std::optional<data::TfidfVectorizer>& vectorizer, const RunStart& start);
+  RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer, const RunStart& start);
   RunOutputs(const RunOutputs&) = delete;  // the reporter points at metrics_
   RunOutputs& operator=(const RunOutputs&) = delete;
 
