@@ -17,6 +17,7 @@
 
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
+#include "core/ops/halo.hpp"
 #include "data/split.hpp"
 
 namespace dtrain {
@@ -85,25 +86,19 @@ std::string to_string(InitKind kind) {
   }
   return "?";
 }
-std::string to_string(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::dense: return "dense";
-    case LayerKind::batch_norm: return "batch_norm";
-    case LayerKind::dropout: return "dropout";
-    case LayerKind::flatten: return "flatten";
-    case LayerKind::relu: return "relu";
-    case LayerKind::softmax: return "softmax";
-  }
-  return "?";
-}
-std::string to_string(Activation activation) {
-  switch (activation) {
-    case Activation::none: return "none";
-    case Activation::relu: return "relu";
-    case Activation::softmax: return "softmax";
-  }
-  return "?";
-}
+namespace {
+// In LayerKind's order: the YAML key of each layer type.
+const std::vector<std::string> kLayerKinds{"dense",      "batch_norm",  "dropout",    "flatten",
+                                           "relu",       "softmax",     "conv2d",     "max_pool2d",
+                                           "avg_pool2d", "global_average_pool", "embedding", "layer_norm",
+                                           "sigmoid",    "tanh",        "gelu",       "relayout"};
+// In Activation's order.
+const std::vector<std::string> kActivations{"none", "relu", "softmax", "sigmoid", "tanh", "gelu"};
+}  // namespace
+
+std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }
+std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
+std::string to_string(PaddingKind padding) { return padding == PaddingKind::same ? "same" : "valid"; }
 std::string to_string(Reduction reduction) { return reduction == Reduction::sum ? "sum" : "mean"; }
 std::string to_string(OptimizerKind kind) { return kind == OptimizerKind::sgd ? "sgd" : "adam"; }
 
@@ -651,11 +646,33 @@ InitializerConfig read_initializer(Reader& reader, const Field& field, std::arra
   return init;
 }
 
-const std::vector<std::string> kLayerKinds{"dense", "batch_norm", "dropout", "flatten", "relu", "softmax"};
+// An activation name (none, relu, softmax, sigmoid, tanh, gelu).
+Activation read_activation(Reader& reader, const Field& field) {
+  const std::string name = choice(reader, field, kActivations);
+  return Activation(std::find(kActivations.begin(), kActivations.end(), name) - kActivations.begin());
+}
+
+PaddingKind read_padding(Reader& reader, const Field& field) {
+  return choice(reader, field, {"same", "valid"}) == "same" ? PaddingKind::same : PaddingKind::valid;
+}
+
+// A window extent or stride: one integer n (meaning [n, n]) or [h, w], each in [1, 4096].
+std::array<int, 2> int_pair(Reader& reader, const Field& field, const std::string& what) {
+  constexpr int kMax = 4096;
+  if (field.node.IsScalar()) {
+    const int n = int(integer(reader, field, 1, kMax));
+    return {n, n};
+  }
+  if (!field.node.IsSequence() || field.node.size() != 2)
+    reader.fail(field, fmt::format("expected {}: one integer or [height, width], got {}", what, describe(field.node)));
+  return {int(integer(reader, reader.child(field, field.node[0], field.path + "[0]"), 1, kMax)),
+          int(integer(reader, reader.child(field, field.node[1], field.path + "[1]"), 1, kMax))};
+}
 
 std::string default_name_stem(LayerKind kind) { return kind == LayerKind::batch_norm ? "bn" : to_string(kind); }
 
-LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts) {
+LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts,
+                       const MeshConfig& mesh) {
   LayerConfig layer;
   layer.where = field.where;
   std::vector<KeyedField> entries =
@@ -683,6 +700,11 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
 
   std::vector<std::string> known{kind, "name"};
   if (layer.kind == LayerKind::dense) known.insert(known.end(), {"activation", "use_bias", "init", "bias_init"});
+  if (layer.kind == LayerKind::conv2d)
+    known.insert(known.end(), {"kernel_size", "strides", "padding", "activation", "use_bias", "init", "bias_init"});
+  if (layer.kind == LayerKind::max_pool2d || layer.kind == LayerKind::avg_pool2d)
+    known.insert(known.end(), {"strides", "padding"});
+  if (layer.kind == LayerKind::embedding) known.insert(known.end(), {"input_dim", "init"});
   if (layer.kind == LayerKind::dropout) known.push_back("seed");
   Section section(reader, field, known, fmt::format("{} ({})", field.path, kind));
   const Field value = *section.get(kind);
@@ -692,10 +714,7 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
     case LayerKind::dense: {
       layer.dense.units = int(integer(reader, value, 1, std::numeric_limits<int>::max()));
       layer.dense.units_where = value.where;
-      if (auto activation = section.get("activation")) {
-        const std::string name = choice(reader, *activation, {"relu", "softmax", "none"});
-        layer.dense.activation = name == "relu" ? Activation::relu : name == "softmax" ? Activation::softmax : Activation::none;
-      }
+      if (auto activation = section.get("activation")) layer.dense.activation = read_activation(reader, *activation);
       if (auto use_bias = section.get("use_bias")) layer.dense.use_bias = boolean(reader, *use_bias);
       layer.dense.kernel_init.kind = InitKind::glorot_uniform;
       layer.dense.kernel_init.seed = {seed_base, 0};
@@ -726,9 +745,71 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
       if (auto seed = section.get("seed")) layer.dropout.seed = seed_pair(reader, *seed), layer.dropout.seed_given = true;
       break;
     }
+    case LayerKind::conv2d: {
+      Conv2dConfig& conv = layer.conv2d;
+      conv.filters = int(integer(reader, value, 1, 1 << 20));
+      conv.filters_where = value.where;
+      const Field kernel_size = section.require("kernel_size");
+      conv.kernel_size = int_pair(reader, kernel_size, "a kernel size");
+      conv.kernel_size_where = kernel_size.where;
+      if (auto strides = section.get("strides")) conv.strides = int_pair(reader, *strides, "strides");
+      if (auto padding = section.get("padding")) conv.padding = read_padding(reader, *padding);
+      if (auto activation = section.get("activation")) conv.activation = read_activation(reader, *activation);
+      if (auto use_bias = section.get("use_bias")) conv.use_bias = boolean(reader, *use_bias);
+      conv.kernel_init.kind = InitKind::glorot_uniform;
+      conv.kernel_init.seed = {seed_base, 0};
+      conv.kernel_init.where = value.where;
+      if (auto init = section.get("init")) conv.kernel_init = read_initializer(reader, *init, {seed_base, 0});
+      conv.bias_init.seed = {seed_base, 1};
+      conv.bias_init.where = value.where;
+      if (auto init = section.get("bias_init")) {
+        if (!conv.use_bias) reader.fail(*init, "use_bias is false, so there is no bias to initialize");
+        conv.bias_init = read_initializer(reader, *init, {seed_base, 1});
+      }
+      break;
+    }
+    case LayerKind::max_pool2d:
+    case LayerKind::avg_pool2d: {
+      layer.pool2d.pool_size = int_pair(reader, value, "a pool size");
+      layer.pool2d.strides = layer.pool2d.pool_size;
+      if (auto strides = section.get("strides")) layer.pool2d.strides = int_pair(reader, *strides, "strides");
+      if (auto padding = section.get("padding")) layer.pool2d.padding = read_padding(reader, *padding);
+      break;
+    }
+    case LayerKind::embedding: {
+      EmbeddingConfig& embedding = layer.embedding;
+      embedding.output_dim = int(integer(reader, value, 1, 1 << 20));
+      embedding.output_dim_where = value.where;
+      embedding.input_dim_where = value.where;
+      if (auto input_dim = section.get("input_dim")) {
+        embedding.input_dim = int(integer(reader, *input_dim, 1, 1 << 28));
+        embedding.input_dim_where = input_dim->where;
+      }
+      embedding.init.kind = InitKind::uniform;
+      embedding.init.seed = {seed_base, 0};
+      embedding.init.where = value.where;
+      if (auto init = section.get("init")) embedding.init = read_initializer(reader, *init, {seed_base, 0});
+      break;
+    }
+    case LayerKind::layer_norm: {
+      Section params(reader, value, {"epsilon", "center", "scale"});
+      if (auto epsilon = params.get("epsilon")) layer.layer_norm.epsilon = positive_number(reader, *epsilon);
+      if (auto center = params.get("center")) layer.layer_norm.center = boolean(reader, *center);
+      if (auto scale = params.get("scale")) layer.layer_norm.scale = boolean(reader, *scale);
+      break;
+    }
+    case LayerKind::relayout: {
+      layer.relayout.specs = read_specs(reader, value, mesh);
+      layer.relayout.where = value.where;
+      break;
+    }
     case LayerKind::flatten:
     case LayerKind::relu:
-    case LayerKind::softmax: {
+    case LayerKind::softmax:
+    case LayerKind::global_average_pool:
+    case LayerKind::sigmoid:
+    case LayerKind::tanh:
+    case LayerKind::gelu: {
       Section params(reader, value, {});
       break;
     }
@@ -749,7 +830,7 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   return layer;
 }
 
-std::vector<LayerConfig> read_model(Reader& reader, const Field& field) {
+std::vector<LayerConfig> read_model(Reader& reader, const Field& field, const MeshConfig& mesh) {
   if (!field.node.IsSequence() || field.node.size() == 0)
     reader.fail(field, fmt::format("expected a list of layers, e.g. [{{dense: 128, activation: relu}}, {{dense: 10}}], "
                                    "got {}",
@@ -759,7 +840,7 @@ std::vector<LayerConfig> read_model(Reader& reader, const Field& field) {
   std::map<std::string, Where> names;
   for (size_t i = 0; i < field.node.size(); ++i) {
     const Field item = reader.child(field, field.node[i], fmt::format("model[{}]", i));
-    LayerConfig layer = read_layer(reader, item, int(i), counts);
+    LayerConfig layer = read_layer(reader, item, int(i), counts, mesh);
     auto [earlier, inserted] = names.emplace(layer.name, layer.where);
     if (!inserted)
       reader.fail(item, fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
@@ -790,9 +871,12 @@ std::vector<LayoutRule> read_layouts(Reader& reader, const Field& field, const M
   return rules;
 }
 
-// Every size the config's numbers multiply into (a batch of examples, each dense kernel, each layer's
-// activations), with overflow-checked products: more than kMaxTensorElements is an error at the number.
-void check_sizes(Reader& reader, const DataConfig& data, const std::vector<LayerConfig>& model) {
+// The model's shapes from the example shape on, layer by layer, as the engine will make them: every size the
+// config's numbers multiply into (a batch of examples, each kernel or table, each layer's activations) with
+// overflow-checked products (more than kMaxTensorElements is an error at the number), layers given an input
+// they cannot take (a conv2d on flat pixels, a relayout of the wrong rank), and spatially sharded image axes
+// (data.layout, relayout) that a window layer would cut into uneven bands: an error at that layout.
+void check_shapes(Reader& reader, const DataConfig& data, const std::vector<LayerConfig>& model, const MeshConfig& mesh) {
   std::vector<std::int64_t> shape = data.example_shape();
   std::int64_t features = 1;
   for (std::int64_t extent : shape)
@@ -804,25 +888,132 @@ void check_sizes(Reader& reader, const DataConfig& data, const std::vector<Layer
                 fmt::format("a batch of {} examples of {} elements each has more than {} elements (the most a "
                             "tensor may have)",
                             data.batch_size, features, kMaxTensorElements));
+  // The specs of the example's axes (batch excluded) and where they were set.
+  std::vector<std::string> specs(data.layout.begin() + 1, data.layout.end());
+  Where specs_where = data.layout_where;
+  std::string specs_path = "data.layout";
+  const auto unshard = [&] { specs.assign(shape.size(), "unsharded"); };
+  const auto shape_text = [&] { return fmt::format("[batch, {}]", fmt::join(shape, ", ")); };
+
   for (size_t i = 0; i < model.size(); ++i) {
     const LayerConfig& layer = model[i];
-    if (layer.kind == LayerKind::flatten) shape = {features};
-    if (layer.kind != LayerKind::dense) continue;
-    const std::int64_t in = shape.back(), units = layer.dense.units;
-    const std::string path = fmt::format("model[{}].dense", i);
-    std::int64_t kernel = 0, activations = 0;
-    if (!checked_product(in, units, kMaxTensorElements, &kernel))
-      reader.fail(layer.dense.units_where, path,
-                  fmt::format("the kernel {} x {} has more than {} elements (the most a tensor may have)", in, units,
-                              kMaxTensorElements));
-    features = features / in;
-    if (!checked_product(features, units, kMaxTensorElements, &features) ||
-        !checked_product(data.batch_size, features, kMaxTensorElements, &activations))
-      reader.fail(layer.dense.units_where, path,
+    const std::string path = fmt::format("model[{}].{}", i, to_string(layer.kind));
+    const std::string name = fmt::format("layer '{}' ({})", layer.name, layer.where.str());
+    // The number of elements of a variable or kernel, checked.
+    const auto product = [&](std::initializer_list<std::int64_t> extents, const Where& where, const std::string& what) {
+      std::int64_t total = 1;
+      for (std::int64_t extent : extents)
+        if (!checked_product(total, extent, kMaxTensorElements, &total))
+          reader.fail(where, path, fmt::format("{} has more than {} elements (the most a tensor may have)", what,
+                                               kMaxTensorElements));
+      return total;
+    };
+    const auto needs_image = [&] {
+      if (shape.size() != 3)
+        reader.fail(layer.where, path,
+                    fmt::format("{} takes image batches [batch, height, width, channels], but its input is {} (for "
+                                "MNIST: data.image_shape: [28, 28, 1])",
+                                to_string(layer.kind), shape_text()));
+    };
+    // A window over the image's height and width: the output extents, and the bands of a sharded axis.
+    const auto window = [&](std::array<int, 2> kernel, std::array<int, 2> strides, PaddingKind padding_kind) {
+      const ops::Padding padding = padding_kind == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
+      for (int axis = 0; axis < 2; ++axis) {
+        const std::int64_t out = ops::window_output_extent(shape[axis], kernel[axis], strides[axis], padding);
+        if (out == 0)
+          reader.fail(layer.where, path,
+                      fmt::format("a {}-wide window does not fit the {} {} of its input {} with padding valid",
+                                  kernel[axis], shape[axis], axis == 0 ? "rows" : "columns", shape_text()));
+        const std::string problem =
+            ops::window_band_problem(name, axis + 1, shape[axis], mesh.size_of(specs[axis]), specs[axis], kernel[axis],
+                                     strides[axis], padding);
+        if (!problem.empty()) reader.fail(specs_where, specs_path, problem);
+        shape[axis] = out;
+      }
+    };
+    switch (layer.kind) {
+      case LayerKind::flatten:
+        shape = {features};
+        unshard();
+        break;
+      case LayerKind::dense: {
+        const std::int64_t in = shape.back(), units = layer.dense.units;
+        product({in, units}, layer.dense.units_where, fmt::format("the kernel {} x {}", in, units));
+        shape.back() = units;
+        specs.back() = "unsharded";
+        break;
+      }
+      case LayerKind::conv2d: {
+        needs_image();
+        const Conv2dConfig& conv = layer.conv2d;
+        product({conv.kernel_size[0], conv.kernel_size[1], shape[2], conv.filters}, conv.filters_where,
+                fmt::format("the kernel {} x {} x {} x {}", conv.kernel_size[0], conv.kernel_size[1], shape[2],
+                            conv.filters));
+        window(conv.kernel_size, conv.strides, conv.padding);
+        shape[2] = conv.filters;
+        specs[2] = "unsharded";
+        break;
+      }
+      case LayerKind::max_pool2d:
+      case LayerKind::avg_pool2d:
+        needs_image();
+        window(layer.pool2d.pool_size, layer.pool2d.strides, layer.pool2d.padding);
+        break;
+      case LayerKind::global_average_pool:  // images [H, W, C] or sequences [steps, features]
+        if (shape.size() != 2) needs_image();
+        shape = {shape.back()};
+        unshard();
+        break;
+      case LayerKind::embedding: {
+        const EmbeddingConfig& embedding = layer.embedding;
+        product({embedding.input_dim, embedding.output_dim}, embedding.output_dim_where,
+                fmt::format("the table {} x {}", embedding.input_dim, embedding.output_dim));
+        shape.push_back(embedding.output_dim);
+        specs.push_back("unsharded");
+        break;
+      }
+      case LayerKind::relayout:
+        if (layer.relayout.specs.size() != shape.size() + 1)
+          reader.fail(layer.relayout.where, path,
+                      fmt::format("the activations here are {} (rank {}), but the relayout has {} specs",
+                                  shape_text(), shape.size() + 1, layer.relayout.specs.size()));
+        specs.assign(layer.relayout.specs.begin() + 1, layer.relayout.specs.end());
+        for (size_t axis = 0; axis < shape.size(); ++axis) {
+          const int shards = mesh.size_of(specs[axis]);
+          if (shape[axis] % shards != 0)
+            reader.fail(layer.relayout.where, path,
+                        fmt::format("axis {} of the activations {} has {} elements, not divisible by {}, the size of "
+                                    "mesh dim '{}'",
+                                    axis + 1, shape_text(), shape[axis], shards, specs[axis]));
+        }
+        specs_where = layer.relayout.where;
+        specs_path = path;
+        break;
+      default:  // elementwise and normalizing layers keep the shape
+        break;
+    }
+    features = 1;
+    std::int64_t activations = 0;
+    for (std::int64_t extent : shape)
+      if (!checked_product(features, extent, kMaxTensorElements, &features)) features = kMaxTensorElements + 1;
+    if (features > kMaxTensorElements || !checked_product(data.batch_size, features, kMaxTensorElements, &activations))
+      reader.fail(layer.where, path,
                   fmt::format("the layer's output for a batch of {} has more than {} elements (the most a tensor "
                               "may have)",
                               data.batch_size, kMaxTensorElements));
-    shape.back() = units;
+  }
+}
+
+// Embedding tables without input_dim take the int vectorizer's max_tokens (the ids are below it).
+void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model) {
+  for (size_t i = 0; i < model.size(); ++i) {
+    EmbeddingConfig& embedding = model[i].embedding;
+    if (model[i].kind != LayerKind::embedding || embedding.input_dim > 0) continue;
+    if (data.dataset != Dataset::imdb || data.vectorizer.mode != "int")
+      reader.fail(model[i].where, fmt::format("model[{}].embedding", i),
+                  "missing key 'input_dim' (the vocabulary size); it defaults to data.vectorizer.max_tokens only "
+                  "with vectorizer mode int");
+    embedding.input_dim = data.vectorizer.max_tokens;
   }
 }
 
@@ -971,8 +1162,9 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   config.file = file;
   config.mesh = read_mesh(reader, require("mesh"));
   config.data = read_data(reader, require("data"), config.mesh, options);
-  config.model = read_model(reader, require("model"));
-  check_sizes(reader, config.data, config.model);
+  config.model = read_model(reader, require("model"), config.mesh);
+  fill_embedding_vocabulary(reader, config.data, config.model);
+  check_shapes(reader, config.data, config.model, config.mesh);
   if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
   config.train = read_train(reader, require("train"));
 
@@ -1163,6 +1355,8 @@ void emit_initializer(YAML::Emitter& out, const InitializerConfig& init) {
 
 }  // namespace
 
+std::vector<int> pair_list(const std::array<int, 2>& pair) { return {pair[0], pair[1]}; }
+
 std::string dump_config(const Config& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -1230,6 +1424,42 @@ std::string dump_config(const Config& config) {
       case LayerKind::dropout:
         out << number_text(layer.dropout.rate) << YAML::Key << "name" << YAML::Value << layer.name;
         emit_seed(out, layer.dropout.seed);
+        break;
+      case LayerKind::conv2d: {
+        const Conv2dConfig& conv = layer.conv2d;
+        out << conv.filters << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "kernel_size" << YAML::Value << YAML::Flow << pair_list(conv.kernel_size);
+        out << YAML::Key << "strides" << YAML::Value << YAML::Flow << pair_list(conv.strides);
+        out << YAML::Key << "padding" << YAML::Value << to_string(conv.padding);
+        out << YAML::Key << "activation" << YAML::Value << to_string(conv.activation);
+        out << YAML::Key << "use_bias" << YAML::Value << conv.use_bias;
+        out << YAML::Key << "init" << YAML::Value;
+        emit_initializer(out, conv.kernel_init);
+        if (conv.use_bias) {
+          out << YAML::Key << "bias_init" << YAML::Value;
+          emit_initializer(out, conv.bias_init);
+        }
+        break;
+      }
+      case LayerKind::max_pool2d:
+      case LayerKind::avg_pool2d:
+        out << YAML::Flow << pair_list(layer.pool2d.pool_size) << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "strides" << YAML::Value << YAML::Flow << pair_list(layer.pool2d.strides);
+        out << YAML::Key << "padding" << YAML::Value << to_string(layer.pool2d.padding);
+        break;
+      case LayerKind::embedding:
+        out << layer.embedding.output_dim << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "input_dim" << YAML::Value << layer.embedding.input_dim;
+        out << YAML::Key << "init" << YAML::Value;
+        emit_initializer(out, layer.embedding.init);
+        break;
+      case LayerKind::layer_norm:
+        out << YAML::BeginMap << YAML::Key << "epsilon" << YAML::Value << number_text(layer.layer_norm.epsilon)
+            << YAML::Key << "center" << YAML::Value << layer.layer_norm.center << YAML::Key << "scale" << YAML::Value
+            << layer.layer_norm.scale << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
+        break;
+      case LayerKind::relayout:
+        out << YAML::Flow << layer.relayout.specs << YAML::Key << "name" << YAML::Value << layer.name;
         break;
       default:
         out << YAML::BeginMap << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;

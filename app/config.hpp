@@ -116,8 +116,12 @@ struct InitializerConfig {
   Where where;
 };
 
-enum class LayerKind { dense, batch_norm, dropout, flatten, relu, softmax };
-enum class Activation { none, relu, softmax };
+enum class LayerKind {
+  dense, batch_norm, dropout, flatten, relu, softmax,
+  conv2d, max_pool2d, avg_pool2d, global_average_pool, embedding, layer_norm, sigmoid, tanh, gelu, relayout
+};
+enum class Activation { none, relu, softmax, sigmoid, tanh, gelu };
+enum class PaddingKind { same, valid };
 
 struct DenseConfig {
   int units = 0;  // >= 1
@@ -126,6 +130,49 @@ struct DenseConfig {
   InitializerConfig kernel_init;  // default glorot_uniform (Keras' default)
   InitializerConfig bias_init;    // default zeros
   Where units_where;
+};
+
+// Keras Conv2D on NHWC images: `{conv2d: FILTERS, kernel_size: 3, strides: 1, padding: valid, activation,
+// use_bias, init, bias_init}`; kernel_size and strides are one integer or [h, w]. Keras' defaults.
+struct Conv2dConfig {
+  int filters = 0;  // >= 1
+  std::array<int, 2> kernel_size{0, 0};
+  std::array<int, 2> strides{1, 1};
+  PaddingKind padding = PaddingKind::valid;
+  Activation activation = Activation::none;
+  bool use_bias = true;
+  InitializerConfig kernel_init;  // default glorot_uniform
+  InitializerConfig bias_init;    // default zeros
+  Where filters_where, kernel_size_where;
+};
+
+// Keras MaxPooling2D / AveragePooling2D: `{max_pool2d: POOL, strides: POOL, padding: valid}`.
+struct Pool2dConfig {
+  std::array<int, 2> pool_size{2, 2};
+  std::array<int, 2> strides{0, 0};  // 0: the pool size (Keras' default)
+  PaddingKind padding = PaddingKind::valid;
+};
+
+// Keras Embedding: `{embedding: OUTPUT_DIM, input_dim: VOCABULARY, init}`; input_dim defaults to the int
+// vectorizer's max_tokens. The table is EMBEDDING_NAME/embeddings [input_dim, output_dim].
+struct EmbeddingConfig {
+  int output_dim = 0;
+  int input_dim = 0;
+  InitializerConfig init;  // default uniform [-0.05, 0.05] (Keras)
+  Where output_dim_where, input_dim_where;
+};
+
+// Keras LayerNormalization over the last axis: `{layer_norm: {epsilon: 1e-3, center: true, scale: true}}`.
+struct LayerNormConfig {
+  double epsilon = 1e-3;
+  bool center = true, scale = true;
+};
+
+// `{relayout: [batch, unsharded, ...]}`: DTensor's relayout of the activations between two layers (one spec
+// per axis), e.g. to gather image rows before a pool whose output bands would be uneven.
+struct RelayoutConfig {
+  std::vector<std::string> specs;
+  Where where;
 };
 
 // `batch_norm: {}` is the DTensor tutorial's parameter-free version: batch statistics over the GLOBAL
@@ -152,6 +199,11 @@ struct LayerConfig {
   DenseConfig dense;
   BatchNormConfig batch_norm;
   DropoutConfig dropout;
+  Conv2dConfig conv2d;
+  Pool2dConfig pool2d;  // max_pool2d, avg_pool2d
+  EmbeddingConfig embedding;
+  LayerNormConfig layer_norm;
+  RelayoutConfig relayout;
   Where where;  // the layer's entry in `model`
 };
 
@@ -258,6 +310,7 @@ std::string to_string(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);
 std::string to_string(Activation activation);
+std::string to_string(PaddingKind padding);
 std::string to_string(Reduction reduction);
 std::string to_string(OptimizerKind kind);
 

@@ -42,9 +42,16 @@ nn::Activation to_activation(Activation activation) {
   switch (activation) {
     case Activation::relu: return nn::Activation::Relu;
     case Activation::softmax: return nn::Activation::Softmax;
+    case Activation::sigmoid: return nn::Activation::Sigmoid;
+    case Activation::tanh: return nn::Activation::Tanh;
+    case Activation::gelu: return nn::Activation::Gelu;
     case Activation::none: return nn::Activation::None;
   }
   return nn::Activation::None;
+}
+
+ops::Padding to_padding(PaddingKind padding) {
+  return padding == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
 }
 
 std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
@@ -69,6 +76,44 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
     case LayerKind::flatten: return std::make_unique<nn::Flatten>(layer.name);
     case LayerKind::relu: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Relu);
     case LayerKind::softmax: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Softmax);
+    case LayerKind::sigmoid: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Sigmoid);
+    case LayerKind::tanh: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Tanh);
+    case LayerKind::gelu: return std::make_unique<nn::ActivationLayer>(layer.name, nn::Activation::Gelu);
+    case LayerKind::conv2d: {
+      const Conv2dConfig& conv = layer.conv2d;
+      nn::Conv2D::Options options;
+      options.filters = conv.filters;
+      options.kernel_h = conv.kernel_size[0];
+      options.kernel_w = conv.kernel_size[1];
+      options.stride_h = conv.strides[0];
+      options.stride_w = conv.strides[1];
+      options.padding = to_padding(conv.padding);
+      options.activation = to_activation(conv.activation);
+      options.use_bias = conv.use_bias;
+      options.kernel_init = to_initializer(conv.kernel_init);
+      options.bias_init = to_initializer(conv.bias_init);
+      return std::make_unique<nn::Conv2D>(layer.name, options);
+    }
+    case LayerKind::max_pool2d:
+    case LayerKind::avg_pool2d: {
+      const Pool2dConfig& pool = layer.pool2d;
+      nn::Pool2D::Options options;
+      options.kind = layer.kind == LayerKind::max_pool2d ? nn::Pool2D::Kind::Max : nn::Pool2D::Kind::Average;
+      options.pool_h = pool.pool_size[0];
+      options.pool_w = pool.pool_size[1];
+      options.stride_h = pool.strides[0];
+      options.stride_w = pool.strides[1];
+      options.padding = to_padding(pool.padding);
+      return std::make_unique<nn::Pool2D>(layer.name, options);
+    }
+    case LayerKind::global_average_pool: return std::make_unique<nn::GlobalAveragePool>(layer.name);
+    case LayerKind::embedding:
+      return std::make_unique<nn::Embedding>(layer.name, layer.embedding.input_dim, layer.embedding.output_dim,
+                                             to_initializer(layer.embedding.init));
+    case LayerKind::layer_norm:
+      return std::make_unique<nn::LayerNorm>(layer.name, float(layer.layer_norm.epsilon), layer.layer_norm.center,
+                                             layer.layer_norm.scale);
+    case LayerKind::relayout: return std::make_unique<nn::Relayout>(layer.name, layer.relayout.specs);
   }
   throw Error("[model] unknown layer kind");
 }
@@ -113,7 +158,10 @@ void check_sizes(const Config& config, const nn::Sequential& model, const Shape&
     Where where = config.where("model");
     for (const LayerConfig& layer_config : config.model) {
       if (layer_config.name != layer) continue;
-      where = layer_config.kind == LayerKind::dense ? layer_config.dense.units_where : layer_config.where;
+      where = layer_config.kind == LayerKind::dense       ? layer_config.dense.units_where
+              : layer_config.kind == LayerKind::conv2d    ? layer_config.conv2d.filters_where
+              : layer_config.kind == LayerKind::embedding ? layer_config.embedding.output_dim_where
+                                                          : layer_config.where;
       if (where.file.empty()) where = layer_config.where;
     }
     const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
@@ -190,7 +238,6 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
     throw_config_error(config.where("mesh"), error.what());
   }
   engine.example = config.data.example_shape();
-  check_input_layout(config, engine.example);
   engine.built = build_model(config, engine.mesh, engine.example);
   print_warnings(engine.built);
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
@@ -210,20 +257,10 @@ std::string Engine::devices_line() const {
   return fmt::format("{} over {} processes: {}", line, placement.processes, placement.describe());
 }
 
-void check_input_layout(const Config& config, const Shape& example) {
-  const std::vector<std::string> specs = input_specs(config);
-  if (example.size() < 2) return;  // a flat input: any axis may be sharded
-  for (size_t axis = 1; axis < specs.size(); ++axis) {
-    if (specs[axis] == kUnsharded) continue;
-    throw_config_error(config.data.layout_where,
-                       fmt::format("data.layout: axis {} of the image input {} is sharded on '{}', but only the batch "
-                                   "axis of an image input can be sharded (use image_shape: flat to shard features)",
-                                   axis, shape_string(example), specs[axis]));
-  }
-}
-
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {
-  const Shape output = model.output_shape({config.data.batch_size, num_elements(config.data.example_shape())});
+  Shape input{config.data.batch_size};
+  for (int64_t extent : config.data.example_shape()) input.push_back(extent);
+  const Shape output = model.output_shape(input);
   if (output.back() != classes) {
     throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
                                                           output.back(), to_string(config.data.dataset), classes));

@@ -51,10 +51,6 @@ Engine build_engine(const Config& config, train::TrainOptions options);
 // "0 on cuda:0, 1 on cuda:0": the GPU of each of this process's devices (core/gpu_assignment.hpp).
 std::string gpu_line(const Placement& placement);
 
-// Only the batch axis of an image input (an example of rank 2 or more) can be sharded: a config error at
-// data.layout otherwise.
-void check_input_layout(const Config& config, const Shape& example);
-
 // The model's last layer must have one unit per class of the data set (a config error otherwise).
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes);
 

@@ -38,8 +38,13 @@ DTensor initialize(const Initializer& init, const Shape& global_shape, const Lay
   float low = init.low, high = init.high;
   if (init.kind == Initializer::Kind::GlorotUniform) {
     DTRAIN_CHECK(global_shape.size() >= 1, "[initialize] glorot_uniform needs a kernel, not a scalar");
-    const double fan_in = double(global_shape[0]);
-    const double fan_out = global_shape.size() > 1 ? double(num_elements(global_shape) / global_shape[0]) : fan_in;
+    // Keras' fans: [in, out] for a dense kernel; for a conv kernel [kh, kw, cin, cout], cin and cout times the
+    // receptive field kh * kw.
+    const size_t rank = global_shape.size();
+    double receptive = 1;
+    for (size_t a = 0; a + 2 < rank; ++a) receptive *= double(global_shape[a]);
+    const double fan_in = rank == 1 ? double(global_shape[0]) : double(global_shape[rank - 2]) * receptive;
+    const double fan_out = rank == 1 ? fan_in : double(global_shape[rank - 1]) * receptive;
     high = float(std::sqrt(6.0 / (fan_in + fan_out)));
     low = -high;
   }

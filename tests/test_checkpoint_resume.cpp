@@ -1,6 +1,7 @@
 // Resume exactness: a run stopped after a checkpoint and resumed from it on the same mesh gives exactly
 // the per-step losses of the uninterrupted run (same shuffles, dropout steps, Adam state and position);
-// resumed onto another mesh and layout, the losses agree within float rounding of reductions.
+// resumed onto another mesh and layout, the losses agree within float rounding of reductions; the CNN's
+// checkpoints move between image rows cut into bands (spatial) and whole images (data parallel).
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -50,12 +51,22 @@ struct Run {
   BuiltModel built;
 };
 
-Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps) {
-  Run run{parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false}), nullptr, {}};
+Run make_run(Config config, const data::Dataset& data, int64_t max_steps) {
+  Run run{std::move(config), nullptr, {}};
   run.config.train.max_steps = max_steps;
   run.mesh = build_mesh(run.config);
   run.built = build_model(run.config, run.mesh, data.example_shape());
   return run;
+}
+
+Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps) {
+  return make_run(parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false}), data, max_steps);
+}
+
+// The shipped spatially partitioned CNN, on its own mesh or with `overrides`.
+Run cnn_run(std::vector<std::string> overrides, const data::Dataset& data, int64_t max_steps) {
+  return make_run(load_config(testing::config_path("mnist_cnn_sp.yaml"), LoadOptions{std::move(overrides), "", false}),
+                  data, max_steps);
 }
 
 // Trains to max_steps, saving every `every` steps into dir (when given); restoring first from `from`.
@@ -119,6 +130,29 @@ TEST_CASE("a run stopped after any checkpoint and resumed on the same mesh repea
                                             (dir / "ckpt-12").string());
     REQUIRE(rest.size() == 18);
     for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(rest[i] - whole[12 + i]) <= 1e-4 * std::max(1e-3, whole[12 + i]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a CNN checkpoint moves from a spatial mesh to a data-parallel one and back") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dtrain_test_cnn_resume_{}", ::getpid());
+  fs::remove_all(dir);
+  const data::Dataset images = testing::generated_images(64 * 6);
+  const std::vector<std::string> spatial;  // the config's {batch: 4, spatial: 2}, rows in bands
+  const std::vector<std::string> data_parallel{"mesh.dims={batch: 8}", "data.layout=[batch, unsharded, unsharded, unsharded]"};
+  for (const auto& [from, to, what] :
+       {std::tuple{spatial, data_parallel, "spatial -> data parallel"}, std::tuple{data_parallel, spatial, "data parallel -> spatial"}}) {
+    CAPTURE(what);
+    fs::remove_all(dir);
+    const std::vector<double> whole = train_losses(cnn_run(from, images, 16), images, "", 0);
+    REQUIRE(whole.size() == 16);
+    testing::check_learns(whole, what);
+    const std::vector<double> first = train_losses(cnn_run(from, images, 8), images, dir.string(), 8);
+    REQUIRE(first.size() == 8);
+    CHECK(std::equal(first.begin(), first.end(), whole.begin()));
+    const std::vector<double> rest = train_losses(cnn_run(to, images, 16), images, "", 0, (dir / "ckpt-8").string());
+    REQUIRE(rest.size() == 8);
+    testing::check_same_losses(std::vector<double>(whole.begin() + 8, whole.end()), rest, what);
   }
   fs::remove_all(dir);
 }

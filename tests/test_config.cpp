@@ -172,7 +172,7 @@ TEST_CASE("wrong types and bad values say what was expected") {
   check_error(replace(kBase, "epochs: 2", "epochs: 0"), "0", {"train.epochs: expected an integer >= 1, got 0"},
               "epochs");
   check_error(replace(kBase, "activation: relu", "activation: rleu"), "rleu",
-              {"model[0].activation: expected one of relu, softmax, none, got 'rleu'", "did you mean 'relu'?"});
+              {"model[0].activation: expected one of none, relu, softmax, sigmoid, tanh, gelu, got 'rleu'", "did you mean 'relu'?"});
   check_error(replace(kBase, "dataset: imdb", "dataset: cifar"), "cifar", {"expected one of mnist, imdb"});
   check_error(replace(kBase, "learning_rate: 0.01", "learning_rate: -1"), "-1", {"expected a number > 0"});
   check_error(replace(kBase, "reduction: sum", "reduction: total"), "total", {"expected one of sum, mean"});
@@ -314,7 +314,7 @@ TEST_CASE("mnist specifics: image_shape, default input layout, vectorizer only f
   CHECK(config.data.example_shape() == std::vector<std::int64_t>{28, 28});
   CHECK_FALSE(config.data.layout_given);
   CHECK(config.data.layout == std::vector<std::string>{"batch", "unsharded", "unsharded"});
-  check_error(replace(mnist, "[28, 28]", "[32, 32]"), "[32, 32]", {"expected flat or [28, 28]"});
+  check_error(replace(mnist, "[28, 28]", "[32, 32]"), "[32, 32]", {"expected flat, [28, 28] or [28, 28, 1]"});
   check_error(replace(mnist, "  image_shape: [28, 28]\n", "  image_shape: [28, 28]\n  layout: [batch, unsharded]\n"),
               "[batch, unsharded]", {"the input x has rank 3"}, "image_shape");
   check_error(replace(mnist, "  batch_size: 64\n", "  batch_size: 64\n  vectorizer: {max_tokens: 10}\n"),

@@ -1,6 +1,8 @@
 // The same training config on different meshes and layouts gives the same per-step losses: the shipped
 // MNIST configs on {batch: 1}, {batch: 8} and {batch: 4, model: 2} for 50 steps, and the IMDB tutorial's
-// data-, model- and spatial-parallel configs for 100 steps, on generated data of the same shapes.
+// data-, model- and spatial-parallel configs for 100 steps, the spatially partitioned CNN (mnist_cnn_sp) on
+// row bands, column bands, both, data parallel and with channels on `model` for 30 steps, on generated data
+// of the same shapes.
 #include <doctest/doctest.h>
 
 #include "tests/training_fixture.hpp"
@@ -46,4 +48,27 @@ TEST_CASE("IMDB batches that carry their non-zero lists train to the same bits a
     check_learns(with, file);
     CHECK(with == without);  // NaN != NaN: an all-NaN pair fails here too
   }
+}
+
+TEST_CASE("mnist_cnn_sp on spatial, data-parallel and channel-sharded meshes gives the same 30 step losses") {
+  data::Dataset images = generated_images(64 * 30);
+  const std::string whole_images = "data.layout=[batch, unsharded, unsharded, unsharded]";
+  std::vector<double> one = step_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 1}", whole_images}, images, 30);
+  REQUIRE(one.size() == 30);
+  check_learns(one, "mnist_cnn_sp {batch: 1}");
+  check_same_losses(one, step_losses("mnist_cnn_sp.yaml", {}, images, 30), "rows on spatial {batch: 4, spatial: 2}");
+  check_same_losses(one, step_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 8}", whole_images}, images, 30),
+                    "data parallel {batch: 8}");
+  check_same_losses(one,
+                    step_losses("mnist_cnn_sp.yaml",
+                                {"mesh.dims={batch: 2, rows: 2, cols: 2}", "data.layout=[batch, rows, cols, unsharded]"},
+                                images, 30),
+                    "rows and columns {batch: 2, rows: 2, cols: 2}");
+  check_same_losses(one,
+                    step_losses("mnist_cnn_sp.yaml",
+                                {"mesh.dims={batch: 2, spatial: 2, model: 2}",
+                                 "data.layout=[batch, unsharded, spatial, unsharded]",
+                                 "layouts={conv2d1/kernel: [unsharded, unsharded, unsharded, model]}"},
+                                images, 30),
+                    "columns on spatial, conv2d1's channels on model {batch: 2, spatial: 2, model: 2}");
 }

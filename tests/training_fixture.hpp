@@ -46,6 +46,22 @@ inline data::Dataset generated(int64_t examples, int64_t columns, int classes, b
   return data::Dataset::dense(std::move(dense), {columns}, std::move(labels));
 }
 
+// 28x28x1 images (NHWC) that a small CNN can learn: noise in [0, 0.5) plus a bright 6x6 square whose place
+// (one of 10) is the label.
+inline data::Dataset generated_images(int64_t examples) {
+  Tensor noise = test_tensor({examples, 28 * 28}, 5, 0.0f, 0.5f);
+  std::vector<float> pixels(noise.data(), noise.data() + noise.size());
+  std::vector<int32_t> labels(examples);
+  for (int64_t e = 0; e < examples; ++e) {
+    const int label = int(e * 7919 % 10);
+    labels[e] = label;
+    const int top = 2 + (label / 5) * 12, left = 1 + (label % 5) * 5;
+    for (int r = top; r < top + 6; ++r)
+      for (int c = left; c < left + 6; ++c) pixels[e * 784 + r * 28 + c] += 0.5f;
+  }
+  return data::Dataset::dense(std::move(pixels), {28, 28, 1}, std::move(labels));
+}
+
 // A DatasetSource that hands out dense blocks only, never their non-zero lists.
 class WithoutNonzeroLists : public DatasetSource {
  public:

@@ -1,5 +1,6 @@
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
+#include "core/ops/activations.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::nn {
@@ -8,6 +9,9 @@ std::string activation_name(Activation activation) {
   switch (activation) {
     case Activation::Relu: return "relu";
     case Activation::Softmax: return "softmax";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Tanh: return "tanh";
+    case Activation::Gelu: return "gelu";
     case Activation::None: return "none";
   }
   return "?";
@@ -17,6 +21,9 @@ Var activate(const Var& x, Activation activation) {
   switch (activation) {
     case Activation::Relu: return relu(x);
     case Activation::Softmax: return softmax(x);
+    case Activation::Sigmoid: return sigmoid(x);
+    case Activation::Tanh: return tanh(x);
+    case Activation::Gelu: return gelu(x);
     case Activation::None: return x;
   }
   return x;

@@ -1,10 +1,11 @@
 // The layers dtrain models are built from (Keras names and defaults).
 #pragma once
 #include "core/nn/layer.hpp"
+#include "core/ops/halo.hpp"
 
 namespace dtrain::nn {
 
-enum class Activation { None, Relu, Softmax };
+enum class Activation { None, Relu, Softmax, Sigmoid, Tanh, Gelu };
 std::string activation_name(Activation activation);
 Var activate(const Var& x, Activation activation);
 
@@ -63,6 +64,96 @@ class Flatten : public Layer {
   std::string kind() const override { return "flatten"; }
   Shape output_shape(const Shape& input) const override;
   Var forward(const Var& x, ForwardContext& context) const override;
+};
+
+// Keras Conv2D on NHWC batches: kernel [kh, kw, cin, filters], bias [filters]; see core/ops/conv.hpp for
+// the spatial (halo) and channel sharding rules.
+class Conv2D : public Layer {
+ public:
+  struct Options {
+    int64_t filters = 1, kernel_h = 3, kernel_w = 3, stride_h = 1, stride_w = 1;
+    ops::Padding padding = ops::Padding::Valid;
+    Activation activation = Activation::None;
+    bool use_bias = true;
+    Initializer kernel_init, bias_init;
+  };
+  Conv2D(std::string name, Options options);
+  std::string kind() const override { return "conv2d"; }
+  Shape output_shape(const Shape& input) const override;
+  std::vector<VariableSpec> variables(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  Options options_;
+};
+
+// Keras MaxPooling2D / AveragePooling2D.
+class Pool2D : public Layer {
+ public:
+  enum class Kind { Max, Average };
+  struct Options {
+    Kind kind = Kind::Max;
+    int64_t pool_h = 2, pool_w = 2, stride_h = 2, stride_w = 2;
+    ops::Padding padding = ops::Padding::Valid;
+  };
+  Pool2D(std::string name, Options options);
+  std::string kind() const override { return options_.kind == Kind::Max ? "max_pool2d" : "avg_pool2d"; }
+  Shape output_shape(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  Options options_;
+};
+
+// [N, H, W, C] -> [N, C] (Keras GlobalAveragePooling2D); [N, T, D] -> [N, D] (GlobalAveragePooling1D,
+// after an embedding).
+class GlobalAveragePool : public Layer {
+ public:
+  explicit GlobalAveragePool(std::string name) : Layer(std::move(name)) {}
+  std::string kind() const override { return "global_average_pool"; }
+  Shape output_shape(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+};
+
+// Keras Embedding: ids [N, ...] (as floats) -> [N, ..., output_dim]; the table "embeddings" [input_dim,
+// output_dim] (core/ops/embedding.hpp: its rows may be sharded).
+class Embedding : public Layer {
+ public:
+  Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init);
+  std::string kind() const override { return "embedding"; }
+  Shape output_shape(const Shape& input) const override;
+  std::vector<VariableSpec> variables(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  int64_t input_dim_, output_dim_;
+  Initializer init_;
+};
+
+// Keras LayerNormalization over the last axis: gamma (ones) and beta (zeros) [features] when scale / center.
+class LayerNorm : public Layer {
+ public:
+  LayerNorm(std::string name, float epsilon, bool center, bool scale);
+  std::string kind() const override { return "layer_norm"; }
+  Shape output_shape(const Shape& input) const override { return input; }
+  std::vector<VariableSpec> variables(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  float epsilon_;
+  bool center_, scale_;
+};
+
+// DTensor's relayout: the activations moved to the layout of `specs` (one per axis, batch first).
+class Relayout : public Layer {
+ public:
+  Relayout(std::string name, std::vector<std::string> specs) : Layer(std::move(name)), specs_(std::move(specs)) {}
+  std::string kind() const override { return "relayout"; }
+  Shape output_shape(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  std::vector<std::string> specs_;
 };
 
 class ActivationLayer : public Layer {

@@ -1,4 +1,4 @@
-// Layers that only move or mask values: Flatten and Dropout.
+// Layers that only move or mask values: Flatten, Dropout and Relayout.
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
 #include "core/ops/ops.hpp"
@@ -20,6 +20,20 @@ Dropout::Dropout(std::string name, float rate, uint64_t seed) : Layer(std::move(
 
 Var Dropout::forward(const Var& x, ForwardContext& context) const {
   return context.training ? dropout(x, rate_, seed_, context.step) : x;
+}
+
+}  // namespace dtrain::nn
+
+namespace dtrain::nn {
+
+Shape Relayout::output_shape(const Shape& input) const {
+  DTRAIN_CHECK_USAGE(input.size() == specs_.size(), "[relayout] layer '{}' has {} specs for an input of rank {} ({})",
+                     name(), specs_.size(), input.size(), shape_string(input));
+  return input;
+}
+
+Var Relayout::forward(const Var& x, ForwardContext&) const {
+  return redistribute(x, Layout(specs_, x.value().layout().mesh_ptr()));
 }
 
 }  // namespace dtrain::nn

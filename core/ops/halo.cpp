@@ -28,19 +28,48 @@ Tensor chunk(const Tensor& buffer, int member, int64_t count, const Tensor& like
 
 }  // namespace
 
+int64_t window_output_extent(int64_t extent, int64_t kernel, int64_t stride, Padding padding) {
+  if (padding == Padding::Same) return (extent + stride - 1) / stride;
+  return extent >= kernel ? (extent - kernel) / stride + 1 : 0;
+}
+
+namespace {
+
+int64_t same_padding_before(int64_t extent, int64_t out, int64_t kernel, int64_t stride) {
+  return std::max<int64_t>((out - 1) * stride + kernel - extent, 0) / 2;
+}
+
+}  // namespace
+
+std::string window_band_problem(const std::string& op, int axis, int64_t extent, int parts, const std::string& spec,
+                                int64_t kernel, int64_t stride, Padding padding) {
+  if (parts <= 1) return {};
+  const int64_t out = window_output_extent(extent, kernel, stride, padding);
+  const int64_t band = extent / parts, out_band = out / parts;
+  const char* axis_name = axis == 1 ? "rows" : "columns";
+  if (extent % parts != 0 || out % parts != 0 || out_band * stride != band)
+    return fmt::format("{}: its input's {} {} are cut into {} bands by mesh dim '{}', but a {}-wide window with "
+                       "stride {} and {} padding makes {} outputs, which do not form {} bands of {} (shard that axis "
+                       "another way, relayout before this layer, or change the stride or padding)",
+                       op, extent, axis_name, parts, spec, kernel, stride, padding_name(padding), out, parts,
+                       double(band) / double(stride));
+  const int64_t before = padding == Padding::Same ? same_padding_before(extent, out, kernel, stride) : 0;
+  const int64_t after = std::max<int64_t>((out_band - 1) * stride - before + kernel - band, 0);
+  if (before > band || after > band)
+    return fmt::format("{}: its input's {} {} are cut into bands of {} by mesh dim '{}', narrower than the {}-wide "
+                       "window's halo",
+                       op, extent, axis_name, band, spec, kernel);
+  return {};
+}
+
 WindowPlan plan_window(const char* op, const DTensor& x, int axis, int64_t kernel, int64_t stride, Padding padding) {
   const int64_t extent = x.global_shape()[axis];
   DTRAIN_CHECK(kernel >= 1 && stride >= 1, "[{}] window {} with stride {} on {}", op, kernel, stride, x.describe());
   WindowPlan plan;
-  int64_t pad = 0;
-  if (padding == Padding::Same) {
-    plan.global_out = (extent + stride - 1) / stride;
-    pad = std::max<int64_t>((plan.global_out - 1) * stride + kernel - extent, 0) / 2;
-  } else {
-    DTRAIN_CHECK(extent >= kernel, "[{}] a {}-wide window does not fit axis {} of {} with valid padding", op, kernel,
-                 axis, x.describe());
-    plan.global_out = (extent - kernel) / stride + 1;
-  }
+  plan.global_out = window_output_extent(extent, kernel, stride, padding);
+  DTRAIN_CHECK(plan.global_out > 0, "[{}] a {}-wide window does not fit axis {} of {} with valid padding", op, kernel,
+               axis, x.describe());
+  const int64_t pad = padding == Padding::Same ? same_padding_before(extent, plan.global_out, kernel, stride) : 0;
   plan.dim = x.layout().dim_at(axis);
   const int parts = x.layout().num_shards(axis);
   const int64_t band = extent / parts;
@@ -48,18 +77,12 @@ WindowPlan plan_window(const char* op, const DTensor& x, int axis, int64_t kerne
     plan.window = {extent, plan.global_out, kernel, stride, pad, 0, extent};
     return plan;
   }
+  const std::string problem =
+      window_band_problem(op, axis, extent, parts, x.layout().spec(axis), kernel, stride, padding);
+  DTRAIN_CHECK(problem.empty(), "[{}] {} (x: {})", op, problem, x.describe());
   const int64_t out_band = plan.global_out / parts;
-  DTRAIN_CHECK(plan.global_out % parts == 0 && out_band * stride == band,
-               "[{}] axis {} of {} is cut into {} bands of {} by '{}', but a {}-wide window with stride {} and {} "
-               "padding gives {} outputs, which do not form bands of {} (shard that axis another way, or change the "
-               "stride or padding)",
-               op, axis, x.describe(), parts, band, x.layout().spec(axis), kernel, stride, padding_name(padding),
-               plan.global_out, band / stride);
   plan.before = pad;
   plan.after = std::max<int64_t>((out_band - 1) * stride - pad + kernel - band, 0);
-  DTRAIN_CHECK(plan.before <= band && plan.after <= band,
-               "[{}] axis {} of {} is cut into bands of {} by '{}', narrower than the {}-wide window's halo", op, axis,
-               x.describe(), band, x.layout().spec(axis), kernel);
   const Group& group = current_device().group_along(plan.dim);
   const int64_t in = plan.before + band + plan.after;
   const int64_t lo = group.index == 0 ? plan.before : 0;

@@ -11,6 +11,15 @@ namespace dtrain::ops {
 
 enum class Padding { Same, Valid };  // Keras' 'same' (output ceil(L / stride), padding split low-first) and 'valid'
 
+// The output extent of a window of `kernel` with `stride` over `extent` positions; 0 when a 'valid' window
+// does not fit.
+int64_t window_output_extent(int64_t extent, int64_t kernel, int64_t stride, Padding padding);
+// Why an axis of `extent` cut into `parts` bands by mesh dim `spec` cannot run the window band by band (the
+// output bands would be uneven or not start where the input bands do, or a halo would be wider than a band);
+// empty when it can. `op` and `axis` (1: H, 2: W) name it in the text.
+std::string window_band_problem(const std::string& op, int axis, int64_t extent, int parts, const std::string& spec,
+                                int64_t kernel, int64_t stride, Padding padding);
+
 // One spatial axis of a window op on this rank: the output's global extent, the halo rows this band takes
 // from its neighbours, and the local kernel geometry over the band extended by them.
 struct WindowPlan {

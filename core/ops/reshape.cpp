@@ -1,5 +1,7 @@
 // reshape: a local view when only the leading axis is sharded and keeps its extent (flattening images
-// of a batch); otherwise the value is gathered, reshaped and replicated.
+// of a batch); when the leading axis keeps its extent but others are sharded too (a spatially sharded image
+// before a flatten), those are gathered first and the batch stays sharded; otherwise the value is gathered,
+// reshaped and replicated.
 #include "core/error.hpp"
 #include "core/ops/ops.hpp"
 
@@ -12,9 +14,13 @@ DTensor reshape(const DTensor& a, const Shape& shape) {
   bool only_leading = true;
   for (int axis = 1; axis < a.rank(); ++axis) only_leading = only_leading && !layout.is_sharded(axis);
   const MeshPtr& mesh = layout.mesh_ptr();
-  if (a.rank() > 0 && !shape.empty() && only_leading && shape[0] == a.global_shape()[0]) {
+  const bool keeps_batch = a.rank() > 0 && !shape.empty() && shape[0] == a.global_shape()[0];
+  if (keeps_batch && only_leading) {
     Layout out = Layout::replicated(mesh, int(shape.size())).with_spec(0, layout.spec(0));
     return DTensor(shape, out, a.local().reshaped(out.local_shape(shape)), a.partial());
+  }
+  if (keeps_batch && layout.is_sharded(0)) {
+    return reshape(redistribute(a, Layout::replicated(mesh, a.rank()).with_spec(0, layout.spec(0))), shape);
   }
   DTensor whole = redistribute(a, Layout::replicated(mesh, a.rank()));
   return DTensor(shape, Layout::replicated(mesh, int(shape.size())), whole.local().reshaped(shape));

@@ -65,6 +65,29 @@ Batch upload_batch(const BatchSource& source, std::span<const int64_t> ids, cons
   return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, both.slice_view(features, {rows})), global[0]};
 }
 
+// make_batch for an image input sharded along its spatial axes (rows / columns of a band): whole examples of
+// this rank's rows are read, then its block is cut from them (on the host; a GPU rank moves the block up).
+Batch make_block_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
+                       const Shape& global, const Shape& local, const Shape& offset, kernels::HostToDevice* upload) {
+  const int64_t row_begin = offset[0], row_end = row_begin + local[0];
+  Shape rows_shape = global;
+  rows_shape[0] = local[0];
+  Tensor rows = Tensor::uninitialized(rows_shape);
+  source.fill_features(ids, row_begin, row_end, 0, num_elements(source.example_shape()), rows.data());
+  Shape block_offset = offset;
+  block_offset[0] = 0;
+  Tensor x = slice_block(rows, block_offset, local);
+  Tensor y({local[0]});
+  source.fill_labels(ids, row_begin, row_end, y.data());
+  if (upload != nullptr) {
+    const Place place = current_device().place;
+    x = x.to(place);
+    y = y.to(place);
+  }
+  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
+  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
+}
+
 // This rank's block of the global batch `ids` for the input layout (`reuse`: this rank's buffer, or null). A
 // rank on a GPU passes `upload`, through which the block goes to the rank's device.
 Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
@@ -78,6 +101,10 @@ Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const 
     column_begin = offset[1];
     column_end = column_begin + local[1];
   }
+  bool example_axes_sharded = false;
+  for (size_t axis = 1; global.size() > 2 && axis < global.size(); ++axis)
+    example_axes_sharded = example_axes_sharded || local[axis] != global[axis];
+  if (example_axes_sharded) return make_block_batch(source, ids, layout, rank, global, local, offset, upload);
   if (upload != nullptr) {
     return upload_batch(source, ids, global, local, row_begin, row_end, column_begin, column_end, layout,
                         current_device().place, *upload);
@@ -322,10 +349,6 @@ Layout Trainer::input_layout(int rank) const {
   std::vector<std::string> specs = input_specs_;
   specs.resize(rank, kUnsharded);
   if (specs.empty()) specs.push_back(kUnsharded);
-  for (int axis = 1; rank > 2 && axis < rank; ++axis) {
-    DTRAIN_CHECK_USAGE(specs[axis] == kUnsharded,
-                       "[train] only the batch axis of an image input can be sharded (flatten the images to shard features)");
-  }
   Layout layout(specs, mesh_);
   DTRAIN_CHECK_USAGE(options_.batch_size % layout.num_shards(0) == 0,
                      "[train] global batch {} is not divisible by mesh dim '{}' of size {}", options_.batch_size,
