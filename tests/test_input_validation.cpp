@@ -106,17 +106,23 @@ TEST_CASE("a split with no examples is refused at the split") {
   CHECK(thrown([&] { load_data(config); }) == "none");
 }
 
-TEST_CASE("sharding an image input's feature axis is a config error at data.layout") {
+TEST_CASE("an image input sharded on its rows builds (a flatten gathers them); bands a pool would split unevenly do not") {
   const std::string text = "mesh: {dims: {batch: 2, model: 2}}\n"
                            "data: {dataset: mnist, path: data, batch_size: 4, image_shape: [28, 28],\n"
                            "       layout: [batch, model, unsharded]}\n"
                            "model:\n  - {flatten: {}}\n  - {dense: 10}\n"
                            "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
   const Config config = parse_config(text, "image.yaml", LoadOptions{{}, "", false});
+  CHECK(thrown([&] { build_engine(config, train_options(config)); }) == "none");
+  const std::string pooled = "mesh: {dims: {batch: 2, model: 4}}\n"
+                             "data: {dataset: mnist, path: data, batch_size: 4, image_shape: [28, 28, 1],\n"
+                             "       layout: [batch, model, unsharded, unsharded]}\n"
+                             "model:\n  - {max_pool2d: 2}\n  - {flatten: {}}\n  - {dense: 10}\n"
+                             "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
   std::string message;
-  CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
-  CHECK(contains(message, "image.yaml:3:"));
-  CHECK(contains(message, "only the batch axis of an image input can be sharded"));
+  CHECK(thrown([&] { parse_config(pooled, "image.yaml", LoadOptions{{}, "", false}); }, &message) == "usage");
+  CHECK(contains(message, "image.yaml:3:16: data.layout: layer 'max_pool2d1' (image.yaml:5:5)"));
+  CHECK(contains(message, "do not form 4 bands"));
 }
 
 TEST_CASE("a variable too large to allocate is a config error naming it and its bytes") {
