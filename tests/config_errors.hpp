@@ -53,4 +53,14 @@ inline std::string error_of(const std::string& text, const LoadOptions& options 
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// Parsing `text` as t.yaml fails with a message that starts with the position of `needle` (after `after`, when
+// given) and contains every one of `parts`.
+inline void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
+                        const std::string& after = "") {
+  const std::string message = error_of(text);
+  INFO("message: ", message);
+  CHECK(message.rfind(position("t.yaml", text, needle, after) + ": ", 0) == 0);
+  for (const std::string& part : parts) CHECK_MESSAGE(contains(message, part), part);
+}
+
 }  // namespace dtrain::testing

@@ -42,14 +42,6 @@ checkpoint: {dir: runs/imdb/ckpt, every: epoch, max_to_keep: 3}
 )";
 
 
-// Checks the message starts with the position of `needle` and contains every one of `parts`.
-void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
-                 const std::string& after = "") {
-  const std::string message = error_of(text);
-  INFO("message: ", message);
-  CHECK(message.rfind(position("t.yaml", text, needle, after) + ": ", 0) == 0);
-  for (const std::string& part : parts) CHECK_MESSAGE(contains(message, part), part);
-}
 
 std::filesystem::path source_dir() { return std::filesystem::path(__FILE__).parent_path().parent_path(); }
 

@@ -51,13 +51,6 @@ train:
   optimizer: {adam: {}}
 )";
 
-void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
-                 const std::string& after = "") {
-  const std::string message = error_of(text);
-  INFO("message: ", message);
-  CHECK(message.rfind(position("t.yaml", text, needle, after) + ": ", 0) == 0);
-  for (const std::string& part : parts) CHECK_MESSAGE(contains(message, part), part);
-}
 
 }  // namespace
 

@@ -40,7 +40,7 @@ train:
 
 
 // The error starts at `needle`'s position and says each of `parts`; it is short (never echoes the input).
-void check_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
+void check_short_error(const std::string& text, const std::string& needle, std::vector<std::string> parts,
                  const LoadOptions& load = no_path_check()) {
   const std::string message = error_of(text, load);
   INFO("message: ", message.substr(0, 400));
@@ -54,25 +54,25 @@ void check_error(const std::string& text, const std::string& needle, std::vector
 TEST_CASE("names of any length are bounded before any regex sees them") {
   const std::string long_name(30000, 'a');
   const std::string layer = replace(kBase, "{dense: 2, name: out}", "{dense: 2, name: " + long_name + "}");
-  check_error(layer, long_name, {"at most 256 characters"});
+  check_short_error(layer, long_name, {"at most 256 characters"});
 
   // yaml-cpp refuses implicit keys over 1024 characters; explicit keys (`? KEY`) and --set have no bound.
   const std::string dim =
       replace(kBase, "dims: {batch: 4, model: 2}", "dims:\n    batch: 4\n    ? " + long_name + "\n    : 2");
-  check_error(dim, long_name, {"at most 256 characters"});
+  check_short_error(dim, long_name, {"at most 256 characters"});
   CHECK(contains(error_of(kBase, no_path_check({"mesh.dims." + long_name + "=2"})), "at most 256 characters"));
   // In a --set value's flow map, yaml-cpp's own 1024-character bound on implicit keys refuses it first.
   CHECK(contains(error_of(kBase, no_path_check({"mesh.dims={batch: 4, " + long_name + ": 2}"})), "--set mesh.dims="));
 
   const std::string key =
       replace(kBase, "dense1/kernel: [unsharded, model]", "? " + long_name + "\n  : [unsharded, model]");
-  check_error(key, long_name, {"at most 256 characters"});
+  check_short_error(key, long_name, {"at most 256 characters"});
   CHECK(contains(error_of(kBase, no_path_check({"layouts={" + long_name + ": [unsharded]}"})), "--set layouts="));
 
   // 15,000 nested groups: std::regex recursed once per group and overflowed the stack.
   const std::string nested = std::string(15000, '(') + "a" + std::string(15000, ')');
   const std::string deep = replace(kBase, "dense1/kernel: [unsharded, model]", "? \"" + nested + "\"\n  : [unsharded]");
-  check_error(deep, "\"" + nested, {"at most 256 characters"});
+  check_short_error(deep, "\"" + nested, {"at most 256 characters"});
   CHECK(contains(error_of(kBase, no_path_check({"layouts={\"" + nested + "\": [unsharded]}"})), "--set layouts="));
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("layout rules are RE2: bounded patterns, linear-time matching, full-ma
   // Within the length bound, a nested pattern is fine; a bad one is a located error.
   const std::string nested = std::string(100, '(') + "dense1/kernel" + std::string(100, ')');
   CHECK(error_of(replace(kBase, "dense1/kernel: [", "\"" + nested + "\": [")) == "");
-  check_error(replace(kBase, "dense1/kernel: [", "\"dense1/(kernel\": ["), "\"dense1/(kernel",
+  check_short_error(replace(kBase, "dense1/kernel: [", "\"dense1/(kernel\": ["), "\"dense1/(kernel",
               {"not a valid regular expression", "missing )"});
 
   // The matcher: full match, and linear time for a pattern that backtracks exponentially in std::regex.
@@ -119,14 +119,14 @@ TEST_CASE("splits are scanned, not regex-matched, and their numbers are overflow
   CHECK(data::parse_split("train[ 10 : 20 ]", 100).size() == 10);
 
   // The config's own check: located, and the overflow is named.
-  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: " + split), "train[",
+  check_short_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: " + split), "train[",
               {"64 bits"});
-  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: train[99999999999999999999:]"),
+  check_short_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  train_split: train[99999999999999999999:]"),
               "train[", {"does not fit in 64 bits"});
-  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[200%:]"), "test[",
+  check_short_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[200%:]"), "test[",
               {"percentages must be in [-100, 100]"});
   CHECK(error_of(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[-10%:]")) == "");
-  check_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[1.5:]"), "test[",
+  check_short_error(replace(kBase, "batch_size: 64", "batch_size: 64\n  test_split: test[1.5:]"), "test[",
               {"expected a split"});
 }
 
@@ -153,14 +153,14 @@ TEST_CASE("sizes from the config are multiplied with overflow checks") {
   const std::string mesh2 = error_of(kBase, no_path_check({"mesh.dims={batch: 1048576, b: 2048}"}));
   CHECK(contains(mesh2, "more than 1048576 devices"));
   CHECK_FALSE(contains(mesh2, "-2147483648"));
-  check_error(replace(kBase, "{batch: 4, model: 2}", "{batch: 1024, model: 1024, x: 2}"), "2}",
+  check_short_error(replace(kBase, "{batch: 4, model: 2}", "{batch: 1024, model: 1024, x: 2}"), "2}",
               {"more than 1048576 devices"});
 
-  check_error(replace(kBase, "batch_size: 64", "batch_size: 4611686018427387904"), "4611686018427387904",
+  check_short_error(replace(kBase, "batch_size: 64", "batch_size: 4611686018427387904"), "4611686018427387904",
               {"more than 1099511627776 elements"});
-  check_error(replace(kBase, "{dense: 48,", "{dense: 2147483647,"), "2147483647", {"kernel 1200 x 2147483647"});
+  check_short_error(replace(kBase, "{dense: 48,", "{dense: 2147483647,"), "2147483647", {"kernel 1200 x 2147483647"});
   const std::string wide = replace(replace(kBase, "{dense: 48,", "{dense: 1048576,"), "{dense: 2,", "{dense: 2000000,");
-  check_error(wide, "2000000", {"kernel 1048576 x 2000000", "more than 1099511627776"});
+  check_short_error(wide, "2000000", {"kernel 1048576 x 2000000", "more than 1099511627776"});
   // At the limit's side that fits: fine.
   CHECK(error_of(replace(kBase, "{dense: 48,", "{dense: 1048576,")) == "");
 }
@@ -202,11 +202,11 @@ TEST_CASE("parsing is not quadratic in the number of keys") {
 
 TEST_CASE("control characters in keys and names are refused at their location") {
   const std::string nul = replace(kBase, "dense1/kernel: [", "\"dense1/kernel\\0\": [");
-  check_error(nul, "\"dense1/kernel\\0\"", {"control character", "0x00"});
+  check_short_error(nul, "\"dense1/kernel\\0\"", {"control character", "0x00"});
   const std::string tab = replace(kBase, "dense1/kernel: [", "\"dense1\\t/kernel\": [");
-  check_error(tab, "\"dense1\\t", {"control character"});
+  check_short_error(tab, "\"dense1\\t", {"control character"});
   const std::string name = replace(kBase, "name: out", "name: \"o\\x01ut\"");
-  check_error(name, "\"o\\x01ut\"", {"not a valid layer name"});
+  check_short_error(name, "\"o\\x01ut\"", {"not a valid layer name"});
   CHECK(contains(error_of(kBase, no_path_check({std::string("train.ep\x01ochs=3")})), "control character"));
 }
 
