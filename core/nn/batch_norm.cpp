@@ -10,6 +10,16 @@ Initializer constant(float value) {
   init.value = value;
   return init;
 }
+// Keras' BatchNormalization(axis=-1) on images: statistics per channel over N, H and W, from differentiable
+// ops (partial sums over whichever mesh dims shard N, H and W, then all-reduced), so any image layout works.
+NormalizedBatch normalize_images(const Var& x, float epsilon) {
+  const Axes spatial{0, 1, 2};
+  const Var mean = reduce_mean(x, spatial);
+  const Var centered = subtract(x, mean);
+  const Var variance = reduce_mean(multiply(centered, centered), spatial);
+  return {multiply(centered, rsqrt(variance, epsilon)), mean.value(), variance.value()};
+}
+
 }  // namespace
 
 BatchNorm::BatchNorm(std::string name, Options options) : Layer(std::move(name)), options_(options) {
@@ -19,9 +29,10 @@ BatchNorm::BatchNorm(std::string name, Options options) : Layer(std::move(name))
 }
 
 std::vector<VariableSpec> BatchNorm::variables(const Shape& input) const {
-  DTRAIN_CHECK_USAGE(input.size() == 2, "[batch_norm] layer '{}' needs a [batch, features] input, got {}", name(),
-                     shape_string(input));
-  const Shape features{input[1]};
+  DTRAIN_CHECK_USAGE(input.size() == 2 || input.size() == 4,
+                     "[batch_norm] layer '{}' needs a [batch, features] or [batch, height, width, channels] input, got {}",
+                     name(), shape_string(input));
+  const Shape features{input.back()};
   std::vector<VariableSpec> specs;
   if (options_.scale) specs.push_back({"gamma", features, constant(1.0f), true, ""});
   if (options_.center) specs.push_back({"beta", features, constant(0.0f), true, ""});
@@ -35,7 +46,8 @@ std::vector<VariableSpec> BatchNorm::variables(const Shape& input) const {
 Var BatchNorm::forward(const Var& x, ForwardContext& context) const {
   Var normalized;
   if (context.training || !options_.moving_statistics) {
-    NormalizedBatch batch = normalize_batch(x, options_.epsilon);
+    NormalizedBatch batch =
+        x.value().rank() == 4 ? normalize_images(x, options_.epsilon) : normalize_batch(x, options_.epsilon);
     normalized = batch.output;
     if (context.training && options_.moving_statistics) {
       NoGradGuard no_grad;

@@ -26,9 +26,10 @@ class Dense : public Layer {
   Initializer kernel_init_, bias_init_;
 };
 
-// Normalizes over the GLOBAL batch (axis 0). Without center/scale and moving statistics it is the DTensor
-// tutorial's parameter-free version, which uses batch statistics in training AND inference. With
-// moving statistics (Keras BatchNormalization) inference uses the moving mean and variance.
+// Normalizes over the GLOBAL batch (axis 0; images [N, H, W, C] per channel over N, H and W, as Keras).
+// Without center/scale and moving statistics it is the DTensor tutorial's parameter-free version, which uses
+// batch statistics in training AND inference. With moving statistics (Keras BatchNormalization) inference
+// uses the moving mean and variance.
 class BatchNorm : public Layer {
  public:
   struct Options {
