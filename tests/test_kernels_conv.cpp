@@ -1,9 +1,12 @@
-// Convolution and pooling kernels against the plain reference: the CPU kernels (im2col + GEMM; pooling through the
-// shared per-element bodies), the convolution bodies the GPU runs (here on the host), on geometries with odd sizes, strides, 'same' and 'valid' padding, banded blocks whose edges are halo
-// padding ([lo, hi) inside the block), ties and NaNs in max pooling; the CUDA kernels when a GPU is present.
+// Convolution and pooling kernels against the plain reference: the CPU kernels (im2col + GEMM; pooling window by
+// window), the convolution and pooling bodies the GPU runs (here on the host), on geometries with odd sizes,
+// strides, 'same' and 'valid' padding, banded blocks whose edges are halo padding ([lo, hi) inside the block),
+// ties and NaNs in max pooling; the CPU pooling kernels against the bodies bit for bit; the CUDA kernels when a
+// GPU is present.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "core/kernels/conv_body.hpp"
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/pool.hpp"
+#include "core/kernels/pool_body.hpp"
 #include "core/tensor.hpp"
 
 namespace {
@@ -44,6 +48,8 @@ std::vector<WindowGeometry> geometries() {
   out.push_back({2, 4, axis(6, 3, 1, 0, 4, 1, 6), axis(5, 5, 1, 2, 5, 0, 5)});        // first band: halo row 0 pads
   out.push_back({1, 3, axis(7, 3, 1, 0, 5, 0, 6), axis(6, 3, 2, 0, 2, 0, 5)});        // last band, stride 2 cols
   out.push_back({0, 2, axis(4, 3, 1, 1, 4, 0, 4), axis(4, 3, 1, 1, 4, 0, 4)});        // empty batch
+  out.push_back({2, 37, axis(9, 3, 1, 0, 7, 1, 9), axis(8, 3, 1, 1, 8, 0, 8)});       // many channels, a band
+  out.push_back({3, 19, axis(8, 2, 2, 0, 4, 0, 8), axis(7, 3, 2, 1, 4, 0, 7)});       // many channels, stride 2
   return out;
 }
 
@@ -120,14 +126,70 @@ class HostBodies final : public ConvKernels {
   }
 };
 
+// The CUDA kernels' per-element pooling bodies, run on the host.
+class HostPoolBodies final : public PoolKernels {
+ public:
+  static int64_t outputs(const WindowGeometry& g) { return g.batch * g.h.out * g.w.out * g.channels; }
+  void max_pool(const float* x, const WindowGeometry& g, float* y) const override {
+    for (int64_t i = 0; i < outputs(g); ++i) y[i] = max_pool_at(x, g, i);
+  }
+  void max_pool_grad(const float* x, const float* dy, const WindowGeometry& g, float* dx) const override {
+    for (int64_t i = 0; i < g.input_size(); ++i) dx[i] = max_pool_grad_at(x, dy, g, i);
+  }
+  void avg_pool(const float* x, const WindowGeometry& g, float* y) const override {
+    for (int64_t i = 0; i < outputs(g); ++i) y[i] = avg_pool_at(x, g, i);
+  }
+  void avg_pool_grad(const float* dy, const WindowGeometry& g, float* dx) const override {
+    for (int64_t i = 0; i < g.input_size(); ++i) dx[i] = avg_pool_grad_at(dy, g, i);
+  }
+};
+
+void check_bitwise(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  REQUIRE(actual.size() == expected.size());
+  for (int64_t i = 0; i < actual.size(); ++i) {
+    INFO(what << " element " << i << ": " << actual[i] << " vs " << expected[i]);
+    REQUIRE(std::memcmp(&actual.data()[i], &expected.data()[i], sizeof(float)) == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the CPU convolution and pooling kernels match the reference") {
   compare_with_reference(cpu_kernels<ConvKernels>(), cpu_kernels<PoolKernels>(), Place::cpu());
 }
 
-TEST_CASE("the per-element convolution bodies (the CUDA kernels' arithmetic) match the reference on the host") {
-  compare_with_reference(HostBodies(), cpu_kernels<PoolKernels>(), Place::cpu());
+TEST_CASE("the per-element convolution and pooling bodies (the CUDA kernels' arithmetic) match the reference on the host") {
+  compare_with_reference(HostBodies(), HostPoolBodies(), Place::cpu());
+}
+
+TEST_CASE("the CPU pooling kernels give the per-element bodies' results bit for bit (ties, NaNs, overlaps, halos)") {
+  uint32_t seed = 100;
+  for (const WindowGeometry& g : geometries()) {
+    CAPTURE(g.h.in);
+    CAPTURE(g.w.in);
+    Tensor x = random_tensor({g.batch, g.h.in, g.w.in, g.channels}, seed++, true);
+    for (int64_t i = 3; i < x.size(); i += 11) x[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = 5; i < x.size(); i += 13) x[i] = -0.0f;
+    Tensor dy = random_tensor({g.batch, g.h.out, g.w.out, g.channels}, seed++);
+    for (int64_t i = 2; i < dy.size(); i += 7) dy[i] = -dy[i - 1];  // sums that cancel to zero
+    for (int64_t i = 4; i < dy.size(); i += 9) dy[i] = -0.0f;
+    const Tensor smooth = random_tensor(x.shape(), seed++);
+    const PoolKernels& cpu = cpu_kernels<PoolKernels>();
+    const HostPoolBodies bodies;
+    Tensor a(dy.shape()), b(dy.shape()), da(x.shape()), db(x.shape());
+    cpu.max_pool(x.data(), g, a.data());
+    bodies.max_pool(x.data(), g, b.data());
+    check_bitwise(a, b, "max_pool");
+    cpu.max_pool_grad(x.data(), dy.data(), g, da.data());
+    bodies.max_pool_grad(x.data(), dy.data(), g, db.data());
+    check_bitwise(da, db, "max_pool_grad");
+    cpu.avg_pool(smooth.data(), g, a.data());
+    bodies.avg_pool(smooth.data(), g, b.data());
+    check_bitwise(a, b, "avg_pool");
+    cpu.avg_pool_grad(dy.data(), g, da.data());
+    bodies.avg_pool_grad(dy.data(), g, db.data());
+    check_bitwise(da, db, "avg_pool_grad");
+  }
 }
 
 TEST_CASE("a window over padding only: max pooling gives -inf, average pooling 0, the convolution 0") {
