@@ -2,6 +2,9 @@
 // output position (rows, [batch * h.out * w.out]), its window's inputs in kernel order ([kh, kw, cin]; zeros
 // for padding), so the kernel [kh, kw, cin, cout] is already its row-major [K, cout] right-hand side:
 // y = P w, dP = dy w^T (scattered back into dx by col2im), dw = P^T dy.
+//
+// A window row (one kh) of a patch is one contiguous run of x (its real kw taps, cin values each) between
+// zeros, so im2col and col2im move runs, not single window elements.
 #include <algorithm>
 #include <memory>
 
@@ -15,61 +18,97 @@ namespace {
 int64_t patch_width(const WindowGeometry& g) { return g.h.kernel * g.w.kernel * g.channels; }
 int64_t positions(const WindowGeometry& g) { return g.batch * g.h.out * g.w.out; }
 
-// Calls f(patch row, offset of the window element in the row, x offset or -1 for padding) for every
-// window element of every output position, in row order.
-template <class F>
-void for_each_window_element(const WindowGeometry& g, F&& f) {
-  int64_t row = 0;
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t oh = 0; oh < g.h.out; ++oh)
-      for (int64_t ow = 0; ow < g.w.out; ++ow, ++row)
-        for (int64_t kh = 0; kh < g.h.kernel; ++kh) {
-          const int64_t ih = g.h.start(oh) + kh;
-          for (int64_t kw = 0; kw < g.w.kernel; ++kw) {
-            const int64_t iw = g.w.start(ow) + kw;
-            const bool real = g.h.real(ih) && g.w.real(iw);
-            f(row, (kh * g.w.kernel + kw) * g.channels, real ? ((n * g.h.in + ih) * g.w.in + iw) * g.channels : -1);
-          }
-        }
+// The window offsets [begin, end) of output o's window that fall on real input positions along one axis.
+struct Taps {
+  int64_t begin, end;
+};
+
+Taps real_taps(const WindowAxis& a, int64_t o) {
+  const int64_t start = a.start(o);
+  const int64_t lo = std::max<int64_t>(a.lo, 0), hi = std::min(a.hi, a.in);
+  const int64_t begin = std::clamp<int64_t>(lo - start, 0, a.kernel);
+  return {begin, std::clamp<int64_t>(hi - start, begin, a.kernel)};
 }
 
-std::shared_ptr<float[]> patches_of(const float* x, const WindowGeometry& g) {
-  const int64_t k = patch_width(g), cin = g.channels;
-  std::shared_ptr<float[]> p = allocate_floats(size_t(std::max<int64_t>(positions(g) * k, 1)));
-  float* out = p.get();
-  for_each_window_element(g, [&](int64_t row, int64_t column, int64_t at) {
-    float* dst = out + row * k + column;
-    if (at < 0)
-      std::fill_n(dst, cin, 0.0f);
-    else
-      std::copy_n(x + at, cin, dst);
-  });
-  return p;
+// Calls f(patch row offset, x offset, run length) for every run of real inputs in the patch rows of images
+// [n_begin, n_end) (rows counted from the first of them), in row order and, within a row, in kernel order;
+// and zero(patch offset, length) for the padding between them.
+template <class Run, class Zero>
+void for_each_run(const WindowGeometry& g, int64_t n_begin, int64_t n_end, Run&& run, Zero&& zero) {
+  const int64_t cin = g.channels, k = patch_width(g), row_length = g.w.kernel * cin;
+  int64_t row = 0;
+  for (int64_t n = n_begin; n < n_end; ++n)
+    for (int64_t oh = 0; oh < g.h.out; ++oh) {
+      const Taps rows = real_taps(g.h, oh);
+      for (int64_t ow = 0; ow < g.w.out; ++ow, ++row) {
+        const Taps cols = real_taps(g.w, ow);
+        const int64_t before = cols.begin * cin, length = (cols.end - cols.begin) * cin;
+        const int64_t after = row_length - before - length;
+        for (int64_t kh = 0; kh < g.h.kernel; ++kh) {
+          const int64_t at = row * k + kh * row_length;
+          if (kh < rows.begin || kh >= rows.end || length == 0) {
+            zero(at, row_length);
+            continue;
+          }
+          if (before > 0) zero(at, before);
+          run(at + before, ((n * g.h.in + g.h.start(oh) + kh) * g.w.in + g.w.start(ow) + cols.begin) * cin, length);
+          if (after > 0) zero(at + before + length, after);
+        }
+      }
+    }
+}
+
+// The patch rows of images [n_begin, n_end) into p.
+void im2col(const float* x, const WindowGeometry& g, int64_t n_begin, int64_t n_end, float* p) {
+  for_each_run(
+      g, n_begin, n_end,
+      [&](int64_t at, int64_t from, int64_t length) {
+        float* __restrict dst = p + at;
+        const float* __restrict src = x + from;
+        for (int64_t i = 0; i < length; ++i) dst[i] = src[i];
+      },
+      [&](int64_t at, int64_t length) {
+        float* __restrict dst = p + at;
+        for (int64_t i = 0; i < length; ++i) dst[i] = 0.0f;
+      });
+}
+
+// dx (images [n_begin, n_end)) += the patch gradients dp scattered back, each input's terms added in row order.
+void col2im_add(const float* dp, const WindowGeometry& g, int64_t n_begin, int64_t n_end, float* dx) {
+  for_each_run(
+      g, n_begin, n_end,
+      [&](int64_t at, int64_t to, int64_t length) {
+        float* __restrict dst = dx + to;
+        const float* __restrict src = dp + at;
+        for (int64_t i = 0; i < length; ++i) dst[i] += src[i];
+      },
+      [](int64_t, int64_t) {});
+}
+
+std::shared_ptr<float[]> patch_buffer(const WindowGeometry& g) {
+  return allocate_floats(size_t(std::max<int64_t>(positions(g) * patch_width(g), 1)));
 }
 
 class CpuConv final : public ConvKernels {
  public:
   void conv2d(const float* x, const float* w, const WindowGeometry& g, int64_t cout, float* y) const override {
-    const std::shared_ptr<float[]> p = patches_of(x, g);
+    const std::shared_ptr<float[]> p = patch_buffer(g);
+    im2col(x, g, 0, g.batch, p.get());
     cpu_kernels<GemmKernels>().gemm(false, false, positions(g), cout, patch_width(g), 1.0f, p.get(), w, 0.0f, y);
   }
 
   void conv2d_input_grad(const float* dy, const float* w, const WindowGeometry& g, int64_t cout,
                          float* dx) const override {
-    const int64_t k = patch_width(g), cin = g.channels;
-    std::shared_ptr<float[]> dp = allocate_floats(size_t(std::max<int64_t>(positions(g) * k, 1)));
-    cpu_kernels<GemmKernels>().gemm(false, true, positions(g), k, cout, 1.0f, dy, w, 0.0f, dp.get());
+    const std::shared_ptr<float[]> dp = patch_buffer(g);
+    cpu_kernels<GemmKernels>().gemm(false, true, positions(g), patch_width(g), cout, 1.0f, dy, w, 0.0f, dp.get());
     std::fill_n(dx, g.input_size(), 0.0f);
-    for_each_window_element(g, [&](int64_t row, int64_t column, int64_t at) {
-      if (at < 0) return;
-      const float* src = dp.get() + row * k + column;
-      for (int64_t c = 0; c < cin; ++c) dx[at + c] += src[c];
-    });
+    col2im_add(dp.get(), g, 0, g.batch, dx);
   }
 
   void conv2d_weight_grad(const float* x, const float* dy, const WindowGeometry& g, int64_t cout,
                           float* dw) const override {
-    const std::shared_ptr<float[]> p = patches_of(x, g);
+    const std::shared_ptr<float[]> p = patch_buffer(g);
+    im2col(x, g, 0, g.batch, p.get());
     cpu_kernels<GemmKernels>().gemm(true, false, patch_width(g), cout, positions(g), 1.0f, p.get(), dy, 0.0f, dw);
   }
 };
