@@ -158,6 +158,45 @@ TEST_CASE("the CPU convolution and pooling kernels match the reference") {
   compare_with_reference(cpu_kernels<ConvKernels>(), cpu_kernels<PoolKernels>(), Place::cpu());
 }
 
+TEST_CASE("the CPU convolution kernels match the reference on mostly-zero operands and on batches cut into chunks") {
+  // Mostly zeros: the products take the sparse kernel (an output gradient behind a max pool is 75%+ zeros);
+  // a batch whose patches pass 2 MiB is multiplied a few images at a time (the weight gradient summed over
+  // the chunks). Both with few and with many input channels (the weight gradient's transposed sparse form
+  // needs wide patch rows).
+  std::vector<WindowGeometry> cases = geometries();
+  cases.push_back({40, 37, axis(10, 3, 1, 1, 10, 0, 10), axis(9, 3, 1, 1, 9, 0, 9)});  // 9 images a chunk
+  cases.push_back({3, 64, axis(30, 3, 1, 0, 28, 1, 29), axis(30, 3, 1, 1, 30, 0, 30)});  // 1 image a chunk
+  uint32_t seed = 300;
+  for (const WindowGeometry& g : cases)
+    for (const float zeros : {0.0f, 0.6f, 0.9f}) {
+      CAPTURE(g.batch);
+      CAPTURE(g.h.in);
+      CAPTURE(zeros);
+      const int64_t cout = 24;
+      Tensor x = random_tensor({g.batch, g.h.in, g.w.in, g.channels}, seed++);
+      const Tensor w = random_tensor({g.h.kernel, g.w.kernel, g.channels, cout}, seed++);
+      Tensor dy = random_tensor({g.batch, g.h.out, g.w.out, cout}, seed++);
+      const Tensor keep_x = random_tensor(x.shape(), seed++), keep_dy = random_tensor(dy.shape(), seed++);
+      for (int64_t i = 0; i < x.size(); ++i)
+        if (keep_x[i] * 0.5f + 0.5f < zeros) x[i] = 0.0f;
+      for (int64_t i = 0; i < dy.size(); ++i)
+        if (keep_dy[i] * 0.5f + 0.5f < zeros) dy[i] = 0.0f;
+      const ConvKernels& cpu = cpu_kernels<ConvKernels>();
+      const ConvKernels& reference = reference_kernels<ConvKernels>();
+      Tensor y(dy.shape()), y_ref(dy.shape()), dx(x.shape()), dx_ref(x.shape()), dw(w.shape()), dw_ref(w.shape());
+      cpu.conv2d(x.data(), w.data(), g, cout, y.data());
+      reference.conv2d(x.data(), w.data(), g, cout, y_ref.data());
+      check_close(y, y_ref, 1e-5f, "conv2d");
+      cpu.conv2d_input_grad(dy.data(), w.data(), g, cout, dx.data());
+      reference.conv2d_input_grad(dy.data(), w.data(), g, cout, dx_ref.data());
+      check_close(dx, dx_ref, 1e-5f, "conv2d_input_grad");
+      cpu.conv2d_weight_grad(x.data(), dy.data(), g, cout, dw.data());
+      reference.conv2d_weight_grad(x.data(), dy.data(), g, cout, dw_ref.data());
+      // Up to 4,000 products of values in [-1, 1] per weight: float sums drift ~1e-5 from the double ones.
+      check_close(dw, dw_ref, 1e-4f, "conv2d_weight_grad");
+    }
+}
+
 TEST_CASE("the per-element convolution and pooling bodies (the CUDA kernels' arithmetic) match the reference on the host") {
   compare_with_reference(HostBodies(), HostPoolBodies(), Place::cpu());
 }
