@@ -72,3 +72,18 @@ TEST_CASE("mnist_cnn_sp on spatial, data-parallel and channel-sharded meshes giv
                                 images, 30),
                     "columns on spatial, conv2d1's channels on model {batch: 2, spatial: 2, model: 2}");
 }
+
+TEST_CASE("imdb_embedding with its table's rows on model, on {batch:1}, {batch:8}, columns on model: the same 30 step losses") {
+  // Token ids [N, 500] in [0, 10000), as the config's int vectorizer makes them; the model's dropout draws the
+  // same mask on every mesh.
+  data::Dataset reviews = generated_token_ids(64 * 30, 500, 10000);
+  std::vector<double> one = step_losses("imdb_embedding.yaml", {"mesh.dims={batch: 1}", "layouts={}"}, reviews, 30);
+  REQUIRE(one.size() == 30);
+  check_learns(one, "imdb_embedding {batch: 1}");
+  check_same_losses(one, step_losses("imdb_embedding.yaml", {"mesh.dims={batch: 8}", "layouts={}"}, reviews, 30),
+                    "data parallel {batch: 8}");
+  check_same_losses(one, step_losses("imdb_embedding.yaml", {}, reviews, 30), "rows on model {batch: 4, model: 2}");
+  check_same_losses(one,
+                    step_losses("imdb_embedding.yaml", {"layouts={embedding1/embeddings: [unsharded, model]}"}, reviews, 30),
+                    "columns on model {batch: 4, model: 2}");
+}

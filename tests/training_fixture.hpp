@@ -62,6 +62,28 @@ inline data::Dataset generated_images(int64_t examples) {
   return data::Dataset::dense(std::move(pixels), {28, 28, 1}, std::move(labels));
 }
 
+// Token id sequences [length] as the int vectorizer makes them (ids in [0, vocabulary) stored as floats; 0 pads
+// the end, 1 is [UNK]) that an embedding and an average pool can learn: the label (alternating) picks one of two
+// sets of 32 "sentiment" ids, the first ids (after [UNK]) or the last, drawn at about 30% of the positions; the
+// other ids are uniform over the vocabulary. So the first and the last row shard of a table both carry the signal.
+inline data::Dataset generated_token_ids(int64_t examples, int64_t length, int64_t vocabulary) {
+  Tensor noise = test_tensor({examples, 2 * length}, 6, 0.0f, 1.0f);
+  std::vector<float> ids(examples * length, 0.0f);
+  std::vector<int32_t> labels(examples);
+  for (int64_t e = 0; e < examples; ++e) {
+    const int label = int(e % 2);
+    labels[e] = label;
+    const int64_t used = length / 4 + e * 31 % (length - length / 4);  // the rest is padding
+    for (int64_t t = 0; t < used; ++t) {
+      const float pick = noise[e * 2 * length + 2 * t], draw = noise[e * 2 * length + 2 * t + 1];
+      int64_t id = 1 + std::min(vocabulary - 2, int64_t(draw * float(vocabulary - 1)));  // [1, vocabulary)
+      if (pick < 0.3f) id = (label == 0 ? 2 : vocabulary - 32) + std::min<int64_t>(31, int64_t(draw * 32.0f));
+      ids[e * length + t] = float(id);
+    }
+  }
+  return data::Dataset::dense(std::move(ids), {length}, std::move(labels));
+}
+
 // A DatasetSource that hands out dense blocks only, never their non-zero lists.
 class WithoutNonzeroLists : public DatasetSource {
  public:
