@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end on the real data sets, where ../shared/data is beside the source tree: MNIST (19,000 official
 # training images) data-parallel (also under `mpirun -np 2`, where mpirun and an MPI build are there) and
-# model-parallel, the spatially partitioned CNN (configs/mnist_cnn_sp.yaml), IMDB with Keras-exact TF-IDF, and IMDB's token ids through an embedding table split over
-# `model` (configs/imdb_embedding.yaml). Says "skipped" otherwise.
+# model-parallel, the spatially partitioned CNN (configs/mnist_cnn_sp.yaml), IMDB with Keras-exact TF-IDF,
+# and IMDB's token ids through an embedding table split over `model` (configs/imdb_embedding.yaml). Says
+# "skipped" otherwise.
 # Usage: real_data.sh DTRAIN SOURCE_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/tally.sh"
