@@ -10,8 +10,11 @@
 // mostly zeros (an output gradient behind a max pool is, a ReLU'd input often is: see kSparseDensity), else
 // the dense one, chosen here on the whole operand's density.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/buffer_pool.hpp"
 #include "core/kernels/conv.hpp"
@@ -122,10 +125,15 @@ void dense_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, con
     gemm_eigen(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, beta, c);
 }
 
-// rows x cols row-major `in` into cols x rows `out`.
+// rows x cols row-major `in` into cols x rows `out`, in 16 x 16 blocks (both sides stay in cache lines).
 void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
+  constexpr int64_t kBlock = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock)
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) out[c * rows + r] = in[r * cols + c];
+    }
 }
 
 // Patch rows are made and multiplied a few images at a time, about this many floats of patches (2 MiB), so
@@ -292,6 +300,252 @@ void conv2d_implicit(const float* x, const float* w, const WindowGeometry& g, in
     run_on_gemm_workers(threads, [&](int) { do_items(next); });
 }
 
+// The gradients from the output gradient's non-zeros, with P read in place from the padded input as above
+// (the weight gradient) or the patch gradients added straight into a padded dx (the input gradient): what the
+// sparse GEMM on P does, without making P (or dP) and scattering it. For windows whose rows (kernel_w * cin
+// values) are whole vectors.
+
+// For each 8-bit mask of non-zero lanes, the set lanes' positions packed to the front.
+const std::array<std::array<int32_t, 8>, 256> kPackLanes = [] {
+  std::array<std::array<int32_t, 8>, 256> table{};
+  for (int mask = 0; mask < 256; ++mask) {
+    int packed = 0;
+    for (int lane = 0; lane < 8; ++lane)
+      if (mask & (1 << lane)) table[size_t(mask)][size_t(packed++)] = lane;
+  }
+  return table;
+}();
+
+// The non-zeros (NaNs included) of the `rows` rows of `a` (`cols` values each) as (column, value) entries,
+// row by row, columns ascending. Branch-free: each 8 values are packed whole (non-zeros to the front) and
+// the write position moves on by their count.
+void compress(const float* a, int64_t rows, int64_t cols, CompressedRows& out) {
+  out.rows = rows;
+  out.cols = cols;
+  out.row_starts.resize(size_t(rows + 1));
+  if (int64_t(out.entries.size()) < rows * cols + 8) out.entries.resize(size_t(rows * cols + 8));
+  SparseEntry* entries = out.entries.data();
+  int64_t entry = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    out.row_starts[size_t(r)] = entry;
+    const float* row = a + r * cols;
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m256 chunk = _mm256_loadu_ps(row + c);
+      const int mask = _mm256_movemask_ps(_mm256_cmp_ps(chunk, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+      const __m256i pack = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPackLanes[size_t(mask)].data()));
+      const __m256 values = _mm256_permutevar8x32_ps(chunk, pack);
+      const __m256 indices = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(int32_t(c)), pack));
+      const __m256 low = _mm256_unpacklo_ps(indices, values), high = _mm256_unpackhi_ps(indices, values);
+      float* to = reinterpret_cast<float*>(entries + entry);
+      _mm256_storeu_ps(to, _mm256_permute2f128_ps(low, high, 0x20));
+      _mm256_storeu_ps(to + 8, _mm256_permute2f128_ps(low, high, 0x31));
+      entry += __builtin_popcount(unsigned(mask));
+    }
+    for (; c < cols; ++c)
+      if (row[c] != 0.0f) entries[entry++] = SparseEntry{int32_t(c), row[c]};
+  }
+  out.row_starts[size_t(rows)] = entry;
+}
+
+// transpose() by 8 x 8 blocks in registers (the rest element by element).
+void transpose_avx(const float* in, int64_t rows, int64_t cols, float* out) {
+  const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
+  for (int64_t r = 0; r < rows8; r += 8)
+    for (int64_t c = 0; c < cols8; c += 8) {
+      const float* src = in + r * cols + c;
+      __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + cols), r2 = _mm256_loadu_ps(src + 2 * cols);
+      __m256 r3 = _mm256_loadu_ps(src + 3 * cols), r4 = _mm256_loadu_ps(src + 4 * cols);
+      __m256 r5 = _mm256_loadu_ps(src + 5 * cols), r6 = _mm256_loadu_ps(src + 6 * cols);
+      __m256 r7 = _mm256_loadu_ps(src + 7 * cols);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float* dst = out + c * rows + r;
+      _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+      _mm256_storeu_ps(dst + rows, _mm256_permute2f128_ps(s1, s5, 0x20));
+      _mm256_storeu_ps(dst + 2 * rows, _mm256_permute2f128_ps(s2, s6, 0x20));
+      _mm256_storeu_ps(dst + 3 * rows, _mm256_permute2f128_ps(s3, s7, 0x20));
+      _mm256_storeu_ps(dst + 4 * rows, _mm256_permute2f128_ps(s0, s4, 0x31));
+      _mm256_storeu_ps(dst + 5 * rows, _mm256_permute2f128_ps(s1, s5, 0x31));
+      _mm256_storeu_ps(dst + 6 * rows, _mm256_permute2f128_ps(s2, s6, 0x31));
+      _mm256_storeu_ps(dst + 7 * rows, _mm256_permute2f128_ps(s3, s7, 0x31));
+    }
+  for (int64_t r = 0; r < rows; ++r)  // the ragged right columns and bottom rows
+    for (int64_t c = r < rows8 ? cols8 : 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
+}
+
+// dy's non-zeros row by row (entries: output channel, value), or column by column (entries: position, value;
+// positions ascending): the rows of dy^T, compressed from a transposed copy.
+const CompressedRows& gradient_entries(const float* dy, int64_t rows, int64_t cols, bool by_column) {
+  thread_local CompressedRows by_row, by_col;
+  if (!by_column) {
+    compress(dy, rows, cols, by_row);
+    return by_row;
+  }
+  const std::shared_ptr<float[]> dy_t = allocate_floats(size_t(std::max<int64_t>(rows * cols, 1)));
+  transpose_avx(dy, rows, cols, dy_t.get());
+  compress(dy_t.get(), cols, rows, by_col);
+  return by_col;
+}
+
+// Up to 12 vectors of a row segment summed in registers: acc += v * src[0, 8V).
+template <int V>
+struct Accumulator {
+  __m256 acc[V];
+  Accumulator() {
+#pragma GCC unroll 12
+    for (int t = 0; t < V; ++t) acc[t] = _mm256_setzero_ps();
+  }
+  void add(float v, const float* src) {
+    const __m256 value = _mm256_set1_ps(v);
+#pragma GCC unroll 12
+    for (int t = 0; t < V; ++t) acc[t] = _mm256_fmadd_ps(value, _mm256_loadu_ps(src + 8 * t), acc[t]);
+  }
+  void store(float* dst) const {
+#pragma GCC unroll 12
+    for (int t = 0; t < V; ++t) _mm256_storeu_ps(dst + 8 * t, acc[t]);
+  }
+  void add_to(float* dst) const {
+#pragma GCC unroll 12
+    for (int t = 0; t < V; ++t) _mm256_storeu_ps(dst + 8 * t, _mm256_add_ps(_mm256_loadu_ps(dst + 8 * t), acc[t]));
+  }
+};
+
+constexpr int kSegmentVectors = 12;
+constexpr int64_t kPrefetchAhead = 8;  // entries  // a segment: up to 12 vectors of one window row, summed in registers
+
+// dw^T[co, segment] = sum over dy's non-zeros (r, v) in column co of v * (r's window row at `offset`).
+template <int V>
+void weight_grad_segment(const SparseEntry* begin, const SparseEntry* end, const float* padded,
+                         const int64_t* windows, int64_t offset, float* out) {
+  Accumulator<V> sum;
+  // The window rows of entries a few ahead are fetched early: they are scattered over the padded input.
+  const SparseEntry* prefetch_end = end - kPrefetchAhead;
+  for (const SparseEntry* e = begin; e < end; ++e) {
+    if (e < prefetch_end) {
+      const char* ahead = reinterpret_cast<const char*>(padded + windows[e[kPrefetchAhead].index] + offset);
+      for (int line = 0; line < V * 32; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    sum.add(e->value, padded + windows[e->index] + offset);
+  }
+  sum.store(out);
+}
+
+// dx_padded[r's window row at `offset`, segment] += sum over r's non-zeros (co, v) of v * w^T[co, segment].
+template <int V>
+void input_grad_segment(const SparseEntry* begin, const SparseEntry* end, const float* w_t, int64_t k, float* dst) {
+  Accumulator<V> sum;
+  for (const SparseEntry* e = begin; e < end; ++e) sum.add(e->value, w_t + int64_t(e->index) * k);
+  sum.add_to(dst);
+}
+
+template <int... V>
+constexpr auto weight_grad_kernels(std::integer_sequence<int, V...>) {
+  return std::array<decltype(&weight_grad_segment<1>), sizeof...(V)>{weight_grad_segment<V + 1>...};
+}
+template <int... V>
+constexpr auto input_grad_kernels(std::integer_sequence<int, V...>) {
+  return std::array<decltype(&input_grad_segment<1>), sizeof...(V)>{input_grad_segment<V + 1>...};
+}
+constexpr auto kWeightGradSegments = weight_grad_kernels(std::make_integer_sequence<int, kSegmentVectors>());
+constexpr auto kInputGradSegments = input_grad_kernels(std::make_integer_sequence<int, kSegmentVectors>());
+
+// Each output position's window start in the padded input (see pad_input).
+std::vector<int64_t>& window_starts(const WindowGeometry& g, const PaddedInput& p) {
+  thread_local std::vector<int64_t> starts;
+  starts.resize(size_t(positions(g)));
+  int64_t i = 0;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t oh = 0; oh < g.h.out; ++oh)
+      for (int64_t ow = 0; ow < g.w.out; ++ow)
+        starts[size_t(i++)] = ((n * p.rows + oh * g.h.stride) * p.cols + ow * g.w.stride) * g.channels;
+  return starts;
+}
+
+// Whether the implicit sparse gradients apply: a window row (kernel_w * cin values) is whole vectors.
+bool implicit_rows(const WindowGeometry& g) { return g.w.kernel * g.channels % 8 == 0; }
+
+void conv2d_weight_grad_implicit(const float* x, const float* dy, const WindowGeometry& g, int64_t cout, float* dw) {
+  const int64_t k = patch_width(g), run = g.w.kernel * g.channels;
+  const PaddedInput p = pad_input(x, g);
+  const std::vector<int64_t>& windows = window_starts(g, p);
+  const CompressedRows& by_co = gradient_entries(dy, positions(g), cout, true);
+  const std::shared_ptr<float[]> dw_t = allocate_floats(size_t(std::max<int64_t>(k * cout, 1)));
+  const int64_t row_step = p.cols * g.channels;
+  auto do_rows = [&](std::atomic<int64_t>& next) {
+    int64_t co;
+    while ((co = next.fetch_add(1, std::memory_order_relaxed)) < cout) {
+      const SparseEntry* begin = by_co.entries.data() + by_co.row_starts[size_t(co)];
+      const SparseEntry* end = by_co.entries.data() + by_co.row_starts[size_t(co + 1)];
+      for (int64_t kh = 0; kh < g.h.kernel; ++kh)
+        for (int64_t j = 0; j < run; j += 8 * kSegmentVectors) {
+          const int vectors = int(std::min<int64_t>(kSegmentVectors, (run - j) / 8));
+          kWeightGradSegments[size_t(vectors - 1)](begin, end, p.data.get(), windows.data(), kh * row_step + j,
+                                                   dw_t.get() + co * k + kh * run + j);
+        }
+    }
+  };
+  std::atomic<int64_t> next{0};
+  const int threads = int(std::min<int64_t>(gemm_threads(), cout));
+  if (threads <= 1 || by_co.nonzeros() * k < int64_t(64) * 64 * 64)
+    do_rows(next);
+  else
+    run_on_gemm_workers(threads, [&](int) { do_rows(next); });
+  transpose_avx(dw_t.get(), cout, k, dw);
+}
+
+void conv2d_input_grad_implicit(const float* dy, const float* w, const WindowGeometry& g, int64_t cout, float* dx) {
+  const int64_t k = patch_width(g), run = g.w.kernel * g.channels, cin = g.channels;
+  const int64_t h0 = g.h.start(0), w0 = g.w.start(0);
+  PaddedInput p;  // the padded input's shape, for dx's sums
+  p.rows = g.h.start(g.h.out - 1) + g.h.kernel - h0;
+  p.cols = g.w.start(g.w.out - 1) + g.w.kernel - w0;
+  const std::shared_ptr<float[]> dx_padded = allocate_floats(size_t(std::max<int64_t>(g.batch * p.rows * p.cols * cin, 1)));
+  std::fill_n(dx_padded.get(), g.batch * p.rows * p.cols * cin, 0.0f);
+  const std::shared_ptr<float[]> w_t = allocate_floats(size_t(std::max<int64_t>(k * cout, 1)));
+  transpose_avx(w, k, cout, w_t.get());
+  const std::vector<int64_t>& windows = window_starts(g, p);
+  const CompressedRows& by_r = gradient_entries(dy, positions(g), cout, false);
+  const int64_t row_step = p.cols * cin, per_image = g.h.out * g.w.out;
+  // Images apart: windows of one image overlap, so each image's positions are summed in order by one thread.
+  auto do_images = [&](std::atomic<int64_t>& next) {
+    int64_t n;
+    while ((n = next.fetch_add(1, std::memory_order_relaxed)) < g.batch)
+      for (int64_t r = n * per_image; r < (n + 1) * per_image; ++r) {
+        const SparseEntry* begin = by_r.entries.data() + by_r.row_starts[size_t(r)];
+        const SparseEntry* end = by_r.entries.data() + by_r.row_starts[size_t(r + 1)];
+        if (begin == end) continue;
+        for (int64_t kh = 0; kh < g.h.kernel; ++kh)
+          for (int64_t j = 0; j < run; j += 8 * kSegmentVectors) {
+            const int vectors = int(std::min<int64_t>(kSegmentVectors, (run - j) / 8));
+            kInputGradSegments[size_t(vectors - 1)](begin, end, w_t.get() + kh * run + j, k,
+                                                    dx_padded.get() + windows[size_t(r)] + kh * row_step + j);
+          }
+      }
+  };
+  std::atomic<int64_t> next{0};
+  const int threads = int(std::min<int64_t>(gemm_threads(), g.batch));
+  if (threads <= 1 || by_r.nonzeros() * k < int64_t(64) * 64 * 64)
+    do_images(next);
+  else
+    run_on_gemm_workers(threads, [&](int) { do_images(next); });
+  // dx: the padded sums at real input positions, 0 elsewhere (padding, halo rows that pad, inputs no window reads).
+  std::fill_n(dx, g.input_size(), 0.0f);
+  const int64_t r_begin = std::max<int64_t>({g.h.lo, 0, h0}), r_end = std::min({g.h.hi, g.h.in, h0 + p.rows});
+  const int64_t c_begin = std::max<int64_t>({g.w.lo, 0, w0}), c_end = std::min({g.w.hi, g.w.in, w0 + p.cols});
+  if (c_end <= c_begin) return;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t i = r_begin; i < r_end; ++i)
+      std::copy_n(dx_padded.get() + ((n * p.rows + i - h0) * p.cols + c_begin - w0) * cin, (c_end - c_begin) * cin,
+                  dx + ((n * g.h.in + i) * g.w.in + c_begin) * cin);
+}
+
 #endif
 
 class CpuConv final : public ConvKernels {
@@ -320,6 +574,9 @@ class CpuConv final : public ConvKernels {
                          float* dx) const override {
     const int64_t k = patch_width(g), per_image = g.h.out * g.w.out, step = chunk_images(g);
     const bool sparse = gemm_sparse_available() && nonzero_fraction(dy, positions(g) * cout) <= kSparseDensity;
+#ifdef DTRAIN_CONV_AVX2
+    if (sparse && positions(g) > 0 && implicit_rows(g)) return conv2d_input_grad_implicit(dy, w, g, cout, dx);
+#endif
     std::fill_n(dx, g.input_size(), 0.0f);
     std::shared_ptr<float[]> w_t;  // the sparse kernel takes B untransposed: w^T [cout, K]
     if (sparse) {
@@ -347,6 +604,9 @@ class CpuConv final : public ConvKernels {
     }
     // Sparse: dw^T [cout, K] = dy^T P from dy's non-zeros, transposed at the end. Dense: dw = P^T dy.
     const bool sparse = gemm_sparse_available() && nonzero_fraction(dy, positions(g) * cout) <= kSparseDensity;
+#ifdef DTRAIN_CONV_AVX2
+    if (sparse && implicit_rows(g)) return conv2d_weight_grad_implicit(x, dy, g, cout, dw);
+#endif
     const bool sparse_t = sparse && k >= kMinSparseWidth;
     std::shared_ptr<float[]> dw_t = sparse_t ? allocate_floats(size_t(std::max<int64_t>(k * cout, 1))) : nullptr;
     const std::shared_ptr<float[]> p = patch_buffer(g);
