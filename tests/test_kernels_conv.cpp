@@ -50,6 +50,7 @@ std::vector<WindowGeometry> geometries() {
   out.push_back({0, 2, axis(4, 3, 1, 1, 4, 0, 4), axis(4, 3, 1, 1, 4, 0, 4)});        // empty batch
   out.push_back({2, 37, axis(9, 3, 1, 0, 7, 1, 9), axis(8, 3, 1, 1, 8, 0, 8)});       // many channels, a band
   out.push_back({3, 19, axis(8, 2, 2, 0, 4, 0, 8), axis(7, 3, 2, 1, 4, 0, 7)});       // many channels, stride 2
+  out.push_back({2, 70, axis(8, 2, 2, 0, 4, 0, 8), axis(6, 2, 2, 0, 3, 0, 6)});       // 2x2 windows tiling the block
   return out;
 }
 

@@ -7,9 +7,10 @@
 // The bodies gather (an input finds its windows), which costs integer divisions and, for max pooling, a winner
 // search per input element; here a window's winners are found once.
 #include <algorithm>
-#include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <limits>
-#include <vector>
 
 #include "core/kernels/pool.hpp"
 
@@ -42,73 +43,134 @@ void for_each_window(const WindowGeometry& g, F&& f) {
     }
 }
 
-// Per-thread scratch of one window's channels (the winners' values and window positions).
-struct Scratch {
-  std::vector<float> best;
-  std::vector<int32_t> winner;
-};
-
-Scratch& scratch(int64_t channels) {
-  thread_local Scratch s;
-  if (int64_t(s.best.size()) < channels) {
-    s.best.resize(size_t(channels));
-    s.winner.resize(size_t(channels));
+// One window's max over channels [k, k + 8G) (top) and, with Track, its winners' positions among the window's
+// real positions, row-major (at, as int32 bits). The first position wins ties; a NaN loses to any number.
+// G groups of 8 channels side by side, so that their compare-and-blend chains overlap.
+#if defined(__AVX2__)
+template <int G, bool Track>
+void max8(const float* window, int64_t rows, int64_t width, int64_t row_stride, int64_t c, int64_t k, __m256* top,
+          __m256* at) {
+#pragma GCC unroll 4
+  for (int j = 0; j < G; ++j) {
+    top[j] = _mm256_loadu_ps(window + k + 8 * j);
+    at[j] = _mm256_setzero_ps();
   }
-  return s;
-}
-
-// best = the window's max per channel, winner = its position in the window's real positions (row-major).
-// Returns false for a window with no real position.
-bool window_max(const float* x, const WindowGeometry& g, int64_t first, Span rows, Span cols, float* best,
-                int32_t* winner, bool track) {
-  const int64_t c = g.channels, row_stride = g.w.in * c;
-  if (rows.size() == 0 || cols.size() == 0) return false;
-  std::memcpy(best, x + first, size_t(c) * sizeof(float));
-  if (track) std::fill_n(winner, c, 0);
-  int32_t position = 0;
-  for (int64_t r = 0; r < rows.size(); ++r)
-    for (int64_t q = 0; q < cols.size(); ++q, ++position) {
-      if (position == 0) continue;
-      const float* src = x + first + r * row_stride + q * c;
-      if (track) {
-        for (int64_t k = 0; k < c; ++k) {
-          const bool take = src[k] > best[k] || best[k] != best[k];  // a NaN loses to any number
-          best[k] = take ? src[k] : best[k];
-          winner[k] = take ? position : winner[k];
-        }
-      } else {
-        for (int64_t k = 0; k < c; ++k) best[k] = (src[k] > best[k] || best[k] != best[k]) ? src[k] : best[k];
+  int32_t position = 1;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t q = r == 0 ? 1 : 0; q < width; ++q, ++position) {
+      const float* src = window + r * row_stride + q * c + k;
+      const __m256 here = _mm256_castsi256_ps(_mm256_set1_epi32(position));
+#pragma GCC unroll 4
+      for (int j = 0; j < G; ++j) {
+        const __m256 v = _mm256_loadu_ps(src + 8 * j);
+        const __m256 take =
+            _mm256_or_ps(_mm256_cmp_ps(v, top[j], _CMP_GT_OQ), _mm256_cmp_ps(top[j], top[j], _CMP_UNORD_Q));
+        top[j] = _mm256_blendv_ps(top[j], v, take);
+        if (Track) at[j] = _mm256_blendv_ps(at[j], here, take);
       }
     }
-  return true;
+}
+
+constexpr int kGroups = 4;  // channel groups of 8 taken together
+#endif
+
+// The same for one channel k.
+inline void max1(const float* window, int64_t rows, int64_t width, int64_t row_stride, int64_t c, int64_t k,
+                 float& top, int32_t& at) {
+  top = window[k];
+  at = 0;
+  for (int32_t position = 1; position < rows * width; ++position) {
+    const float v = window[(position / width) * row_stride + (position % width) * c + k];
+    if (v > top || top != top) top = v, at = position;
+  }
+}
+
+// Whether the windows tile the input block: stride = window, no padding, every input position real and in
+// exactly one window (then the vjp writes each input once and needs no zeroing first).
+bool tiles_input(const WindowAxis& a) {
+  return a.stride == a.kernel && a.pad == 0 && a.out * a.stride == a.in && a.lo <= 0 && a.hi >= a.in;
 }
 
 class CpuPool final : public PoolKernels {
  public:
   void max_pool(const float* x, const WindowGeometry& g, float* y) const override {
-    const int64_t c = g.channels;
+    const int64_t c = g.channels, row_stride = g.w.in * c;
     for_each_window(g, [&](int64_t first, Span rows, Span cols, int64_t out) {
-      if (!window_max(x, g, first, rows, cols, y + out, nullptr, false))
+      if (rows.size() == 0 || cols.size() == 0) {
         std::fill_n(y + out, c, -std::numeric_limits<float>::infinity());
+        return;
+      }
+      int64_t k = 0;
+#if defined(__AVX2__)
+      __m256 top[kGroups], at[kGroups];
+      for (; k + 8 * kGroups <= c; k += 8 * kGroups) {
+        max8<kGroups, false>(x + first, rows.size(), cols.size(), row_stride, c, k, top, at);
+        for (int j = 0; j < kGroups; ++j) _mm256_storeu_ps(y + out + k + 8 * j, top[j]);
+      }
+      for (; k + 8 <= c; k += 8) {
+        max8<1, false>(x + first, rows.size(), cols.size(), row_stride, c, k, top, at);
+        _mm256_storeu_ps(y + out + k, top[0]);
+      }
+#endif
+      for (; k < c; ++k) {
+        int32_t at;
+        max1(x + first, rows.size(), cols.size(), row_stride, c, k, y[out + k], at);
+      }
     });
   }
 
+  // Each window's dy goes to its winners. When the windows tile the block, each input is written once: 0 + dy at
+  // a winner (which turns a -0 into +0, as the bodies' sum from 0 does), else +0. Otherwise dx starts at 0 and
+  // each window adds dy at its winners and +0 elsewhere (which keeps the bits: a sum here is never -0).
   void max_pool_grad(const float* x, const float* dy, const WindowGeometry& g, float* dx) const override {
     const int64_t c = g.channels, row_stride = g.w.in * c;
-    std::fill_n(dx, g.input_size(), 0.0f);
-    Scratch& s = scratch(c);
-    float* best = s.best.data();
-    int32_t* winner = s.winner.data();
+    const bool tiled = tiles_input(g.h) && tiles_input(g.w);
+    if (!tiled) std::fill_n(dx, g.input_size(), 0.0f);
     for_each_window(g, [&](int64_t first, Span rows, Span cols, int64_t out) {
-      if (!window_max(x, g, first, rows, cols, best, winner, true)) return;
+      if (rows.size() == 0 || cols.size() == 0) return;
+      const int64_t width = cols.size();
       const float* grad = dy + out;
-      int32_t position = 0;
-      for (int64_t r = 0; r < rows.size(); ++r)
-        for (int64_t q = 0; q < cols.size(); ++q, ++position) {
-          float* dst = dx + first + r * row_stride + q * c;
-          // Adding +0 to a loser keeps its bits: an accumulated gradient here is never -0.
-          for (int64_t k = 0; k < c; ++k) dst[k] += winner[k] == position ? grad[k] : 0.0f;
+      int64_t k = 0;
+#if defined(__AVX2__)
+      __m256 top[kGroups], at[kGroups];
+      // Writes the gradient of channels [k, k + 8 * groups) for every position of the window.
+      auto scatter = [&](int groups) {
+        int32_t position = 0;
+        for (int64_t r = 0; r < rows.size(); ++r)
+          for (int64_t q = 0; q < width; ++q, ++position) {
+            float* dst = dx + first + r * row_stride + q * c + k;
+            const __m256i here = _mm256_set1_epi32(position);
+            for (int j = 0; j < groups; ++j) {
+              const __m256 gk = _mm256_loadu_ps(grad + k + 8 * j);
+              const __m256 mine = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_castps_si256(at[j]), here));
+              if (tiled)
+                _mm256_storeu_ps(dst + 8 * j, _mm256_and_ps(mine, _mm256_add_ps(gk, _mm256_setzero_ps())));
+              else
+                _mm256_storeu_ps(dst + 8 * j, _mm256_add_ps(_mm256_loadu_ps(dst + 8 * j), _mm256_and_ps(mine, gk)));
+            }
+          }
+      };
+      for (; k + 8 * kGroups <= c; k += 8 * kGroups) {
+        max8<kGroups, true>(x + first, rows.size(), width, row_stride, c, k, top, at);
+        scatter(kGroups);
+      }
+      for (; k + 8 <= c; k += 8) {
+        max8<1, true>(x + first, rows.size(), width, row_stride, c, k, top, at);
+        scatter(1);
+      }
+#endif
+      for (; k < c; ++k) {
+        float top;
+        int32_t at;
+        max1(x + first, rows.size(), width, row_stride, c, k, top, at);
+        for (int32_t position = 0; position < rows.size() * width; ++position) {
+          float& dst = dx[first + (position / width) * row_stride + (position % width) * c + k];
+          if (tiled)
+            dst = position == at ? grad[k] + 0.0f : 0.0f;
+          else
+            dst += position == at ? grad[k] : 0.0f;
         }
+      }
     });
   }
 
