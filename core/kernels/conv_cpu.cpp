@@ -3,12 +3,15 @@
 // cin, cout] is already its row-major [K, cout] right-hand side: y = P w, dP = dy w^T (scattered back into dx
 // by col2im), dw = P^T dy.
 //
-// With AVX2/FMA the forward never makes P: the input is copied once with its padding written out, and a 6x16
-// register tile (6 output positions x 16 output channels, as the GEMM's micro-kernel) reads each position's
-// window rows from it in place, a window row (kernel_w * cin values) being contiguous there. The rest runs
-// im2col (by contiguous runs) and the CPU GEMM engines (cpu.hpp): the sparse kernel when the left operand is
-// mostly zeros (an output gradient behind a max pool is, a ReLU'd input often is: see kSparseDensity), else
-// the dense one, chosen here on the whole operand's density.
+// With AVX2/FMA, P is never made. The input is copied once with its padding written out; there a window row
+// (kernel_w * cin values) is contiguous, so each position's patch row is kernel_h runs read in place:
+// - forward: a 6x16 register tile (6 output positions x 16 output channels, as the GEMM's micro-kernel);
+// - gradients, when the output gradient is mostly zeros (behind a max pool it is at most 25% non-zero, 12-16%
+//   in training; see kSparseDensity) and window rows are whole vectors: dw^T row by row from dy's non-zeros in
+//   each output channel, and dx's patch gradients summed in registers from each position's non-zeros and added
+//   straight into a padded dx.
+// Otherwise (no AVX2, a dense gradient, ragged window rows as a first layer's 3x1) im2col by contiguous runs
+// and the CPU GEMM engines (cpu.hpp), sparse or dense as the left operand's density says.
 #include <algorithm>
 #include <array>
 #include <atomic>
