@@ -105,17 +105,28 @@ void col2im_add(const float* dp, const WindowGeometry& g, int64_t n_begin, int64
       [](int64_t, int64_t) {});
 }
 
-// Non-zeros (NaNs included) among values[0, count), as a fraction.
-double nonzero_fraction(const float* values, int64_t count) {
-  if (count <= 0) return 0.0;
-  int64_t nonzeros = 0;
-  for (int64_t i0 = 0; i0 < count; i0 += 4096) {  // 32-bit lanes within a block, so it vectorizes
-    const int64_t i1 = std::min(count, i0 + 4096);
+// Whether at most `fraction` of values[0, count) are non-zeros (NaNs count as non-zero). Stops reading once
+// the answer is no.
+bool mostly_zeros(const float* values, int64_t count, double fraction) {
+  const int64_t most = int64_t(fraction * double(count));
+  int64_t nonzeros = 0, i = 0;
+  while (i < count) {
+    const int64_t end = std::min(count, i + 4096);
     int32_t block = 0;
-    for (int64_t i = i0; i < i1; ++i) block += values[i] != 0.0f ? 1 : 0;
+#ifdef DTRAIN_CONV_AVX2
+    __m256i lanes = _mm256_setzero_si256();  // a compare is -1 in each non-zero lane
+    for (; i + 8 <= end; i += 8)
+      lanes = _mm256_sub_epi32(lanes, _mm256_castps_si256(_mm256_cmp_ps(_mm256_loadu_ps(values + i),
+                                                                          _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    alignas(32) int32_t counts[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(counts), lanes);
+    for (int32_t lane : counts) block += lane;
+#endif
+    for (; i < end; ++i) block += values[i] != 0.0f ? 1 : 0;
     nonzeros += block;
+    if (nonzeros > most) return false;
   }
-  return double(nonzeros) / double(count);
+  return true;
 }
 
 // The dense engine of kernels::gemm (blocked AVX2/FMA, else Eigen), without its density scan: the callers
@@ -180,7 +191,9 @@ PaddedInput pad_input(const float* x, const WindowGeometry& g) {
   PaddedInput p;
   p.rows = g.h.start(g.h.out - 1) + g.h.kernel - h0;
   p.cols = g.w.start(g.w.out - 1) + g.w.kernel - w0;
-  p.data = allocate_floats(size_t(std::max<int64_t>(g.batch * p.rows * p.cols * cin, 1)));
+  // 8 floats of slack (zeros) after the block: a window row of ragged length is read in whole vectors.
+  p.data = allocate_floats(size_t(g.batch * p.rows * p.cols * cin + 8));
+  std::fill_n(p.data.get() + g.batch * p.rows * p.cols * cin, 8, 0.0f);
   // The real columns [c_begin, c_end) of a padded row, and the real rows.
   const int64_t c_begin = std::clamp<int64_t>(std::max<int64_t>(g.w.lo, 0) - w0, 0, p.cols);
   const int64_t c_end = std::clamp<int64_t>(std::min(g.w.hi, g.w.in) - w0, c_begin, p.cols);
@@ -384,7 +397,8 @@ void transpose_avx(const float* in, int64_t rows, int64_t cols, float* out) {
 }
 
 // dy's non-zeros row by row (entries: output channel, value), or column by column (entries: position, value;
-// positions ascending): the rows of dy^T, compressed from a transposed copy.
+// positions ascending): the rows of dy^T, compressed from a transposed copy (faster than dealing the row
+// lists out by column).
 const CompressedRows& gradient_entries(const float* dy, int64_t rows, int64_t cols, bool by_column) {
   thread_local CompressedRows by_row, by_col;
   if (!by_column) {
@@ -448,6 +462,31 @@ void input_grad_segment(const SparseEntry* begin, const SparseEntry* end, const 
   sum.add_to(dst);
 }
 
+// The same for window rows of ragged length (a first layer's 3 x 1 values): V vectors, vector t read at
+// `offsets[t]` from each window start (past a row's end it reads the next values, whose lanes are not kept),
+// so that all the window's rows go in one pass, as independent sums.
+template <int V>
+void weight_grad_ragged(const SparseEntry* begin, const SparseEntry* end, const float* padded, const int64_t* windows,
+                        const int64_t* offsets, float* out) {
+  int64_t at[V];
+#pragma GCC unroll 12
+  for (int t = 0; t < V; ++t) at[t] = offsets[t];
+  Accumulator<V> sum;
+  for (const SparseEntry* e = begin; e < end; ++e) {
+    const float* window = padded + windows[e->index];
+    const __m256 value = _mm256_set1_ps(e->value);
+#pragma GCC unroll 12
+    for (int t = 0; t < V; ++t) sum.acc[t] = _mm256_fmadd_ps(value, _mm256_loadu_ps(window + at[t]), sum.acc[t]);
+  }
+  sum.store(out);
+}
+
+template <int... V>
+constexpr auto weight_grad_ragged_kernels(std::integer_sequence<int, V...>) {
+  return std::array<decltype(&weight_grad_ragged<1>), sizeof...(V)>{weight_grad_ragged<V + 1>...};
+}
+constexpr auto kWeightGradRagged = weight_grad_ragged_kernels(std::make_integer_sequence<int, kSegmentVectors>());
+
 template <int... V>
 constexpr auto weight_grad_kernels(std::integer_sequence<int, V...>) {
   return std::array<decltype(&weight_grad_segment<1>), sizeof...(V)>{weight_grad_segment<V + 1>...};
@@ -481,17 +520,38 @@ void conv2d_weight_grad_implicit(const float* x, const float* dy, const WindowGe
   const CompressedRows& by_co = gradient_entries(dy, positions(g), cout, true);
   const std::shared_ptr<float[]> dw_t = allocate_floats(size_t(std::max<int64_t>(k * cout, 1)));
   const int64_t row_step = p.cols * g.channels;
+  // Ragged window rows: the window's vectors (kh, j) in passes of up to 12, each vector's valid floats kept.
+  struct Piece {
+    int64_t offset, column, length;  // in the padded input from a window start; in the patch row; floats kept
+  };
+  std::vector<Piece> pieces;
+  if (run % 8 != 0)
+    for (int64_t kh = 0; kh < g.h.kernel; ++kh)
+      for (int64_t j = 0; j < run; j += 8) pieces.push_back({kh * row_step + j, kh * run + j, std::min<int64_t>(8, run - j)});
   auto do_rows = [&](std::atomic<int64_t>& next) {
     int64_t co;
     while ((co = next.fetch_add(1, std::memory_order_relaxed)) < cout) {
       const SparseEntry* begin = by_co.entries.data() + by_co.row_starts[size_t(co)];
       const SparseEntry* end = by_co.entries.data() + by_co.row_starts[size_t(co + 1)];
-      for (int64_t kh = 0; kh < g.h.kernel; ++kh)
-        for (int64_t j = 0; j < run; j += 8 * kSegmentVectors) {
-          const int vectors = int(std::min<int64_t>(kSegmentVectors, (run - j) / 8));
-          kWeightGradSegments[size_t(vectors - 1)](begin, end, p.data.get(), windows.data(), kh * row_step + j,
-                                                   dw_t.get() + co * k + kh * run + j);
-        }
+      float* row = dw_t.get() + co * k;
+      if (run % 8 == 0) {
+        for (int64_t kh = 0; kh < g.h.kernel; ++kh)
+          for (int64_t j = 0; j < run; j += 8 * kSegmentVectors) {
+            const int vectors = int(std::min<int64_t>(kSegmentVectors, (run - j) / 8));
+            kWeightGradSegments[size_t(vectors - 1)](begin, end, p.data.get(), windows.data(), kh * row_step + j,
+                                                     row + kh * run + j);
+          }
+        continue;
+      }
+      for (size_t first = 0; first < pieces.size(); first += kSegmentVectors) {
+        const size_t count = std::min<size_t>(kSegmentVectors, pieces.size() - first);
+        int64_t offsets[kSegmentVectors];
+        alignas(32) float sums[8 * kSegmentVectors];
+        for (size_t t = 0; t < count; ++t) offsets[t] = pieces[first + t].offset;
+        kWeightGradRagged[count - 1](begin, end, p.data.get(), windows.data(), offsets, sums);
+        for (size_t t = 0; t < count; ++t)
+          std::copy_n(sums + 8 * t, pieces[first + t].length, row + pieces[first + t].column);
+      }
     }
   };
   std::atomic<int64_t> next{0};
@@ -557,7 +617,7 @@ class CpuConv final : public ConvKernels {
     const int64_t k = patch_width(g), per_image = g.h.out * g.w.out, step = chunk_images(g);
     if (positions(g) == 0 || cout == 0) return;
     const bool sparse = gemm_sparse_available() && k >= kMinSparseWidth &&
-                        nonzero_fraction(x, g.input_size()) <= kSparseDensity;
+                        mostly_zeros(x, g.input_size(), kSparseDensity);
 #ifdef DTRAIN_CONV_AVX2
     if (!sparse) return conv2d_implicit(x, w, g, cout, y);
 #endif
@@ -576,7 +636,7 @@ class CpuConv final : public ConvKernels {
   void conv2d_input_grad(const float* dy, const float* w, const WindowGeometry& g, int64_t cout,
                          float* dx) const override {
     const int64_t k = patch_width(g), per_image = g.h.out * g.w.out, step = chunk_images(g);
-    const bool sparse = gemm_sparse_available() && nonzero_fraction(dy, positions(g) * cout) <= kSparseDensity;
+    const bool sparse = gemm_sparse_available() && mostly_zeros(dy, positions(g) * cout, kSparseDensity);
 #ifdef DTRAIN_CONV_AVX2
     if (sparse && positions(g) > 0 && implicit_rows(g)) return conv2d_input_grad_implicit(dy, w, g, cout, dx);
 #endif
@@ -606,9 +666,9 @@ class CpuConv final : public ConvKernels {
       return;
     }
     // Sparse: dw^T [cout, K] = dy^T P from dy's non-zeros, transposed at the end. Dense: dw = P^T dy.
-    const bool sparse = gemm_sparse_available() && nonzero_fraction(dy, positions(g) * cout) <= kSparseDensity;
+    const bool sparse = gemm_sparse_available() && mostly_zeros(dy, positions(g) * cout, kSparseDensity);
 #ifdef DTRAIN_CONV_AVX2
-    if (sparse && implicit_rows(g)) return conv2d_weight_grad_implicit(x, dy, g, cout, dw);
+    if (sparse) return conv2d_weight_grad_implicit(x, dy, g, cout, dw);
 #endif
     const bool sparse_t = sparse && k >= kMinSparseWidth;
     std::shared_ptr<float[]> dw_t = sparse_t ? allocate_floats(size_t(std::max<int64_t>(k * cout, 1))) : nullptr;
