@@ -7,11 +7,11 @@
 // (kernel_w * cin values) is contiguous, so each position's patch row is kernel_h runs read in place:
 // - forward: a 6x16 register tile (6 output positions x 16 output channels, as the GEMM's micro-kernel);
 // - gradients, when the output gradient is mostly zeros (behind a max pool it is at most 25% non-zero, 12-16%
-//   in training; see kSparseDensity) and window rows are whole vectors: dw^T row by row from dy's non-zeros in
-//   each output channel, and dx's patch gradients summed in registers from each position's non-zeros and added
+//   in training; see kSparseDensity): dw^T row by row from dy's non-zeros in each output channel, and (window
+//   rows of whole vectors) dx's patch gradients summed in registers from each position's non-zeros and added
 //   straight into a padded dx.
-// Otherwise (no AVX2, a dense gradient, ragged window rows as a first layer's 3x1) im2col by contiguous runs
-// and the CPU GEMM engines (cpu.hpp), sparse or dense as the left operand's density says.
+// Otherwise (no AVX2, a dense gradient, dx of ragged window rows such as a first layer's 3x1) im2col by
+// contiguous runs and the CPU GEMM engines (cpu.hpp), sparse or dense as the left operand's density says.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -169,7 +169,9 @@ std::shared_ptr<float[]> patch_buffer(const WindowGeometry& g) {
 // thread, random non-zeros), sparse / dense time: dP = dy w^T 0.32 at density 0.15, 0.69 at 0.3, 1.07 at
 // 0.5; dw^T = dy^T P 0.40 at 0.15, 0.69 at 0.3, 1.6 at 0.5; y = P w 0.38 at 0.15, 0.67 at 0.3, 1.05 at
 // 0.5. Output gradients behind a 2x2 max pool hold at most 25% non-zeros (12-16% in training) and
-// ReLU/pooled inputs 50-85% (MNIST pixels about 20%).
+// ReLU/pooled inputs 50-85% (MNIST pixels about 20%). The implicit gradient kernels below, which replaced
+// the first two products on AVX2, take less time still (at 0.15: dx 200-210 against 232-240 us, dw 235-260
+// against 278-285 us per device).
 constexpr double kSparseDensity = 0.3;
 // The sparse forward y = P w and the transposed weight gradient dw^T = dy^T P visit rows of K values; below
 // this K (a first layer's 3x3x1 window) the rows are too short for the sparse kernel to pay.
