@@ -244,9 +244,13 @@ TEST_CASE("metrics.jsonl train_steps rows carry the schedule's rate of their las
     run_epoch(reporter, 0, 10);
     std::fclose(out);
   }
-  std::vector<std::string> steps;
-  for (const std::string& line : lines_of((dir / "metrics.jsonl").string()))
+  std::vector<std::string> steps, train;
+  for (const std::string& line : lines_of((dir / "metrics.jsonl").string())) {
     if (line.find("\"split\": \"train_steps\"") != std::string::npos) steps.push_back(line);
+    if (line.find("\"split\": \"train\"") != std::string::npos) train.push_back(line);
+  }
+  REQUIRE(train.size() == 1);  // the epoch's row: its last step's rate too
+  CHECK(train[0].find("\"learning_rate\": 10,") != std::string::npos);
   REQUIRE(steps.size() == 3);  // global steps 4, 8, 10
   CHECK(steps[0].find("\"learning_rate\": 4,") != std::string::npos);
   CHECK(steps[1].find("\"learning_rate\": 8,") != std::string::npos);

@@ -192,7 +192,9 @@ void ProgressReporter::on_split_end(const SplitMetrics& m) {
   if (metrics_) {
     SplitMetrics row = m;
     row.epoch += 1;  // as on the console
-    metrics_->write(row);
+    std::optional<double> rate;
+    if (m.split == "train" && learning_rate_) rate = learning_rate_(m.step - 1);
+    metrics_->write(row, rate);
   }
 }
 
