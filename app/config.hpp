@@ -234,7 +234,8 @@ struct LossConfig {  // sparse softmax cross-entropy over logits (the only loss)
 //   adam:  learning_rate 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7, weight_decay 0
 //   adamw: adam's, weight_decay 0.004
 // weight_decay is Keras' on every optimizer: DECOUPLED, w -= learning_rate * weight_decay * w before the
-// step (the current, scheduled, rate), not an L2 term in the loss.
+// step (the current, scheduled, rate), not an L2 term in the loss; on every trainable variable, biases
+// and normalization scales too (Keras' default when no variables are excluded).
 // `schedule` (any optimizer): the learning rate per step, {KIND: {PARAMS}} with KIND one of
 //   constant:    {warmup_steps: 0}
 //   cosine:      {warmup_steps: 0, decay_steps (required), alpha: 0.0}
