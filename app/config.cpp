@@ -100,7 +100,9 @@ std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }
 std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
 std::string to_string(PaddingKind padding) { return padding == PaddingKind::same ? "same" : "valid"; }
 std::string to_string(Reduction reduction) { return reduction == Reduction::sum ? "sum" : "mean"; }
-std::string to_string(OptimizerKind kind) { return kind == OptimizerKind::sgd ? "sgd" : "adam"; }
+std::string to_string(OptimizerKind kind) {
+  return kind == OptimizerKind::sgd ? "sgd" : kind == OptimizerKind::adam ? "adam" : "adamw";
+}
 
 namespace {
 
@@ -1017,6 +1019,106 @@ void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vect
   }
 }
 
+// optimizer.KIND.schedule (see OptimizerConfig); `learning_rate` is the optimizer's, given or not.
+optim::LearningRateSchedule read_schedule(Reader& reader, const Field& field, double learning_rate,
+                                          const std::optional<Field>& learning_rate_field) {
+  optim::LearningRateSchedule schedule;
+  schedule.learning_rate = learning_rate;
+  const std::vector<std::string> kinds{"constant", "cosine", "linear", "exponential", "step"};
+  const auto [kind, params] = tagged(reader, field, kinds, "schedule");
+  std::vector<std::string> known{"warmup_steps"};
+  if (kind == "cosine") known.insert(known.end(), {"decay_steps", "alpha"});
+  if (kind == "linear") known.insert(known.end(), {"decay_steps", "end_learning_rate"});
+  if (kind == "exponential") known.insert(known.end(), {"decay_steps", "decay_rate", "staircase"});
+  if (kind == "step") known.insert(known.end(), {"boundaries", "values"});
+  Section section(reader, params, known, fmt::format("{} ({} schedule)", params.path, kind));
+  if (auto warmup = section.get("warmup_steps")) schedule.warmup_steps = integer(reader, *warmup, 0);
+  if (kind == "constant") schedule.kind = optim::ScheduleKind::constant;
+  if (kind == "cosine") schedule.kind = optim::ScheduleKind::cosine;
+  if (kind == "linear") schedule.kind = optim::ScheduleKind::linear;
+  if (kind == "exponential") schedule.kind = optim::ScheduleKind::exponential;
+  if (kind == "step") schedule.kind = optim::ScheduleKind::step;
+  if (kind == "cosine" || kind == "linear" || kind == "exponential")
+    schedule.decay_steps = integer(reader, section.require("decay_steps"), 1);
+  if (auto alpha = section.get("alpha")) {
+    schedule.alpha = number(reader, *alpha);
+    if (!(schedule.alpha >= 0 && schedule.alpha <= 1))
+      reader.fail(*alpha, fmt::format("expected a number in [0, 1] (the final rate as a fraction of learning_rate), "
+                                      "got {}", schedule.alpha));
+  }
+  if (auto end = section.get("end_learning_rate")) {
+    schedule.end_learning_rate = number(reader, *end);
+    if (!(schedule.end_learning_rate >= 0))
+      reader.fail(*end, fmt::format("expected a number >= 0, got {}", schedule.end_learning_rate));
+  }
+  if (kind == "exponential") schedule.decay_rate = positive_number(reader, section.require("decay_rate"));
+  if (auto staircase = section.get("staircase")) schedule.staircase = boolean(reader, *staircase);
+  if (kind == "step") {
+    const Field boundaries = section.require("boundaries");
+    if (!boundaries.node.IsSequence() || boundaries.node.size() == 0)
+      reader.fail(boundaries, fmt::format("expected a list of steps, got {}",
+                                          boundaries.node.IsSequence() ? "an empty list" : describe(boundaries.node)));
+    for (size_t i = 0; i < boundaries.node.size(); ++i) {
+      const Field item = reader.child(boundaries, boundaries.node[i], fmt::format("{}[{}]", boundaries.path, i));
+      const std::int64_t step = integer(reader, item, schedule.boundaries.empty() ? 0 : schedule.boundaries.back() + 1);
+      schedule.boundaries.push_back(step);
+    }
+    const Field values = section.require("values");
+    if (!values.node.IsSequence() || values.node.size() != schedule.boundaries.size() + 1)
+      reader.fail(values, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}",
+                                      schedule.boundaries.size() + 1,
+                                      values.node.IsSequence() ? fmt::format("{}", values.node.size())
+                                                               : describe(values.node)));
+    for (size_t i = 0; i < values.node.size(); ++i)
+      schedule.values.push_back(
+          positive_number(reader, reader.child(values, values.node[i], fmt::format("{}[{}]", values.path, i))));
+    if (learning_rate_field && schedule.values.front() != learning_rate)
+      reader.fail(*learning_rate_field,
+                  fmt::format("{} but the step schedule's values[0] is {}: the schedule's values are the rates; "
+                              "drop learning_rate or make them equal",
+                              learning_rate, schedule.values.front()));
+    schedule.learning_rate = schedule.values.front();
+  }
+  return schedule;
+}
+
+// train.optimizer (see OptimizerConfig).
+OptimizerConfig read_optimizer(Reader& reader, const Field& optimizer) {
+  OptimizerConfig opt;
+  opt.where = optimizer.where;
+  const auto [kind, params] = tagged(reader, optimizer, {"sgd", "adam", "adamw"}, "optimizer");
+  opt.kind = kind == "sgd" ? OptimizerKind::sgd : kind == "adam" ? OptimizerKind::adam : OptimizerKind::adamw;
+  opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
+  if (opt.kind == OptimizerKind::adamw) opt.weight_decay = 0.004;
+  std::vector<std::string> known{"learning_rate", "weight_decay", "schedule"};
+  if (opt.kind == OptimizerKind::sgd) known.insert(known.end(), {"momentum", "nesterov"});
+  if (opt.kind != OptimizerKind::sgd) known.insert(known.end(), {"beta_1", "beta_2", "epsilon"});
+  Section params_section(reader, params, known);
+  const std::optional<Field> lr = params_section.get("learning_rate");
+  if (lr) opt.learning_rate = positive_number(reader, *lr);
+  if (auto beta = params_section.get("beta_1")) opt.beta_1 = fraction(reader, *beta);
+  if (auto beta = params_section.get("beta_2")) opt.beta_2 = fraction(reader, *beta);
+  if (auto epsilon = params_section.get("epsilon")) opt.epsilon = positive_number(reader, *epsilon);
+  if (auto momentum = params_section.get("momentum")) opt.momentum = fraction(reader, *momentum);
+  if (auto nesterov = params_section.get("nesterov")) {
+    opt.nesterov = boolean(reader, *nesterov);
+    if (opt.nesterov && opt.momentum == 0)
+      reader.fail(*nesterov, "nesterov needs a momentum > 0 (e.g. momentum: 0.9)");
+  }
+  if (auto decay = params_section.get("weight_decay")) {
+    opt.weight_decay = number(reader, *decay);
+    if (!(opt.weight_decay >= 0 && opt.weight_decay < 1))
+      reader.fail(*decay, fmt::format("expected a number in [0, 1) (decoupled: w -= learning_rate * weight_decay * w), "
+                                      "got {}", opt.weight_decay));
+  }
+  opt.schedule.learning_rate = opt.learning_rate;
+  if (auto schedule = params_section.get("schedule")) {
+    opt.schedule = read_schedule(reader, *schedule, opt.learning_rate, lr);
+    opt.learning_rate = opt.schedule.learning_rate;
+  }
+  return opt;
+}
+
 TrainConfig read_train(Reader& reader, const Field& field) {
   TrainConfig train;
   train.where = field.where;
@@ -1039,19 +1141,7 @@ TrainConfig read_train(Reader& reader, const Field& field) {
       train.loss.reduction = choice(reader, *reduction, {"sum", "mean"}) == "sum" ? Reduction::sum : Reduction::mean;
   }
 
-  const Field optimizer = section.require("optimizer");
-  train.optimizer.where = optimizer.where;
-  const auto [kind, params] = tagged(reader, optimizer, {"sgd", "adam"}, "optimizer");
-  OptimizerConfig& opt = train.optimizer;
-  opt.kind = kind == "sgd" ? OptimizerKind::sgd : OptimizerKind::adam;
-  opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
-  std::vector<std::string> known{"learning_rate"};
-  if (opt.kind == OptimizerKind::adam) known.insert(known.end(), {"beta_1", "beta_2", "epsilon"});
-  Section params_section(reader, params, known);
-  if (auto lr = params_section.get("learning_rate")) opt.learning_rate = positive_number(reader, *lr);
-  if (auto beta = params_section.get("beta_1")) opt.beta_1 = fraction(reader, *beta);
-  if (auto beta = params_section.get("beta_2")) opt.beta_2 = fraction(reader, *beta);
-  if (auto epsilon = params_section.get("epsilon")) opt.epsilon = positive_number(reader, *epsilon);
+  train.optimizer = read_optimizer(reader, section.require("optimizer"));
 
   if (auto eval = section.get("eval_every_epoch")) train.eval_every_epoch = boolean(reader, *eval);
   if (auto log_every = section.get("log_every")) train.log_every = integer(reader, *log_every, 1);
@@ -1357,6 +1447,54 @@ void emit_initializer(YAML::Emitter& out, const InitializerConfig& init) {
 
 std::vector<int> pair_list(const std::array<int, 2>& pair) { return {pair[0], pair[1]}; }
 
+namespace {
+
+void dump_optimizer(YAML::Emitter& out, const OptimizerConfig& opt) {
+  out << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(opt.kind)
+      << YAML::Value << YAML::BeginMap << YAML::Key << "learning_rate" << YAML::Value << number_text(opt.learning_rate);
+  if (opt.kind != OptimizerKind::sgd)
+    out << YAML::Key << "beta_1" << YAML::Value << number_text(opt.beta_1) << YAML::Key << "beta_2" << YAML::Value
+        << number_text(opt.beta_2) << YAML::Key << "epsilon" << YAML::Value << number_text(opt.epsilon);
+  if (opt.kind == OptimizerKind::sgd && opt.momentum != 0)
+    out << YAML::Key << "momentum" << YAML::Value << number_text(opt.momentum) << YAML::Key << "nesterov"
+        << YAML::Value << opt.nesterov;
+  if (opt.weight_decay != 0 || opt.kind == OptimizerKind::adamw)
+    out << YAML::Key << "weight_decay" << YAML::Value << number_text(opt.weight_decay);
+  const optim::LearningRateSchedule& schedule = opt.schedule;
+  if (schedule.kind != optim::ScheduleKind::constant || schedule.warmup_steps != 0) {
+    out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << optim::to_string(schedule.kind)
+        << YAML::Value << YAML::BeginMap << YAML::Key << "warmup_steps" << YAML::Value << schedule.warmup_steps;
+    switch (schedule.kind) {
+      case optim::ScheduleKind::constant:
+        break;
+      case optim::ScheduleKind::cosine:
+        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "alpha" << YAML::Value
+            << number_text(schedule.alpha);
+        break;
+      case optim::ScheduleKind::linear:
+        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "end_learning_rate"
+            << YAML::Value << number_text(schedule.end_learning_rate);
+        break;
+      case optim::ScheduleKind::exponential:
+        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "decay_rate"
+            << YAML::Value << number_text(schedule.decay_rate) << YAML::Key << "staircase" << YAML::Value
+            << schedule.staircase;
+        break;
+      case optim::ScheduleKind::step:
+        out << YAML::Key << "boundaries" << YAML::Value << YAML::BeginSeq;
+        for (const std::int64_t boundary : schedule.boundaries) out << boundary;
+        out << YAML::EndSeq << YAML::Key << "values" << YAML::Value << YAML::BeginSeq;
+        for (const double value : schedule.values) out << number_text(value);
+        out << YAML::EndSeq;
+        break;
+    }
+    out << YAML::EndMap << YAML::EndMap;
+  }
+  out << YAML::EndMap << YAML::EndMap;
+}
+
+}  // namespace
+
 std::string dump_config(const Config& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -1480,13 +1618,7 @@ std::string dump_config(const Config& config) {
   out << YAML::Key << "loss" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "sparse_softmax_cross_entropy"
       << YAML::Value << YAML::BeginMap << YAML::Key << "reduction" << YAML::Value << to_string(train.loss.reduction)
       << YAML::EndMap << YAML::EndMap;
-  const OptimizerConfig& opt = train.optimizer;
-  out << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(opt.kind)
-      << YAML::Value << YAML::BeginMap << YAML::Key << "learning_rate" << YAML::Value << number_text(opt.learning_rate);
-  if (opt.kind == OptimizerKind::adam)
-    out << YAML::Key << "beta_1" << YAML::Value << number_text(opt.beta_1) << YAML::Key << "beta_2" << YAML::Value
-        << number_text(opt.beta_2) << YAML::Key << "epsilon" << YAML::Value << number_text(opt.epsilon);
-  out << YAML::EndMap << YAML::EndMap;
+  dump_optimizer(out, train.optimizer);
   out << YAML::Key << "eval_every_epoch" << YAML::Value << train.eval_every_epoch;
   out << YAML::Key << "log_every" << YAML::Value << train.log_every;
   out << YAML::EndMap;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/optim/schedule.hpp"
+
 namespace dtrain {
 
 // ---- limits: what a config may ask for; beyond them, a config error naming the limit ----
@@ -220,17 +222,36 @@ struct LayoutRule {
 
 // ---- training ----
 enum class Reduction { sum, mean };
-enum class OptimizerKind { sgd, adam };
+enum class OptimizerKind { sgd, adam, adamw };
 
 struct LossConfig {  // sparse softmax cross-entropy over logits (the only loss)
   Reduction reduction = Reduction::mean;
   Where where;
 };
 
+// `optimizer: {KIND: {PARAMS}}` (or just KIND), Keras' optimizers and defaults:
+//   sgd:   learning_rate 0.01, momentum 0.0 (in [0, 1)), nesterov false (needs momentum > 0), weight_decay 0
+//   adam:  learning_rate 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7, weight_decay 0
+//   adamw: adam's, weight_decay 0.004
+// weight_decay is Keras' on every optimizer: DECOUPLED, w -= learning_rate * weight_decay * w before the
+// step (the current, scheduled, rate), not an L2 term in the loss; on every trainable variable, biases
+// and normalization scales too (Keras' default when no variables are excluded).
+// `schedule` (any optimizer): the learning rate per step, {KIND: {PARAMS}} with KIND one of
+//   constant:    {warmup_steps: 0}
+//   cosine:      {warmup_steps: 0, decay_steps (required), alpha: 0.0}
+//   linear:      {warmup_steps: 0, decay_steps (required), end_learning_rate: 0.0}
+//   exponential: {warmup_steps: 0, decay_steps (required), decay_rate (required), staircase: false}
+//   step:        {warmup_steps: 0, boundaries: [steps...] (required), values: [rates...] (one more)}
+// learning_rate is the peak rate (after warmup); a step schedule's values[0] is it (learning_rate, when
+// given, must equal it). Formulas in core/optim/schedule.hpp; the rate depends on the global step only.
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::sgd;
-  double learning_rate = 0.01;  // default: Keras' (sgd 0.01, adam 0.001)
-  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam only
+  double learning_rate = 0.01;  // default: Keras' (sgd 0.01, adam and adamw 0.001)
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam and adamw
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+  double weight_decay = 0.0;  // default 0.004 for adamw
+  optim::LearningRateSchedule schedule;  // its learning_rate is learning_rate
   Where where;
 };
 

@@ -283,6 +283,20 @@ std::string gpu_line(const Placement& placement) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerConfig& config) {
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (config.kind == OptimizerKind::sgd) {
+    optimizer = optim::make_sgd(optim::SgdOptions{float(config.learning_rate), float(config.momentum), config.nesterov,
+                                                  float(config.weight_decay)});
+  } else {
+    const optim::AdamOptions adam{float(config.learning_rate), float(config.beta_1), float(config.beta_2),
+                                  float(config.epsilon), float(config.weight_decay)};
+    optimizer = config.kind == OptimizerKind::adam ? optim::make_adam(adam) : optim::make_adamw(adam);
+  }
+  optimizer->set_schedule(config.schedule);
+  return optimizer;
+}
+
 train::TrainOptions train_options(const Config& config) {
   train::TrainOptions options;
   options.devices = config.mesh.devices == DeviceKind::gpu ? Place::Kind::Cuda : Place::Kind::Cpu;
@@ -292,13 +306,7 @@ train::TrainOptions train_options(const Config& config) {
   options.reduction = config.train.loss.reduction == Reduction::sum ? train::Reduction::Sum : train::Reduction::Mean;
   options.eval_every_epoch = config.train.eval_every_epoch;
   const OptimizerConfig optimizer = config.train.optimizer;
-  if (optimizer.kind == OptimizerKind::sgd) {
-    options.make_optimizer = [optimizer] { return optim::make_sgd(float(optimizer.learning_rate)); };
-  } else {
-    optim::AdamOptions adam{float(optimizer.learning_rate), float(optimizer.beta_1), float(optimizer.beta_2),
-                            float(optimizer.epsilon)};
-    options.make_optimizer = [adam] { return optim::make_adam(adam); };
-  }
+  options.make_optimizer = [optimizer] { return make_optimizer(optimizer); };
   return options;
 }
 

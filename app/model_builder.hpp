@@ -29,6 +29,8 @@ void print_warnings(const BuiltModel& built);
 
 std::vector<std::string> input_specs(const Config& config);
 train::TrainOptions train_options(const Config& config);
+// The optimizer `config` describes, with its learning-rate schedule.
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerConfig& config);
 
 // What every command builds from a config before it reads any data: the mesh, the model with its
 // layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked (at

@@ -124,7 +124,8 @@ int run_plan(const CommandOptions& options) {
              input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");
-  const int slots_per_variable = config.train.optimizer.kind == OptimizerKind::adam ? 2 : 0;
+  const OptimizerConfig& optimizer = config.train.optimizer;
+  const int slots_per_variable = optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
   // GPU variables are updated whole (core/optim/optimizer.hpp).
   const int64_t min_sharded = engine.devices == Place::Kind::Cuda ? std::numeric_limits<int64_t>::max()
                                                                   : one_step.make_optimizer()->min_sharded_elements();

@@ -38,7 +38,8 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
                        const RunStart& start)
     : metrics_(open_run_dir(config, vectorizer)),
       reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {
-  reporter_.set_learning_rate(config.train.optimizer.learning_rate);
+  const optim::LearningRateSchedule schedule = config.train.optimizer.schedule;
+  reporter_.set_learning_rate([schedule](int64_t step) { return schedule.rate(step); });
   if (metrics_ && start.mesh != nullptr) {
     metrics_->write_run(train::RunRow{start.resumed_from.empty() ? "start" : "resume", start.run_id,
                                   start.mesh->describe(), start.mesh->to_string(), start.step, start.epochs_done + 1,

@@ -28,7 +28,8 @@ data::Dataset generated(int64_t examples, int64_t columns) { return testing::gen
 // input columns, dense1/kernel (400 x 96) has 19,200 values a device on {batch: 4, model: 2}: enough for
 // its update and Adam slots to be flat-sharded over batch (Adam's min_sharded_elements()), so the checkpoints
 // gather those slots and the resumed runs slice them back into chunks.
-std::string config_text(const std::string& mesh, const std::string& layouts) {
+std::string config_text(const std::string& mesh, const std::string& layouts,
+                        const std::string& optimizer = "{adam: {learning_rate: 0.01}}") {
   return fmt::format(R"(
 mesh: {{dims: {}}}
 data: {{dataset: mnist, path: unused, batch_size: 32, shuffle: {{seed: 5}}, layout: [batch, unsharded]}}
@@ -40,9 +41,9 @@ model:
 layouts: {}
 train:
   epochs: 4
-  optimizer: {{adam: {{learning_rate: 0.01}}}}
+  optimizer: {}
 )",
-                     mesh, layouts);
+                     mesh, layouts, optimizer);
 }
 
 struct Run {
@@ -59,8 +60,10 @@ Run make_run(Config config, const data::Dataset& data, int64_t max_steps) {
   return run;
 }
 
-Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps) {
-  return make_run(parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false}), data, max_steps);
+Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps,
+             const std::string& optimizer = "{adam: {learning_rate: 0.01}}") {
+  return make_run(parse_config(config_text(mesh, layouts, optimizer), "resume.yaml", LoadOptions{{}, "", false}), data,
+                  max_steps);
 }
 
 // The shipped spatially partitioned CNN, on its own mesh or with `overrides`.
@@ -131,6 +134,52 @@ TEST_CASE("a run stopped after any checkpoint and resumed on the same mesh repea
     REQUIRE(rest.size() == 18);
     for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(rest[i] - whole[12 + i]) <= 1e-4 * std::max(1e-3, whole[12 + i]));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SGD with nesterov momentum and weight decay under a warmup + cosine schedule resumes exactly") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dtrain_test_resume_momentum_{}", ::getpid());
+  fs::remove_all(dir);
+  // 800 columns: dense1/kernel has 38,400 values a device on {batch: 4, model: 2}, over SGD's threshold, so
+  // its momentum slot is flat-sharded over batch (gathered by the checkpoint, sliced back on resume).
+  data::Dataset data = generated(8 * 32, 800);
+  const std::string mesh = "{batch: 4, model: 2}", layouts = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
+  const std::string sgd =
+      "{sgd: {learning_rate: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.01, "
+      "schedule: {cosine: {warmup_steps: 5, decay_steps: 20, alpha: 0.1}}}}";
+  const Run probe = make_run(mesh, layouts, data, 30, sgd);
+  for (const auto& info : probe.built.model->variables())
+    if (info.path == "dense1/kernel")
+      CHECK(optim::flat_sharding(info.choice.layout, info.shape, optim::make_sgd(0.1f)->min_sharded_elements()).sharded());
+
+  const std::vector<double> whole = train_losses(make_run(mesh, layouts, data, 30, sgd), data, "", 0);
+  REQUIRE(whole.size() == 30);
+  CHECK(whole.back() < whole.front());
+  const std::vector<double> first = train_losses(make_run(mesh, layouts, data, 12, sgd), data, dir.string(), 4);
+  REQUIRE(first.size() == 12);
+  const checkpoint::CheckpointIndex index = checkpoint::read_index((dir / "ckpt-12").string());
+  CHECK(index.meta.optimizer == "sgd_momentum");
+  CHECK(index.find("optimizer/dense1/kernel/momentum") != nullptr);
+  for (int64_t stop : {4, 12}) {
+    CAPTURE(stop);
+    const std::string from = (dir / checkpoint::checkpoint_folder_name(stop)).string();
+    std::vector<double> rest = train_losses(make_run(mesh, layouts, data, 30, sgd), data, "", 0, from);
+    REQUIRE(int64_t(rest.size()) == 30 - stop);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      CAPTURE(stop + int64_t(i) + 1);
+      CHECK(rest[i] == whole[stop + i]);
+    }
+  }
+  // Onto one device: the same losses up to rounding.
+  std::vector<double> rest =
+      train_losses(make_run("{batch: 1}", "{}", data, 30, sgd), data, "", 0, (dir / "ckpt-12").string());
+  REQUIRE(rest.size() == 18);
+  for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(rest[i] - whole[12 + i]) <= 1e-4 * std::max(1e-3, whole[12 + i]));
+  // Plain SGD's checkpoint has no momentum: resuming it with momentum says which optimizer it holds.
+  const std::vector<double> plain =
+      train_losses(make_run(mesh, layouts, data, 4, "{sgd: {learning_rate: 0.05}}"), data, (dir / "plain").string(), 4);
+  CHECK_THROWS_WITH(train_losses(make_run(mesh, layouts, data, 8, sgd), data, "", 0, (dir / "plain/ckpt-4").string()),
+                    doctest::Contains("holds sgd optimizer state but the config's optimizer is sgd_momentum"));
   fs::remove_all(dir);
 }
 

@@ -77,7 +77,101 @@ AdamState run_adam(const UpdateKernels& kernels, int64_t size, int steps, bool i
   return s;
 }
 
+// A variable and its momentum slot after `steps` updates by `kernels` (no slot: velocity null, momentum 0).
+struct MomentumState {
+  std::vector<float> w, velocity;
+};
+
+MomentumStep momentum_step(int t, bool nesterov, bool with_slot) {
+  const float learning_rate = 0.05f / float(t);  // as a schedule would change it
+  return {learning_rate, with_slot ? 0.9f : 0.0f, learning_rate * 0.01f, nesterov};
+}
+
+MomentumState run_momentum(const UpdateKernels& kernels, int64_t size, int steps, bool in_place, bool nesterov,
+                           bool with_slot) {
+  MomentumState s{random_values(size, 1), std::vector<float>(static_cast<size_t>(size), 0.0f)};
+  for (int t = 1; t <= steps; ++t) {
+    const std::vector<float> grad = random_values(size, 100 + uint32_t(t), 0.1f);
+    float* velocity = with_slot ? s.velocity.data() : nullptr;
+    if (in_place) {
+      kernels.momentum(s.w.data(), s.w.data(), grad.data(), velocity, momentum_step(t, nesterov, with_slot), size);
+    } else {
+      std::vector<float> out = nans(size);
+      kernels.momentum(out.data(), s.w.data(), grad.data(), velocity, momentum_step(t, nesterov, with_slot), size);
+      s.w = out;
+    }
+  }
+  return s;
+}
+
+// Adam's step with AdamW's decoupled decay.
+AdamStep adamw_step(int t) {
+  AdamStep step = adam_step(t);
+  step.decay = 1e-3f * 0.004f;
+  return step;
+}
+
 }  // namespace
+
+TEST_CASE("momentum kernel: cpu and the reference agree bit for bit, nesterov or not, with a slot or none") {
+  for (const int64_t size : kSizes) {
+    for (const bool in_place : {false, true}) {
+      for (const bool nesterov : {false, true}) {
+        for (const bool with_slot : {false, true}) {
+          CAPTURE(size);
+          CAPTURE(in_place);
+          CAPTURE(nesterov);
+          CAPTURE(with_slot);
+          const MomentumState fast = run_momentum(cpu_kernels<UpdateKernels>(), size, 5, in_place, nesterov, with_slot);
+          const MomentumState reference =
+              run_momentum(reference_kernels<UpdateKernels>(), size, 5, false, nesterov, with_slot);
+          check_bitwise(fast.w, reference.w);
+          check_bitwise(fast.velocity, reference.velocity);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("adam kernel with decoupled weight decay: cpu and the reference agree bit for bit") {
+  for (const int64_t size : kSizes) {
+    CAPTURE(size);
+    std::vector<float> w = random_values(size, 1), m(size_t(size), 0.0f), v(size_t(size), 0.0f);
+    std::vector<float> rw = w, rm = m, rv = v;
+    for (int t = 1; t <= 4; ++t) {
+      const std::vector<float> grad = random_values(size, 200 + uint32_t(t), 0.1f);
+      cpu_kernels<UpdateKernels>().adam(w.data(), w.data(), grad.data(), m.data(), v.data(), adamw_step(t), size);
+      reference_kernels<UpdateKernels>().adam(rw.data(), rw.data(), grad.data(), rm.data(), rv.data(), adamw_step(t),
+                                              size);
+    }
+    check_bitwise(w, rw);
+    check_bitwise(m, rm);
+    check_bitwise(v, rv);
+  }
+}
+
+TEST_CASE("momentum and decayed adam bodies compute the formulas") {
+  // velocity = 0.5 * 2 - 0.25 * 4 = 0; w = 8 - 8 * 0.125 = 7; out = 7 + 0.
+  float velocity = 2.0f, out = std::nanf("");
+  updates::momentum({0.25f, 0.5f, 0.125f, false}, 8.0f, 4.0f, velocity, out);
+  CHECK(velocity == 0.0f);
+  CHECK(out == 7.0f);
+  // Nesterov: velocity = 0.5 * 2 - 0.25 * 2 = 0.5; out = 8 + 0.5 * 0.5 - 0.25 * 2 = 7.75.
+  velocity = 2.0f;
+  updates::momentum({0.25f, 0.5f, 0.0f, true}, 8.0f, 2.0f, velocity, out);
+  CHECK(velocity == 0.5f);
+  CHECK(out == 7.75f);
+  // In place.
+  float w = 8.0f;
+  velocity = 2.0f;
+  updates::momentum({0.25f, 0.5f, 0.0f, true}, w, 2.0f, velocity, w);
+  CHECK(w == 7.75f);
+  // Adam with decay 0.5: w = 10 - 5 = 5, then the step of "update bodies compute the formulas".
+  const AdamStep step{2.0f, 0.5f, 0.5f, 1.0f, 0.5f};
+  float m = 2.0f, v = 14.0f;
+  updates::adam(step, 10.0f, 4.0f, m, v, out);
+  CHECK(out == doctest::Approx(5.0f - 2.0f * 3.0f / (std::sqrt(15.0f) + 1.0f)));
+}
 
 TEST_CASE("sgd kernel: cpu and the reference agree bit for bit, in place and not") {
   for (const int64_t size : kSizes) {
@@ -177,5 +271,38 @@ TEST_CASE("needs a GPU: update CUDA kernels match the reference") {
     check_close(w.download(), expected.w, 1e-6f);
     check_close(m.download(), expected.m, 1e-6f);
     check_close(v.download(), expected.v, 1e-6f);
+  }
+  for (const int64_t size : kSizes) {
+    for (const bool nesterov : {false, true}) {
+      for (const bool with_slot : {false, true}) {
+        CAPTURE(size);
+        CAPTURE(nesterov);
+        CAPTURE(with_slot);
+        const MomentumState expected =
+            run_momentum(reference_kernels<UpdateKernels>(), size, 5, false, nesterov, with_slot);
+        const MomentumState start = run_momentum(reference_kernels<UpdateKernels>(), size, 0, false, nesterov, with_slot);
+        DeviceValues w(start.w), velocity(start.velocity);
+        for (int t = 1; t <= 5; ++t) {
+          DeviceValues grad(random_values(size, 100 + uint32_t(t), 0.1f));
+          gpu.momentum(w.get(), w.get(), grad.get(), with_slot ? velocity.get() : nullptr,
+                       momentum_step(t, nesterov, with_slot), size);
+        }
+        check_close(w.download(), expected.w, 1e-6f);
+        check_close(velocity.download(), expected.velocity, 1e-6f);
+      }
+    }
+  }
+  for (const int64_t size : kSizes) {
+    CAPTURE(size);
+    std::vector<float> rw = random_values(size, 1), rm(size_t(size), 0.0f), rv(size_t(size), 0.0f);
+    DeviceValues w(rw), m(rm), v(rv);
+    for (int t = 1; t <= 4; ++t) {
+      const std::vector<float> grad = random_values(size, 200 + uint32_t(t), 0.1f);
+      reference_kernels<UpdateKernels>().adam(rw.data(), rw.data(), grad.data(), rm.data(), rv.data(), adamw_step(t),
+                                              size);
+      DeviceValues device_grad(grad);
+      gpu.adam(w.get(), w.get(), device_grad.get(), m.get(), v.get(), adamw_step(t), size);
+    }
+    check_close(w.download(), rw, 1e-6f);
   }
 }

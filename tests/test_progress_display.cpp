@@ -231,3 +231,28 @@ TEST_CASE("the terminal progress line is redrawn at most every 50 ms, the first 
   CHECK(text.find("\r  1/625 [") != std::string::npos);
   CHECK(text.find("\r625/625 [==========") != std::string::npos);
 }
+
+TEST_CASE("metrics.jsonl train_steps rows carry the schedule's rate of their last step") {
+  testing::TempFolder dir("progress_schedule");
+  {
+    train::MetricsLog log(dir.str());
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out != nullptr);
+    train::ProgressReporter reporter(out, false, 4, &log);
+    // The rate of the update after `step` updates: 1, 2, 3, ... (step 4's update is after 3).
+    reporter.set_learning_rate([](int64_t step) { return double(step + 1); });
+    run_epoch(reporter, 0, 10);
+    std::fclose(out);
+  }
+  std::vector<std::string> steps, train;
+  for (const std::string& line : lines_of((dir / "metrics.jsonl").string())) {
+    if (line.find("\"split\": \"train_steps\"") != std::string::npos) steps.push_back(line);
+    if (line.find("\"split\": \"train\"") != std::string::npos) train.push_back(line);
+  }
+  REQUIRE(train.size() == 1);  // the epoch's row: its last step's rate too
+  CHECK(train[0].find("\"learning_rate\": 10,") != std::string::npos);
+  REQUIRE(steps.size() == 3);  // global steps 4, 8, 10
+  CHECK(steps[0].find("\"learning_rate\": 4,") != std::string::npos);
+  CHECK(steps[1].find("\"learning_rate\": 8,") != std::string::npos);
+  CHECK(steps[2].find("\"learning_rate\": 10,") != std::string::npos);
+}

@@ -19,6 +19,17 @@ __global__ void sgd_kernel(float* out, const float* in, const float* grad, float
     out[i] = updates::sgd(in[i], grad[i], learning_rate);
 }
 
+__global__ void momentum_kernel(float* out, const float* in, const float* grad, float* velocity, MomentumStep step,
+                                int64_t size) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < size; i += int64_t(gridDim.x) * blockDim.x)
+    if (velocity == nullptr) {
+      float v = 0.0f;
+      updates::momentum(step, in[i], grad[i], v, out[i]);
+    } else {
+      updates::momentum(step, in[i], grad[i], velocity[i], out[i]);
+    }
+}
+
 __global__ void adam_kernel(float* out, const float* in, const float* grad, float* m, float* v, AdamStep step,
                             int64_t size) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < size; i += int64_t(gridDim.x) * blockDim.x)
@@ -30,6 +41,13 @@ class CudaUpdates final : public UpdateKernels {
   void sgd(float* out, const float* in, const float* grad, float learning_rate, int64_t size) const override {
     if (size == 0) return;
     sgd_kernel<<<blocks_for(size), kThreads, 0, current_stream()>>>(out, in, grad, learning_rate, size);
+    DTRAIN_CHECK_CUDA(cudaGetLastError());
+  }
+
+  void momentum(float* out, const float* in, const float* grad, float* velocity, const MomentumStep& step,
+                int64_t size) const override {
+    if (size == 0) return;
+    momentum_kernel<<<blocks_for(size), kThreads, 0, current_stream()>>>(out, in, grad, velocity, step, size);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
   }
 

@@ -12,6 +12,19 @@ class CpuUpdates final : public UpdateKernels {
     for (int64_t i = 0; i < size; ++i) out[i] = updates::sgd(in[i], grad[i], learning_rate);
   }
 
+  void momentum(float* out, const float* in, const float* grad, float* velocity, const MomentumStep& step,
+                int64_t size) const override {
+    const MomentumStep s = step;  // a local copy, as in adam()
+    if (velocity == nullptr) {
+      for (int64_t i = 0; i < size; ++i) {
+        float v = 0.0f;
+        updates::momentum(s, in[i], grad[i], v, out[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < size; ++i) updates::momentum(s, in[i], grad[i], velocity[i], out[i]);
+    }
+  }
+
   void adam(float* out, const float* in, const float* grad, float* m, float* v, const AdamStep& step,
             int64_t size) const override {
     const AdamStep s = step;  // a local copy: the stores below cannot change it, so it stays in registers

@@ -12,6 +12,14 @@
 
 namespace dtrain::optim {
 
+void Optimizer::set_schedule(const LearningRateSchedule& schedule) {
+  DTRAIN_CHECK_USAGE(schedule.warmup_steps >= 0, "[{}] warmup_steps must be >= 0", name());
+  DTRAIN_CHECK_USAGE(schedule.decay_steps >= 1, "[{}] decay_steps must be >= 1", name());
+  DTRAIN_CHECK_USAGE(schedule.kind != ScheduleKind::step || schedule.values.size() == schedule.boundaries.size() + 1,
+                     "[{}] a step schedule needs one more value than boundaries", name());
+  schedule_ = schedule;
+}
+
 FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min_elements) {
   FlatSharding sharding;
   sharding.local_size = num_elements(layout.local_shape(shape));

@@ -39,6 +39,7 @@
 #include "core/comm/communicator.hpp"
 #include "core/nn/layer.hpp"
 #include "core/optim/factor_product.hpp"
+#include "core/optim/schedule.hpp"
 #include "core/partial_dims.hpp"
 #include "core/place.hpp"
 
@@ -87,6 +88,13 @@ class Optimizer {
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t iterations) { iterations_ = iterations; }
 
+  // The learning rate of the update after `step` updates (the one that makes iterations() step + 1): the
+  // schedule's, by default the constant learning rate the optimizer was made with.
+  double learning_rate_at(int64_t step) const { return schedule_.rate(step); }
+  const LearningRateSchedule& schedule() const { return schedule_; }
+  // Replaces the schedule (its learning_rate is the peak rate); checked (UsageError).
+  void set_schedule(const LearningRateSchedule& schedule);
+
   // The values this rank updates, and keeps per slot, of trainable variable `index` (build order): c for a
   // flat-sharded update, L for a whole one.
   int64_t slot_values(size_t index) const;
@@ -100,6 +108,10 @@ class Optimizer {
   // UpdateKernels do the arithmetic. iterations() already counts this step.
   virtual void update(const Place& place, float* out, const float* in, const float* grad,
                       const std::vector<float*>& slots, int64_t size) = 0;
+  // The rate of the update in progress (iterations() already counts it).
+  float current_learning_rate() const { return float(schedule_.rate(iterations_ - 1)); }
+
+  LearningRateSchedule schedule_;  // the constructors set a constant one at their learning rate
 
  private:
   struct Entry {
@@ -126,11 +138,25 @@ class Optimizer {
   int64_t iterations_ = 0;
 };
 
+// weight_decay (every optimizer) is Keras': decoupled, w -= learning_rate * weight_decay * w before the
+// step (not an L2 term added to the gradient).
 struct AdamOptions {
   float learning_rate = 1e-3f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Keras defaults
+  float weight_decay = 0.0f;  // make_adamw: Keras AdamW's default is 0.004
+};
+
+// Keras' SGD: velocity = momentum * velocity - lr * g; w += velocity (nesterov: w += momentum * velocity -
+// lr * g). Name "sgd" without momentum (no slots), "sgd_momentum" with it (slot "momentum").
+struct SgdOptions {
+  float learning_rate = 0.01f, momentum = 0.0f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
 };
 
 std::unique_ptr<Optimizer> make_sgd(float learning_rate);
+std::unique_ptr<Optimizer> make_sgd(const SgdOptions& options);
 std::unique_ptr<Optimizer> make_adam(AdamOptions options);
+// Adam with decoupled weight decay (Keras AdamW), named "adamw"; slots "m", "v" as Adam's.
+std::unique_ptr<Optimizer> make_adamw(AdamOptions options);
 
 }  // namespace dtrain::optim

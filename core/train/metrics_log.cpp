@@ -47,11 +47,12 @@ void MetricsLog::write_line(const std::string& line) {
   DTRAIN_CHECK(out_.good(), "[metrics] write to '{}' failed", path_);
 }
 
-void MetricsLog::write(const SplitMetrics& m) {
+void MetricsLog::write(const SplitMetrics& m, std::optional<double> learning_rate) {
   write_line(fmt::format(
       "{{\"split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, \"accuracy\": {}, "
-      "\"examples_per_s\": {}, \"seconds\": {}}}",
+      "{}\"examples_per_s\": {}, \"seconds\": {}}}",
       json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
+      learning_rate ? fmt::format("\"learning_rate\": {}, ", json_number(*learning_rate, 6)) : std::string(),
       json_number(m.examples_per_s, 6), json_number(m.seconds, 6)));
 }
 

@@ -1,11 +1,12 @@
 // RUN_DIR/metrics.jsonl: one JSON object per line, each with a "split" saying what it is:
 //   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step
 //   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
-//   "train"       a finished epoch;  "test": an evaluation during training;  "eval": a `dtrain eval`
+//   "train"       a finished epoch (with the learning rate of its last step);  "test": an evaluation during training;  "eval": a `dtrain eval`
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
 // A number that is not finite is written as null; every row is flushed as it is written.
 #pragma once
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "core/train/trainer.hpp"
@@ -40,7 +41,8 @@ class MetricsLog {
  public:
   // Appends to RUN_DIR/metrics.jsonl, creating the folder.
   explicit MetricsLog(const std::string& run_dir);
-  void write(const SplitMetrics& metrics);
+  // `learning_rate`: the rate of the split's last step, written for "train" rows.
+  void write(const SplitMetrics& metrics, std::optional<double> learning_rate = std::nullopt);
   // Named apart from write(): a braced SplitMetrics would match them too.
   void write_run(const RunRow& row);
   void write_steps(const StepsRow& row);

@@ -74,7 +74,7 @@ ProgressReporter::ProgressReporter(std::FILE* out, bool terminal, int64_t log_ev
       terminal_(terminal),
       log_every_(std::max<int64_t>(1, log_every)),
       metrics_(metrics),
-      learning_rate_(std::numeric_limits<double>::quiet_NaN()) {}
+      learning_rate_() {}
 
 int ProgressReporter::line_width() const {
   if (width_ > 0) return width_;
@@ -105,7 +105,8 @@ void ProgressReporter::write_steps_row(int64_t epoch, int64_t step) {
   if (metrics_ && row_steps_ > 0 && row_examples_ > 0) {
     const double seconds = seconds_since(row_start_);
     metrics_->write_steps(StepsRow{epoch + 1, step, row_steps_, row_examples_, row_loss_ / double(row_examples_),
-                             row_correct_ / double(row_examples_), learning_rate_,
+                             row_correct_ / double(row_examples_),
+                                   learning_rate_ ? learning_rate_(step - 1) : std::numeric_limits<double>::quiet_NaN(),
                              seconds > 0 ? double(row_examples_) / seconds : 0.0, seconds});
   }
   row_start_ = Clock::now();
@@ -191,7 +192,9 @@ void ProgressReporter::on_split_end(const SplitMetrics& m) {
   if (metrics_) {
     SplitMetrics row = m;
     row.epoch += 1;  // as on the console
-    metrics_->write(row);
+    std::optional<double> rate;
+    if (m.split == "train" && learning_rate_) rate = learning_rate_(m.step - 1);
+    metrics_->write(row, rate);
   }
 }
 

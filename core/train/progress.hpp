@@ -7,6 +7,7 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,8 +42,12 @@ class ProgressReporter : public Reporter {
   // Redraws of the terminal line come at most this often (Keras: 50 ms), besides the first and the last
   // step of an epoch: a fast step would otherwise spend its time writing to the terminal. 0 = every step.
   void set_redraw_interval(double seconds) { redraw_interval_ = seconds; }
-  // The learning rate written in the "train_steps" rows (null when not set).
-  void set_learning_rate(double rate) { learning_rate_ = rate; }
+  // The learning rate written in the "train_steps" rows (null when not set): a constant, or the rate of a
+  // row's last step by the schedule (a function of the updates done before it: Optimizer::learning_rate_at).
+  void set_learning_rate(double rate) {
+    learning_rate_ = [rate](int64_t) { return rate; };
+  }
+  void set_learning_rate(std::function<double(int64_t)> schedule) { learning_rate_ = std::move(schedule); }
 
   void on_notice(const std::string& text) override;
   void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) override;
@@ -58,7 +63,7 @@ class ProgressReporter : public Reporter {
   int64_t log_every_;
   MetricsLog* metrics_;
   int width_ = 0;
-  double learning_rate_;
+  std::function<double(int64_t)> learning_rate_;  // empty: null
   int64_t epochs_ = 1;
   std::chrono::steady_clock::time_point epoch_start_;
   double loss_sum_ = 0, correct_sum_ = 0;
