@@ -291,6 +291,8 @@ train::TrainOptions train_options(const Config& config) {
   options.batch_size = config.data.batch_size;
   options.reduction = config.train.loss.reduction == Reduction::sum ? train::Reduction::Sum : train::Reduction::Mean;
   options.eval_every_epoch = config.train.eval_every_epoch;
+  options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
+  options.accumulation_steps = config.train.accumulation_steps;
   const OptimizerConfig optimizer = config.train.optimizer;
   if (optimizer.kind == OptimizerKind::sgd) {
     options.make_optimizer = [optimizer] { return optim::make_sgd(float(optimizer.learning_rate)); };
