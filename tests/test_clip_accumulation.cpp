@@ -12,6 +12,7 @@
 
 #include "app/config.hpp"
 #include "core/kernels/clip.hpp"
+#include "core/kernels/cuda.hpp"
 #include "core/optim/optimizer.hpp"
 #include "tests/config_errors.hpp"
 #include "tests/spmd_harness.hpp"
@@ -144,6 +145,35 @@ TEST_CASE("clip kernels: the CPU sum of squares, scale and clip by value against
   CHECK(in_place[0] == -1.0f);
   CHECK(in_place[1] == 0.25f);
   CHECK(in_place[2] == 1.0f);
+}
+
+TEST_CASE("needs a GPU: clip CUDA kernels match the reference") {
+  if (kernels::cuda_device_count() == 0) {
+    MESSAGE("skipped: no GPU");
+    return;
+  }
+  const auto& gpu = kernels::cuda_kernels<kernels::ClipKernels>(0, "test");
+  const auto& ref = kernels::reference_kernels<kernels::ClipKernels>();
+  for (int64_t n : {1, 7, 1000, 300001}) {
+    CAPTURE(n);
+    const Tensor x = test_tensor({n}, int(n), -3.0f, 3.0f);
+    float* device = kernels::cuda_alloc(size_t(n));
+    float* out = kernels::cuda_alloc(size_t(n));
+    kernels::cuda_copy_to_device(device, x.data(), size_t(n));
+    const double want = ref.sum_of_squares(x.data(), n);
+    CHECK(std::fabs(gpu.sum_of_squares(device, n) - want) <= 1e-9 * want);
+    std::vector<float> got(static_cast<size_t>(n)), expected(static_cast<size_t>(n));
+    gpu.scale(out, device, 0.37f, n);
+    kernels::cuda_copy_from_device(got.data(), out, size_t(n));
+    ref.scale(expected.data(), x.data(), 0.37f, n);
+    CHECK(got == expected);
+    gpu.clip_by_value(device, device, 1.5f, n);  // in place
+    kernels::cuda_copy_from_device(got.data(), device, size_t(n));
+    ref.clip_by_value(expected.data(), x.data(), 1.5f, n);
+    CHECK(got == expected);
+    kernels::cuda_free(device);
+    kernels::cuda_free(out);
+  }
 }
 
 TEST_CASE("global-norm clipping: the norm of all gradients of all variables, whatever their sharding, on every mesh") {
