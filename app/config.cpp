@@ -1119,10 +1119,41 @@ OptimizerConfig read_optimizer(Reader& reader, const Field& optimizer) {
   return opt;
 }
 
+// train.clip: {global_norm: C} or {value: C}, one of them.
+ClipConfig read_clip(Reader& reader, const Field& field) {
+  ClipConfig clip;
+  clip.where = field.where;
+  const auto [kind, value] = tagged(reader, field, {"global_norm", "value"}, "clip");
+  if (!value.node.IsDefined() || value.node.IsNull())
+    reader.fail(field, fmt::format("expected {{{}: C}} with a number C > 0", kind));
+  (kind == "global_norm" ? clip.global_norm : clip.value) = positive_number(reader, value);
+  return clip;
+}
+
+// train.accumulation_steps against the batch: k divides data.batch_size, the batch shards the micro-batch.
+void check_accumulation(Reader& reader, const TrainConfig& train, const DataConfig& data, const MeshConfig& mesh) {
+  const std::int64_t k = train.accumulation_steps;
+  if (k == 1) return;
+  if (data.batch_size % k != 0)
+    reader.fail(train.accumulation_steps_where, "train.accumulation_steps",
+                fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)", k,
+                            data.batch_size));
+  const std::int64_t micro = data.batch_size / k;
+  const std::string batch_dim = data.layout.empty() ? "unsharded" : data.layout.front();
+  const int shards = mesh.size_of(batch_dim);
+  if (micro % shards != 0)
+    reader.fail(train.accumulation_steps_where, "train.accumulation_steps",
+                fmt::format("the micro-batch of {} examples (data.batch_size {} / {}) is not divisible by mesh dim "
+                            "'{}' of size {}",
+                            micro, data.batch_size, k, batch_dim, shards));
+}
+
 TrainConfig read_train(Reader& reader, const Field& field) {
   TrainConfig train;
   train.where = field.where;
-  Section section(reader, field, {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every"});
+  Section section(reader, field,
+                  {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every", "clip",
+                   "accumulation_steps"});
   const Field epochs = section.require("epochs");
   train.epochs = int(integer(reader, epochs, 1, 1 << 30));
   train.epochs_where = epochs.where;
@@ -1145,6 +1176,12 @@ TrainConfig read_train(Reader& reader, const Field& field) {
 
   if (auto eval = section.get("eval_every_epoch")) train.eval_every_epoch = boolean(reader, *eval);
   if (auto log_every = section.get("log_every")) train.log_every = integer(reader, *log_every, 1);
+  if (auto clip = section.get("clip")) train.clip = read_clip(reader, *clip);
+  train.accumulation_steps_where = field.where;
+  if (auto steps = section.get("accumulation_steps")) {
+    train.accumulation_steps = integer(reader, *steps, 1, 1 << 20);
+    train.accumulation_steps_where = steps->where;
+  }
   return train;
 }
 
@@ -1257,6 +1294,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   check_shapes(reader, config.data, config.model, config.mesh);
   if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
   config.train = read_train(reader, require("train"));
+  check_accumulation(reader, config.train, config.data, config.mesh);
 
   config.run_dir = "runs/" + file_stem(file);
   config.run_dir_where = top.where;
@@ -1621,6 +1659,14 @@ std::string dump_config(const Config& config) {
   dump_optimizer(out, train.optimizer);
   out << YAML::Key << "eval_every_epoch" << YAML::Value << train.eval_every_epoch;
   out << YAML::Key << "log_every" << YAML::Value << train.log_every;
+  if (train.clip.global_norm > 0 || train.clip.value > 0) {
+    const bool norm = train.clip.global_norm > 0;
+    out << YAML::Key << "clip" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << (norm ? "global_norm" : "value") << YAML::Value
+        << number_text(norm ? train.clip.global_norm : train.clip.value) << YAML::EndMap;
+  }
+  if (train.accumulation_steps != 1)
+    out << YAML::Key << "accumulation_steps" << YAML::Value << train.accumulation_steps;
   out << YAML::EndMap;
 
   const CheckpointConfig& checkpoint = config.checkpoint;

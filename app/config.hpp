@@ -255,6 +255,16 @@ struct OptimizerConfig {
   Where where;
 };
 
+// train.clip: gradient clipping of the summed gradients before each update (Keras' semantics), one of
+//   {global_norm: C}  every gradient scaled by min(1, C / N), N the norm of all gradients of all variables
+//                     together (Keras' global_clipnorm), whatever their sharding: equal on every mesh
+//   {value: C}        every gradient value clamped to [-C, C] (Keras' clipvalue)
+// C > 0. Off when not given.
+struct ClipConfig {
+  double global_norm = 0, value = 0;  // 0: not set
+  Where where;
+};
+
 struct TrainConfig {
   int epochs = 1;  // >= 1
   std::optional<std::int64_t> max_steps;  // stop after this many steps in all (benchmarks, tests)
@@ -262,7 +272,15 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   bool eval_every_epoch = true;  // evaluate the test split after each epoch
   std::int64_t log_every = 100;  // steps between plain log lines (when not on a terminal)
-  Where where, epochs_where, max_steps_where;
+  ClipConfig clip;
+  // train.accumulation_steps: k >= 1. Each optimizer step sums the gradients of k micro-batches of
+  // data.batch_size / k examples (forward and backward one micro-batch at a time: the memory of one), so
+  // data.batch_size stays the GLOBAL batch of a step (= k x micro-batch) and the losses (mean or sum) equal
+  // one big batch's. k must divide data.batch_size, and the batch shards (data.layout's first dim) the
+  // micro-batch. Steps, metrics and checkpoints count optimizer steps. BatchNorm's batch statistics and
+  // Dropout's masks are per micro-batch.
+  std::int64_t accumulation_steps = 1;
+  Where where, epochs_where, max_steps_where, accumulation_steps_where;
 };
 
 enum class CheckpointEvery { epoch, steps, never };

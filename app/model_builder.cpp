@@ -305,6 +305,8 @@ train::TrainOptions train_options(const Config& config) {
   options.batch_size = config.data.batch_size;
   options.reduction = config.train.loss.reduction == Reduction::sum ? train::Reduction::Sum : train::Reduction::Mean;
   options.eval_every_epoch = config.train.eval_every_epoch;
+  options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
+  options.accumulation_steps = config.train.accumulation_steps;
   const OptimizerConfig optimizer = config.train.optimizer;
   options.make_optimizer = [optimizer] { return make_optimizer(optimizer); };
   return options;

@@ -120,8 +120,15 @@ int run_plan(const CommandOptions& options) {
   }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n\n", shape_string(input_shape),
+  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
+  if (config.train.accumulation_steps > 1)
+    fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
+               config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);
+  if (config.train.clip.global_norm > 0)
+    fmt::print("clip: global norm {} (one all-reduce of the sum of squares a step)\n", config.train.clip.global_norm);
+  if (config.train.clip.value > 0) fmt::print("clip: each gradient value to [-{0}, {0}]\n", config.train.clip.value);
+  fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");
   const OptimizerConfig& optimizer = config.train.optimizer;

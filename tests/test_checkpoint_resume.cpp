@@ -205,3 +205,34 @@ TEST_CASE("a CNN checkpoint moves from a spatial mesh to a data-parallel one and
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("with accumulation and a global-norm clip, a resumed run repeats the uninterrupted losses exactly") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dtrain_test_resume_accumulate_{}", ::getpid());
+  fs::remove_all(dir);
+  data::Dataset data = generated(8 * 32, 400);
+  const std::string mesh = "{batch: 4, model: 2}", layouts = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
+  // 2 micro-batches of 16 a step (4 examples a device each), the summed gradients clipped to norm 0.5.
+  const auto run = [&](int64_t max_steps) {
+    Config config = parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false});
+    config.train.accumulation_steps = 2;
+    config.train.clip.global_norm = 0.5;
+    return make_run(std::move(config), data, max_steps);
+  };
+  const std::vector<double> whole = train_losses(run(20), data, "", 0);
+  REQUIRE(whole.size() == 20);
+  CHECK(whole.back() < whole.front());
+  CHECK(whole != train_losses(make_run(mesh, layouts, data, 20), data, "", 0));  // the two settings act
+  const std::vector<double> first = train_losses(run(12), data, dir.string(), 4);
+  REQUIRE(first.size() == 12);
+  CHECK(std::equal(first.begin(), first.end(), whole.begin()));
+  for (int64_t stop : {4, 12}) {
+    CAPTURE(stop);
+    std::vector<double> rest = train_losses(run(20), data, "", 0, (dir / checkpoint::checkpoint_folder_name(stop)).string());
+    REQUIRE(int64_t(rest.size()) == 20 - stop);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      CAPTURE(stop + int64_t(i) + 1);
+      CHECK(rest[i] == whole[stop + i]);
+    }
+  }
+  fs::remove_all(dir);
+}

@@ -22,6 +22,7 @@ class PoolKernels;
 class EmbeddingKernels;
 class ActivationKernels;
 class LayerNormKernels;
+class ClipKernels;
 
 namespace {
 [[noreturn]] void no_gpu_build(const char* op) {
@@ -47,6 +48,7 @@ template const PoolKernels& cuda_kernels<PoolKernels>(int, const char*);
 template const EmbeddingKernels& cuda_kernels<EmbeddingKernels>(int, const char*);
 template const ActivationKernels& cuda_kernels<ActivationKernels>(int, const char*);
 template const LayerNormKernels& cuda_kernels<LayerNormKernels>(int, const char*);
+template const ClipKernels& cuda_kernels<ClipKernels>(int, const char*);
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }

@@ -1,10 +1,12 @@
 #include "core/optim/optimizer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/kernels/clip.hpp"
 #include "core/kernels/cpu.hpp"
 #include "core/kernels/device_memory.hpp"
 #include "core/ops/ops.hpp"
@@ -233,12 +235,24 @@ void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarStat
   }
 }
 
-void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad_in,
+void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad,
                               std::vector<VarState::GradFactors> factors) {
+  const float* g = sharded_gradient(entry, var, grad, std::move(factors));
+  if (clip_.value > 0) {  // into the scratch chunk (g may be it), not into a summed gradient others may read
+    float* clipped = scratch_.data();
+    kernels::cpu_kernels<kernels::ClipKernels>().clip_by_value(clipped, g, clip_.value,
+                                                               entry.sharding.count(entry.group.index));
+    g = clipped;
+  }
+  update_sharded(entry, var, g);
+}
+
+const float* Optimizer::sharded_gradient(Entry& entry, Var& var, std::optional<DTensor>& grad,
+                                         std::vector<VarState::GradFactors> factors) {
   DeviceContext& device = current_device();
   const FlatSharding& sharding = entry.sharding;
   const int64_t local_size = sharding.local_size, chunk = sharding.chunk;
-  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
+  const int64_t begin = sharding.begin(entry.group.index);
   const int64_t padded = sharding.group_size * chunk;
   const Tensor& value = var.value().local();
   DTRAIN_CHECK(var.value().layout() == entry.layout && value.size() == local_size,
@@ -246,8 +260,7 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
   float* grad_chunk = scratch_.data();
   const float* g = grad_chunk;
   const auto lines_up = [&](const auto& f) { return factors_line_up(f, entry.layout, sharding.dim_set); };
-  const bool from_factors = !grad_in && !factors.empty() && std::all_of(factors.begin(), factors.end(), lines_up);
-  std::optional<DTensor> grad = std::move(grad_in);
+  const bool from_factors = !grad && !factors.empty() && std::all_of(factors.begin(), factors.end(), lines_up);
   if (!from_factors) {  // multiply the factors out and sum all terms the general way
     for (const auto& f : factors) {
       DTensor term = ops::matmul(f.x, f.g, true, false);
@@ -273,6 +286,15 @@ void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> gra
     grad = redistribute(std::move(*grad), entry.layout);
     g = grad->local().buffer() + begin;
   }
+  return g;
+}
+
+void Optimizer::update_sharded(Entry& entry, Var& var, const float* g) {
+  DeviceContext& device = current_device();
+  const FlatSharding& sharding = entry.sharding;
+  const int64_t chunk = sharding.chunk;
+  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
+  const Tensor& value = var.value().local();
   std::vector<float*> slots;
   for (Tensor& slot : entry.chunks) slots.push_back(slot.buffer());
   // The updated chunks go straight into a new buffer for the variable's shard, which in-process ranks
@@ -309,6 +331,7 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
   sum_small_gradients_together(small);
   for (DTensor* extra : also_sum)
     if (extra->is_partial()) *extra = resolve_partial(*extra);  // it had no bucket to share
+  if (clip_.global_norm > 0) return apply_clipped_by_norm(params);
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
     if (!var.has_grad()) continue;
@@ -326,7 +349,83 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
     std::vector<float*> slots;
     for (DTensor& slot : entry.full) slots.push_back(slot.local().buffer());
     Tensor& value = var.value().local();
+    if (clip_.value > 0) {  // into a new buffer: a summed gradient's may be shared
+      Tensor clipped = Tensor::uninitialized(grad.local().shape(), value.place());
+      kernels::kernels_for<kernels::ClipKernels>(value.place(), "clip")
+          .clip_by_value(clipped.buffer(), grad.local().buffer(), clip_.value, clipped.size());
+      grad = DTensor(grad.global_shape(), grad.layout(), clipped);
+    }
     run_update(value.place(), value.buffer(), value.buffer(), grad.local().buffer(), slots, grad.local().size());
+  }
+}
+
+namespace {
+
+// Whether this rank is the one that counts a shard in `layout`: at coordinate 0 of every mesh dim the layout
+// leaves out (the shard is replicated along those).
+bool counts_replicated_shard(const Layout& layout, int rank) {
+  const Mesh& mesh = layout.mesh();
+  for (int d = 0; d < mesh.num_dims(); ++d)
+    if (layout.axis_of_dim(d) < 0 && mesh.coord_at(rank, d) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+void Optimizer::apply_clipped_by_norm(nn::Parameters& params) {
+  DeviceContext& device = current_device();
+  // Every summed gradient first, each kept: a chunk (copied out of scratch_) or the whole shard.
+  struct Summed {
+    Entry* entry;
+    Var* var;
+    Tensor grad;  // the chunk's `count` values, or the local shard
+  };
+  std::vector<Summed> summed;
+  double squares = 0;
+  for (auto& entry : entries_) {
+    Var& var = params.at(entry.path);
+    if (!var.has_grad()) continue;
+    const Place place = var.value().local().place();
+    const kernels::ClipKernels& clip = kernels::kernels_for<kernels::ClipKernels>(place, "clip");
+    if (entry.sharding.sharded()) {
+      std::optional<DTensor> grad = std::move(var.state()->grad);
+      std::vector<VarState::GradFactors> factors = std::move(var.state()->grad_factors);
+      var.zero_grad();
+      const float* g = sharded_gradient(entry, var, grad, std::move(factors));
+      const int64_t count = entry.sharding.count(entry.group.index);
+      Tensor chunk = Tensor::uninitialized({count});
+      std::copy_n(g, count, chunk.data());
+      squares += clip.sum_of_squares(chunk.data(), count);  // every rank's chunk is its own
+      summed.push_back({&entry, &var, std::move(chunk)});
+      continue;
+    }
+    DTensor grad = redistribute(std::move(*var.state()->grad), entry.layout);
+    var.zero_grad();
+    if (counts_replicated_shard(entry.layout, device.rank))
+      squares += clip.sum_of_squares(grad.local().buffer(), grad.local().size());
+    summed.push_back({&entry, &var, grad.local()});
+  }
+  float total = float(squares);
+  all_reduce_host(device, device.group(device.mesh->dim_names()), &total, 1, ReduceOp::Sum);
+  last_global_norm_ = std::sqrt(double(total));
+  const float factor = last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
+  for (Summed& item : summed) {
+    Entry& entry = *item.entry;
+    const Place place = item.grad.place();
+    Tensor grad = item.grad;
+    if (factor != 1.0f) {  // the chunks are this rank's own; a whole gradient is scaled into a new buffer
+      if (!entry.sharding.sharded()) grad = Tensor::uninitialized(item.grad.shape(), place);
+      kernels::kernels_for<kernels::ClipKernels>(place, "clip")
+          .scale(grad.buffer(), item.grad.buffer(), factor, grad.size());
+    }
+    if (entry.sharding.sharded()) {
+      update_sharded(entry, *item.var, grad.data());
+      continue;
+    }
+    std::vector<float*> slots;
+    for (DTensor& slot : entry.full) slots.push_back(slot.local().buffer());
+    Tensor& value = item.var->value().local();
+    run_update(place, value.buffer(), value.buffer(), grad.buffer(), slots, grad.size());
   }
 }
 

@@ -27,6 +27,14 @@
 // returned by pointer. Those DTensors are the slots' values until the next apply(), which first slices
 // this rank's chunks back out of them (so a restore writes into what slots() returned, a save reads it)
 // and then frees them. Slots of variables updated whole are such DTensors all the time.
+//
+// Gradient clipping (set_clip; train.clip) acts on the summed gradients, where apply() has them: a member's
+// chunk of a flat-sharded variable, the whole local shard of one updated whole. By value: each value clamped
+// before its update. By global norm (Keras' global_clipnorm): apply() first sums every gradient (all chunks
+// kept, 1/n of the gradients), then each rank adds the squares of the values it alone holds (its chunks; of
+// a gradient updated whole, the shard only on the ranks at coordinate 0 of every mesh dim the variable's
+// layout leaves out, where the shard is replicated), one all-reduce over the whole mesh gives the norm, and
+// every gradient is scaled by min(1, global_norm / norm) before the updates.
 #pragma once
 #include <algorithm>
 #include <memory>
@@ -62,6 +70,12 @@ struct FlatSharding {
 // The flat sharding of a variable of `shape` in `layout`; whole under `min_elements` local values.
 FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min_elements);
 
+// Gradient clipping; at most one of the two is set (0: off).
+struct ClipOptions {
+  float global_norm = 0;  // every gradient scaled by min(1, global_norm / (norm of all gradients together))
+  float value = 0;        // every gradient value clamped to [-value, value]
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -84,6 +98,12 @@ class Optimizer {
   // layout. Collective (gathers the chunks); the DTensors stay valid and authoritative until the next
   // apply(), which reads writes to them back (see the header comment).
   std::vector<std::pair<std::string, DTensor*>> slots();
+
+  // Clipping of the summed gradients in apply() (see the header comment).
+  void set_clip(const ClipOptions& clip) { clip_ = clip; }
+  const ClipOptions& clip() const { return clip_; }
+  // The norm of all gradients of the last apply() with clip.global_norm set (before clipping), on every rank.
+  double last_global_norm() const { return last_global_norm_; }
 
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t iterations) { iterations_ = iterations; }
@@ -124,6 +144,13 @@ class Optimizer {
     std::vector<DTensor> full;   // whole: the slots; sharded: the slots gathered by slots(), until apply()
   };
   void apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad, std::vector<VarState::GradFactors> factors);
+  // apply_sharded in two halves: this rank's chunk of the summed gradient (in scratch_, or in `grad`), then
+  // the update from it and the gather of the variable's shard.
+  const float* sharded_gradient(Entry& entry, Var& var, std::optional<DTensor>& grad,
+                                std::vector<VarState::GradFactors> factors);
+  void update_sharded(Entry& entry, Var& var, const float* g);
+  // apply()'s updates with clip_.global_norm set (the gradients already bucket-summed).
+  void apply_clipped_by_norm(nn::Parameters& params);
   // This rank's chunk of sum(x^T g) over the factors, from the group's gathered x and g (full batch).
   void chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors, float* grad_chunk);
   void take_back_gathered_slots();
@@ -136,6 +163,8 @@ class Optimizer {
   std::vector<RowBlock> blocks_;  // chunk_from_factors: each group member's rows of x^T g
   Tensor scratch_;  // sharded updates: the rank's chunk of the gradient and of the variable, a padded send
   int64_t iterations_ = 0;
+  ClipOptions clip_;
+  double last_global_norm_ = 0;
 };
 
 // weight_decay (every optimizer) is Keras': decoupled, w -= learning_rate * weight_decay * w before the

@@ -330,7 +330,11 @@ struct RankRun {
       : params(model.initialize(device.rank, device.place)),
         optimizer(options.make_optimizer()),
         state{device.rank, params, *optimizer, position} {
+    optimizer->set_clip(options.clip);
     optimizer->build(params);
+    // Accumulated micro-batches: gradients summed as they come, not kept as factors (x, g) of every one.
+    if (options.accumulation_steps > 1)
+      for (const auto& path : params.paths()) params.at(path).state()->accepts_grad_factors = false;
     if (hooks.on_start) hooks.on_start(state);
   }
 };
@@ -353,6 +357,11 @@ Layout Trainer::input_layout(int rank) const {
   DTRAIN_CHECK_USAGE(options_.batch_size % layout.num_shards(0) == 0,
                      "[train] global batch {} is not divisible by mesh dim '{}' of size {}", options_.batch_size,
                      layout.spec(0), layout.num_shards(0));
+  const int64_t k = options_.accumulation_steps;
+  DTRAIN_CHECK_USAGE(k >= 1 && options_.batch_size % k == 0 && (options_.batch_size / k) % layout.num_shards(0) == 0,
+                     "[train] {} micro-batches of a global batch of {} are not whole and divisible by mesh dim '{}' "
+                     "of size {}",
+                     k, options_.batch_size, layout.spec(0), layout.num_shards(0));
   return layout;
 }
 
@@ -419,6 +428,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       }
       if (position.batch_in_epoch >= batches) continue;  // restored at the end of this epoch
       if (reports) reporter.on_epoch_begin(position.epoch, options_.epochs, batches);
+      const int64_t micro = options_.batch_size / options_.accumulation_steps;
       const auto epoch_start = Clock::now();
       double loss_total = 0, correct_total = 0;
       int64_t examples = 0;
@@ -448,21 +458,29 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         const auto step_start = Clock::now();
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
-        Batch batch =
-            make_batch(train_data, std::span(order).subspan(begin, size), layout, device.rank, &input, upload.get());
-        nn::ForwardContext context{params, true, uint64_t(position.step)};
-        Var logits = model_.forward(Var(batch.x), context);
-        Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
-        Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(batch.size)) : total;
-        backward(loss);
-        DTensor totals = batch_totals_pending(total.value(), logits.value(), batch.labels);
+        // The step's batch in micro-batches of `micro` examples (one when not accumulating), their gradients
+        // and totals summed; each micro-batch's mean loss is over the whole step's examples.
+        std::optional<DTensor> step_totals_sum;
+        for (int64_t micro_begin = 0; micro_begin < size; micro_begin += micro) {
+          const int64_t micro_size = std::min(micro, size - micro_begin);
+          Batch batch = make_batch(train_data, std::span(order).subspan(begin + micro_begin, micro_size), layout,
+                                   device.rank, &input, upload.get());
+          nn::ForwardContext context{params, true, uint64_t(position.step)};
+          Var logits = model_.forward(Var(batch.x), context);
+          Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
+          Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(size)) : total;
+          backward(loss);
+          DTensor micro_totals = batch_totals_pending(total.value(), logits.value(), batch.labels);
+          step_totals_sum = step_totals_sum ? ops::add(*step_totals_sum, micro_totals) : std::move(micro_totals);
+        }
+        DTensor totals = std::move(*step_totals_sum);
         DTensor* const sum_with_gradients[] = {&totals};
         optimizer.apply(params, sum_with_gradients);
         // Summed over the mesh now, so every rank sees the same value and stops at the same step.
         double loss_sum = 0, correct = 0;
         if (on_gpu) {
           if (pending.empty()) pending_since = step_start;
-          pending.push_back({position, batch.size});
+          pending.push_back({position, size});
           step_totals.push(totals.local());
         } else {
           loss_sum = totals.local()[0], correct = totals.local()[1];
@@ -470,7 +488,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           loss_total += loss_sum;
           correct_total += correct;
         }
-        examples += batch.size;
+        examples += size;
         ++position.step;
         ++position.batch_in_epoch;
         const bool end_of_epoch = position.batch_in_epoch == batches;
@@ -483,9 +501,9 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         // Every rank reads back at the same steps: a loss that is not finite stops them all at once.
         if (on_gpu && (looks || stopped || end_of_epoch || saves || step_totals.full())) read_back();
         if (reports && !on_gpu) {
-          result.step_losses.push_back(loss_sum / double(batch.size));
-          reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, batch.size,
-                            loss_sum / double(batch.size), correct / double(batch.size), seconds_since(step_start)});
+          result.step_losses.push_back(loss_sum / double(size));
+          reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, size,
+                            loss_sum / double(size), correct / double(size), seconds_since(step_start)});
         }
         if (reports) {
           if (signal != 0) {

@@ -33,6 +33,11 @@ struct TrainOptions {
   // uploaded from pinned memory, the steps' loss and accuracy read back only about every 50 ms.
   Place::Kind devices = Place::Kind::Cpu;
   std::function<std::unique_ptr<optim::Optimizer>()> make_optimizer;
+  optim::ClipOptions clip;  // given to every optimizer make_optimizer makes
+  // Micro-batches per step: a step's gradients are summed over `accumulation_steps` forward/backward passes
+  // over batch_size / accumulation_steps examples each (batch_size stays the step's global batch; the loss
+  // of each micro-batch is weighted by its share of the step, so the sums equal one big batch's).
+  int64_t accumulation_steps = 1;
 };
 
 // Where a run stands: enough to continue it exactly.
