@@ -2,7 +2,7 @@
 // draws from the GLOBAL row-major index it has in the whole tensor, so every mesh, layout and device draws
 // the same mask. One Philox call gives four 32-bit words, so the four elements 4q..4q+3 share the call of
 // counter q: element g takes word g % 4 of counter g / 4. The CUDA kernel runs a thread per group of four
-// (dropout_mask_slot); the CPU kernel runs the same words eight groups at a time in AVX2.
+// (dropout_mask_slot); the CPU kernel runs the same words 16 or 8 groups at a time in SIMD lanes.
 #pragma once
 #include <cstdint>
 
