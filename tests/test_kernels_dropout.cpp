@@ -1,12 +1,15 @@
 // The dropout mask kernels and the Philox body under them: Philox against the published known answers and
-// the implementation it replaced, the CPU mask against the reference loop bit for bit (every rank, empty and
-// offset blocks, several rates), the per-element body the GPU runs, the op against the initializer path it
-// replaced on every layout, and the CUDA mask when a GPU is present.
+// the implementation it replaced; the reference mask against an oracle written from that Philox (element g
+// takes word g % 4 of counter g / 4); the CPU mask against the reference bit for bit (every rank, empty and
+// offset blocks, rows that start and end inside a group of four, counters past 2^32, several rates); the
+// per-element body; the op on every layout against the slice of the one global mask; and the CUDA mask when
+// a GPU is present.
 #include <doctest/doctest.h>
 
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -40,6 +43,13 @@ float uniform_before(uint64_t key, uint64_t stream, uint64_t index) {
   return float(w[0] >> 8) * (1.0f / 16777216.0f);
 }
 
+// The mask at global index g, from the Philox above: word g % 4 of the counter (g / 4, stream 0).
+float mask_oracle(uint64_t key, uint64_t g, float rate) {
+  const uint64_t group = g / 4;
+  const auto w = philox_before(key, {uint32_t(group), uint32_t(group >> 32), 0, 0});
+  return float(w[g % 4] >> 8) * (1.0f / 16777216.0f) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
+}
+
 // The block `extent` at `offset` of a tensor of `global_shape`.
 GlobalBlock block_of(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& extent,
                      const std::vector<int64_t>& offset) {
@@ -55,7 +65,10 @@ GlobalBlock block_of(const std::vector<int64_t>& global_shape, const std::vector
   return block;
 }
 
-// Whole tensors, shards with offsets, empty blocks, rank 0 to 5, a row of 1000 and a column block.
+// Whole tensors, shards with offsets, empty blocks, rank 0 to 5, a row of 1000 and a column block; rows of
+// 70 starting at 5 (every row starts and ends inside a group of four, with whole groups between), rows of
+// 300 at odd offsets, the IMDB activations' batch and column shards, and rows around global index 2^34
+// (Philox counters past 2^32).
 std::vector<GlobalBlock> test_blocks() {
   return {block_of({}, {}, {}),
           block_of({7}, {7}, {0}),
@@ -66,7 +79,12 @@ std::vector<GlobalBlock> test_blocks() {
           block_of({8, 10}, {8, 5}, {0, 5}),
           block_of({32, 1000}, {3, 1000}, {29, 0}),
           block_of({6, 5, 9}, {3, 5, 3}, {3, 0, 6}),
-          block_of({2, 3, 4, 5, 6}, {1, 3, 2, 5, 3}, {1, 0, 2, 0, 3})};
+          block_of({2, 3, 4, 5, 6}, {1, 3, 2, 5, 3}, {1, 0, 2, 0, 3}),
+          block_of({3, 77}, {3, 70}, {0, 5}),
+          block_of({5, 301}, {4, 300}, {1, 1}),
+          block_of({4, 50, 16}, {2, 50, 16}, {2, 0, 0}),
+          block_of({4, 50, 16}, {4, 50, 8}, {0, 0, 8}),
+          block_of({int64_t(1) << 20, int64_t(1) << 15}, {2, 100}, {(int64_t(1) << 19) - 1, (int64_t(1) << 15) - 50})};
 }
 
 void check_same_bits(const Values& actual, const Values& expected, const std::string& what) {
@@ -121,6 +139,31 @@ TEST_CASE("philox: the published known answers and the implementation it replace
   }
 }
 
+TEST_CASE("dropout reference: element g takes word g % 4 of the Philox counter g / 4") {
+  const DropoutKernels& reference = dtrain::kernels::reference_kernels<DropoutKernels>();
+  const uint64_t key = dtrain::seed_key(1234, 7);
+  for (const GlobalBlock& block : test_blocks()) {
+    CAPTURE(block.rank);
+    for (const float rate : kRates) {
+      CAPTURE(rate);
+      Values expected(size_t(dtrain::kernels::global_block_elements(block)));
+      for (size_t i = 0; i < expected.size(); ++i)
+        expected[i] = mask_oracle(key, dtrain::kernels::global_index_of(block, int64_t(i)), rate);
+      check_same_bits(mask_on_host(reference, block, key, rate), expected, "reference mask");
+    }
+  }
+  // The four words of a call are four draws: on 4096 elements at rate 0.5, each lane drops about half, and
+  // the lanes of a group differ as often as independent draws would (about half the neighbouring pairs).
+  const Values mask = mask_on_host(reference, block_of({4096}, {4096}, {0}), key, 0.5f);
+  int64_t dropped[4] = {}, differing = 0;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    dropped[i % 4] += mask[i] == 0.0f;
+    if (i % 4 != 0) differing += mask[i] != mask[i - 1];
+  }
+  for (int lane = 0; lane < 4; ++lane) CHECK(std::abs(dropped[lane] - 512) < 80);
+  CHECK(std::abs(differing - 1536) < 120);
+}
+
 TEST_CASE("dropout kernels: the CPU mask gives the reference's bits") {
   const DropoutKernels& cpu = dtrain::kernels::cpu_kernels<DropoutKernels>();
   const DropoutKernels& reference = dtrain::kernels::reference_kernels<DropoutKernels>();
@@ -143,7 +186,7 @@ TEST_CASE("dropout kernels: the CPU mask gives the reference's bits") {
   }
 }
 
-TEST_CASE("dropout body: the per-element index and mask the GPU runs") {
+TEST_CASE("dropout body: the per-element index and mask, and the per-group slots the GPU runs") {
   using namespace dtrain::kernels;
   const uint64_t key = dtrain::seed_key(99, 3);
   for (const GlobalBlock& block : test_blocks()) {
@@ -153,7 +196,24 @@ TEST_CASE("dropout body: the per-element index and mask the GPU runs") {
     for (size_t i = 0; i < by_element.size(); ++i)
       by_element[i] = dropout_mask_at(key, global_index_of(block, int64_t(i)), 0.3f);
     check_same_bits(by_element, expected, "per-element mask");
+    // The CUDA kernel's slots, run one after another on the host: every element written, the same bits.
+    // Runs of the joined length the kernel launches with, and the bare rows along the last axis.
+    if (expected.empty()) continue;
+    for (const int64_t run : {dropout_contiguous_run(block), block.rank == 0 ? 1 : block.extent[block.rank - 1]}) {
+      CAPTURE(run);
+      const int64_t slots_per_row = dropout_slots_per_row(run), slots = int64_t(expected.size()) / run * slots_per_row;
+      Values by_slot(expected.size(), std::numeric_limits<float>::quiet_NaN());
+      for (int64_t slot = 0; slot < slots; ++slot)
+        dropout_mask_slot(block, run, slots_per_row, slot, key, 0.3f, by_slot.data());
+      check_same_bits(by_slot, expected, "per-slot mask");
+    }
   }
+  // The joined runs: whole rows of the global tensor join, a column block's rows do not.
+  CHECK(dropout_contiguous_run(block_of({4, 50, 16}, {4, 50, 16}, {0, 0, 0})) == 3200);
+  CHECK(dropout_contiguous_run(block_of({4, 50, 16}, {2, 50, 16}, {2, 0, 0})) == 1600);
+  CHECK(dropout_contiguous_run(block_of({4, 50, 16}, {4, 50, 8}, {0, 0, 8})) == 8);
+  CHECK(dropout_contiguous_run(block_of({4, 50, 16}, {4, 25, 16}, {0, 25, 0})) == 400);
+  CHECK(dropout_contiguous_run(block_of({}, {}, {})) == 1);
   // A [8, 10] block at (4, 5) of [16, 20]: element 13 (row 1, column 3) is global (5, 8).
   const GlobalBlock block = block_of({16, 20}, {8, 10}, {4, 5});
   CHECK(global_index_of(block, 13) == 5 * 20 + 8);
@@ -162,34 +222,28 @@ TEST_CASE("dropout body: the per-element index and mask the GPU runs") {
   CHECK(global_index_of(block_of({}, {}, {}), 0) == 0);
 }
 
-TEST_CASE("dropout op: the mask of the initializer path it replaced, on every layout") {
+TEST_CASE("dropout op: every layout's shards are slices of the one global mask") {
   using namespace dtrain;
   const uint64_t seed = 77, step = 5;
   const float rate = 0.4f;
-  for (const Shape& shape : {Shape{8, 6}, Shape{4, 2, 8}, Shape{16}}) {
+  for (const Shape& shape : {Shape{8, 6}, Shape{4, 2, 8}, Shape{16}, Shape{4, 100}}) {
+    // The whole tensor's mask by global index, from the oracle.
+    Tensor global(shape);
+    const uint64_t key = seed_key(int64_t(seed), int64_t(step));
+    for (int64_t i = 0; i < global.size(); ++i) global[i] = mask_oracle(key, uint64_t(i), rate);
     for (const MeshPtr& mesh : {make_mesh({"x"}, {2}), make_mesh({"x", "y"}, {2, 2})}) {
       for (const Layout& layout : testing::all_layouts(mesh, shape)) {
         CAPTURE(layout.to_string());
-        std::vector<Values> masks(size_t(mesh->size())), before(size_t(mesh->size()));
+        std::vector<Values> masks(size_t(mesh->size()));
         std::mutex mutex;
         run_spmd_in_process(mesh, [&](DeviceContext& device) {
           DTensor like(shape, layout, pack(Tensor(shape), layout, device.rank));
           DTensor mask = ops::dropout_mask(like, rate, seed, step);
-          // The op before the kernel seam: uniform(0, 1) from the initializer, then the threshold.
-          Initializer uniform;
-          uniform.kind = Initializer::Kind::Uniform;
-          uniform.low = 0.0f;
-          uniform.high = 1.0f;
-          uniform.seed0 = int64_t(seed);
-          uniform.seed1 = int64_t(step);
-          DTensor old = initialize(uniform, shape, layout, device.rank);
-          Tensor& m = old.local();
-          for (int64_t i = 0; i < m.size(); ++i) m[i] = m[i] >= rate ? 1.0f / (1.0f - rate) : 0.0f;
           std::lock_guard<std::mutex> lock(mutex);
           masks[device.rank] = mask.local().to_vector();
-          before[device.rank] = old.local().to_vector();
         });
-        for (int rank = 0; rank < mesh->size(); ++rank) check_same_bits(masks[rank], before[rank], "op mask");
+        for (int rank = 0; rank < mesh->size(); ++rank)
+          check_same_bits(masks[rank], pack(global, layout, rank).to_vector(), "op mask");
       }
     }
   }

@@ -1,5 +1,5 @@
-// The reference dropout mask: the loop of the initializer the op used before the kernel seam (an odometer
-// over the local block, the global index summed per element), then the threshold.
+// The reference dropout mask: an odometer over the local block, the global index summed per element, one
+// Philox call per element (counter index / 4, its word index % 4), then the threshold.
 #include <vector>
 
 #include "core/kernels/dropout.hpp"
@@ -17,7 +17,10 @@ class ReferenceDropout final : public DropoutKernels {
       uint64_t global_index = 0;
       for (int a = 0; a < block.rank; ++a)
         global_index += uint64_t(block.offset[a] + index[a]) * uint64_t(block.global_stride[a]);
-      const float uniform = 0.0f + (1.0f - 0.0f) * philox_uniform_at(key, 0, global_index);  // uniform(0, 1)
+      const uint64_t group = global_index / 4;
+      const PhiloxWords words =
+          philox4x32_10(key, {{uint32_t(group), uint32_t(group >> 32), 0u, 0u}});  // stream 0
+      const float uniform = float(words.word[global_index % 4] >> 8) / 16777216.0f;  // uniform(0, 1)
       mask[i] = uniform >= rate ? keep_scale : 0.0f;
       for (int a = block.rank - 1; a >= 0; --a) {
         if (++index[a] < block.extent[a]) break;
