@@ -58,10 +58,11 @@ fi
 "$dtrain" train --config configs/mnist_mp.yaml --set data.path="$shared/mnist" --set train.epochs=1 \
   --set checkpoint.every=never --run-dir "$work/mnist_mp" >"$work/mnist_mp.log" 2>&1 || true
 accuracy_at_least 0.93 "$work/mnist_mp.log" "mnist_mp, mesh {batch: 4, model: 2}, 1 epoch"
-# The spatially partitioned CNN (image rows in 2 bands, halo exchange): one epoch reaches ~96.4% (3 reach ~98.3%).
-"$dtrain" train --config configs/mnist_cnn_sp.yaml --set data.path="$shared/mnist" --set train.epochs=1 \
+# The spatially partitioned CNN (image rows in 2 bands, halo exchange), the shipped 3 epochs (~30 s): 98.92%
+# here (issue 16's target 98.8%; the bound leaves room for another CPU's rounding).
+"$dtrain" train --config configs/mnist_cnn_sp.yaml --set data.path="$shared/mnist" \
   --set checkpoint.every=never --run-dir "$work/mnist_cnn_sp" >"$work/mnist_cnn_sp.log" 2>&1 || true
-accuracy_at_least 0.95 "$work/mnist_cnn_sp.log" "mnist_cnn_sp, mesh {batch: 4, spatial: 2}, 1 epoch"
+accuracy_at_least 0.987 "$work/mnist_cnn_sp.log" "mnist_cnn_sp, mesh {batch: 4, spatial: 2}, 3 epochs"
 
 tar -xzf "$shared/aclImdb_v1.tar.gz" -C "$work"
 "$dtrain" train --config configs/imdb_dp_adam.yaml --set data.path="$work/aclImdb" --set checkpoint.every=never \
