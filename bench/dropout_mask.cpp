@@ -18,17 +18,8 @@ using namespace dtrain;
 namespace {
 
 kernels::GlobalBlock block_of(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& extent,
-                              const std::vector<int64_t>& offset) {
-  kernels::GlobalBlock block;
-  block.rank = int(global_shape.size());
-  int64_t stride = 1;
-  for (int axis = block.rank - 1; axis >= 0; --axis) {
-    block.extent[axis] = extent[axis];
-    block.offset[axis] = offset[axis];
-    block.global_stride[axis] = stride;
-    stride *= global_shape[axis];
-  }
-  return block;
+                     const std::vector<int64_t>& offset) {
+  return kernels::global_block(int(global_shape.size()), global_shape.data(), extent.data(), offset.data());
 }
 
 }  // namespace

@@ -50,19 +50,9 @@ float mask_oracle(uint64_t key, uint64_t g, float rate) {
   return float(w[g % 4] >> 8) * (1.0f / 16777216.0f) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
 }
 
-// The block `extent` at `offset` of a tensor of `global_shape`.
 GlobalBlock block_of(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& extent,
                      const std::vector<int64_t>& offset) {
-  GlobalBlock block;
-  block.rank = int(global_shape.size());
-  int64_t stride = 1;
-  for (int axis = block.rank - 1; axis >= 0; --axis) {
-    block.extent[axis] = extent[axis];
-    block.offset[axis] = offset[axis];
-    block.global_stride[axis] = stride;
-    stride *= global_shape[axis];
-  }
-  return block;
+  return dtrain::kernels::global_block(int(global_shape.size()), global_shape.data(), extent.data(), offset.data());
 }
 
 // Whole tensors, shards with offsets, empty blocks, rank 0 to 5, a row of 1000 and a column block; rows of

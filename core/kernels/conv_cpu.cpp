@@ -26,6 +26,7 @@
 #include "core/kernels/gemm_blocked.hpp"
 #include "core/kernels/gemm_sparse.hpp"
 #include "core/kernels/gemm_workers.hpp"
+#include "core/kernels/pack_lanes.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -323,16 +324,6 @@ void conv2d_implicit(const float* x, const float* w, const WindowGeometry& g, in
 // sparse GEMM on P does, without making P (or dP) and scattering it. For windows whose rows (kernel_w * cin
 // values) are whole vectors.
 
-// For each 8-bit mask of non-zero lanes, the set lanes' positions packed to the front.
-const std::array<std::array<int32_t, 8>, 256> kPackLanes = [] {
-  std::array<std::array<int32_t, 8>, 256> table{};
-  for (int mask = 0; mask < 256; ++mask) {
-    int packed = 0;
-    for (int lane = 0; lane < 8; ++lane)
-      if (mask & (1 << lane)) table[size_t(mask)][size_t(packed++)] = lane;
-  }
-  return table;
-}();
 
 // The non-zeros (NaNs included) of the `rows` rows of `a` (`cols` values each) as (column, value) entries,
 // row by row, columns ascending. Branch-free: each 8 values are packed whole (non-zeros to the front) and

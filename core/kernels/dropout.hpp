@@ -8,6 +8,20 @@
 
 namespace dtrain::kernels {
 
+// The block of `extent` at `offset` of a row-major tensor of `global_shape` (arrays of `rank` values each).
+inline GlobalBlock global_block(int rank, const int64_t* global_shape, const int64_t* extent, const int64_t* offset) {
+  GlobalBlock block;
+  block.rank = rank;
+  int64_t stride = 1;
+  for (int axis = rank - 1; axis >= 0; --axis) {
+    block.extent[axis] = extent[axis];
+    block.offset[axis] = offset[axis];
+    block.global_stride[axis] = stride;
+    stride *= global_shape[axis];
+  }
+  return block;
+}
+
 class DropoutKernels {
  public:
   virtual ~DropoutKernels() = default;

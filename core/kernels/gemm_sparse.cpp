@@ -4,6 +4,7 @@
 // over its row's non-zeros (each adds a_ip * B[p, :]) and written once, alpha and beta applied there.
 // Work is proportional to the non-zeros, not to m * k; the order of additions is fixed by op(A) alone.
 #include "core/kernels/gemm_sparse.hpp"
+#include "core/kernels/pack_lanes.hpp"
 
 #include <algorithm>
 #include <array>
@@ -42,17 +43,6 @@ CompressedRows& compressed_rows_scratch(int which) {
   return rows[which];
 }
 
-// For each 8-bit mask of non-zero lanes, the set lanes' positions packed to the front: a permutation
-// that moves a vector's non-zeros together.
-const std::array<std::array<int32_t, 8>, 256> kPackNonzeros = [] {
-  std::array<std::array<int32_t, 8>, 256> table{};
-  for (int mask = 0; mask < 256; ++mask) {
-    int packed = 0;
-    for (int lane = 0; lane < 8; ++lane)
-      if (mask & (1 << lane)) table[size_t(mask)][size_t(packed++)] = lane;
-  }
-  return table;
-}();
 
 inline __m256 not_zero(__m256 values) { return _mm256_cmp_ps(values, _mm256_setzero_ps(), _CMP_NEQ_UQ); }
 
@@ -102,7 +92,7 @@ bool compress_rows(const float* a, int64_t rows, int64_t cols, int64_t stride, i
     for (; p + 8 <= cols; p += 8) {
       const __m256 chunk = _mm256_loadu_ps(row + p);
       const int mask = _mm256_movemask_ps(not_zero(chunk));
-      const __m256i pack = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPackNonzeros[size_t(mask)].data()));
+      const __m256i pack = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPackLanes[size_t(mask)].data()));
       const __m256 values = _mm256_permutevar8x32_ps(chunk, pack);
       const __m256 indices = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(int32_t(p)), pack));
       // (index, value) pairs 0, 1 | 4, 5 and 2, 3 | 6, 7, then in order 0-3 and 4-7.

@@ -11,14 +11,9 @@ DTensor dropout_mask(const DTensor& like, float rate, uint64_t seed, uint64_t st
   DTRAIN_CHECK(rate >= 0.0f && rate < 1.0f, "[dropout] rate {} must be in [0, 1)", rate);
   const Shape& global_shape = like.global_shape();
   const Shape offset = like.local_offset(current_device().rank);
-  const Shape global_strides = strides_of(global_shape);
-  kernels::GlobalBlock block;
-  block.rank = int(global_shape.size());
-  for (int axis = 0; axis < block.rank; ++axis) {
-    block.extent[axis] = like.local().dim(axis);
-    block.offset[axis] = offset[axis];
-    block.global_stride[axis] = global_strides[axis];
-  }
+  const Shape extent = like.local().shape();
+  const kernels::GlobalBlock block =
+      kernels::global_block(int(global_shape.size()), global_shape.data(), extent.data(), offset.data());
   Tensor mask = Tensor::uninitialized(like.local().shape(), like.local().place());
   // The seed pair [seed, step] as the initializers key it (uniform(0, 1) in the stream 0).
   const uint64_t key = seed_key(int64_t(seed), int64_t(step));
