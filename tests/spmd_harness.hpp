@@ -82,6 +82,22 @@ inline std::vector<Layout> all_layouts(const MeshPtr& mesh, const Shape& shape) 
   return layouts;
 }
 
+// Every combination of the inputs' layouts on one mesh.
+inline std::vector<std::vector<Layout>> layout_combinations(const MeshPtr& mesh, const std::vector<Tensor>& inputs) {
+  std::vector<std::vector<Layout>> combos{{}};
+  for (const auto& input : inputs) {
+    std::vector<std::vector<Layout>> next;
+    for (const auto& combo : combos) {
+      for (const auto& layout : all_layouts(mesh, input.shape())) {
+        next.push_back(combo);
+        next.back().push_back(layout);
+      }
+    }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
 // Deterministic test data in [-1, 1) (or [lo, hi)).
 inline Tensor test_tensor(const Shape& shape, int seed, float lo = -1.0f, float hi = 1.0f) {
   Tensor t(shape);

@@ -15,21 +15,6 @@ using namespace dtrain::testing;
 
 namespace {
 
-std::vector<std::vector<Layout>> layout_combinations(const MeshPtr& mesh, const std::vector<Tensor>& inputs) {
-  std::vector<std::vector<Layout>> combos{{}};
-  for (const auto& input : inputs) {
-    std::vector<std::vector<Layout>> next;
-    for (const auto& combo : combos) {
-      for (const auto& layout : all_layouts(mesh, input.shape())) {
-        next.push_back(combo);
-        next.back().push_back(layout);
-      }
-    }
-    combos = std::move(next);
-  }
-  return combos;
-}
-
 // Every mesh and layout combination against one device, within 1e-5 * max(1, |reference|) (close() fails on
 // NaN); an input without a gradient on one device (targets) is not compared.
 void check_equivalence(const std::string& name, const std::vector<Tensor>& inputs, const VarOp& op) {

@@ -34,22 +34,6 @@ Tensor test_ids(const Shape& shape, int64_t rows, uint32_t seed) {
   return ids;
 }
 
-std::vector<std::vector<Layout>> layout_combinations(const MeshPtr& mesh, const std::vector<Tensor>& inputs) {
-  std::vector<std::vector<Layout>> combos{{}};
-  for (const auto& input : inputs) {
-    std::vector<std::vector<Layout>> next;
-    for (const auto& combo : combos) {
-      for (const auto& layout : all_layouts(mesh, input.shape())) {
-        auto extended = combo;
-        extended.push_back(layout);
-        next.push_back(extended);
-      }
-    }
-    combos = std::move(next);
-  }
-  return combos;
-}
-
 // Every mesh and every layout of ids and table against one device: output and the table's gradient. Returns
 // the layouts of the table tried with its rows sharded, its columns sharded, and both.
 struct Coverage {

@@ -10,23 +10,6 @@ using namespace dtrain::testing;
 
 namespace {
 
-// Every combination of the inputs' layouts on one mesh.
-std::vector<std::vector<Layout>> layout_combinations(const MeshPtr& mesh, const std::vector<Tensor>& inputs) {
-  std::vector<std::vector<Layout>> combos{{}};
-  for (const auto& input : inputs) {
-    std::vector<std::vector<Layout>> next;
-    for (const auto& combo : combos) {
-      for (const auto& layout : all_layouts(mesh, input.shape())) {
-        auto extended = combo;
-        extended.push_back(layout);
-        next.push_back(extended);
-      }
-    }
-    combos = std::move(next);
-  }
-  return combos;
-}
-
 // Compares every mesh and layout combination with one device; returns how many cases ran.
 int check_equivalence(const std::string& name, const std::vector<Tensor>& inputs, const VarOp& op,
                       bool differentiate = true) {
