@@ -2,8 +2,9 @@
 # End-to-end fine-tuning with the real `dtrain` binary: train model-parallel with Adam -> train --init-from on
 # a data-parallel mesh with SGD momentum (and from one DIR/ckpt-N folder onto one device) -> inspect, eval;
 # a new head with --init-skip; every mismatch and misuse exits 2 naming the checkpoint and the variables; the
-# source checkpoint dir is never modified (checksums before and after). IMDB: the fine-tuned run keeps the
-# checkpoint's vectorizer (no re-fit, even on fewer texts) and so does its resume.
+# source checkpoint dir is never modified (checksums before and after), a damaged one is exit 1, and it is
+# read under the readers' lease; under mpirun the same model results. IMDB: the fine-tuned run keeps the
+# checkpoint's vectorizer (no re-fit, even on other texts) and so does its resume.
 # Usage: init_from_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
@@ -93,6 +94,44 @@ sed -e 's/^train: {epochs: 1,/train: {epochs: 1, init_skip: [dense2\/.*],/' ft.y
 expect 2 "skip_only.yaml:7:32: train.init_skip: variables to leave as initialized, but no checkpoint" -- \
   train --config skip_only.yaml
 expect 2 "init-from" -- eval --config mp.yaml --init-from ckpt
+
+# A damaged source is exit 1 naming the file; the variables are read under the readers' lease: a writer
+# deleting checkpoints there (holding .readers exclusively) makes the run wait.
+cp -r ckpt damaged
+printf '\xff\xff\xff\xff' | dd of=damaged/ckpt-16/shard-1-of-8.h5 bs=1 seek=3000 conv=notrunc 2>/dev/null
+expect 1 "damaged/ckpt-16/shard-1-of-8.h5" -- train --config ft.yaml --init-from damaged --set checkpoint.dir=ckpt_x
+if command -v flock >/dev/null; then
+  flock -x ckpt/.readers sleep 3 &
+  holder=$!
+  sleep 0.5
+  began=$(date +%s.%N)
+  expect 0 "fine-tuning from ckpt/ckpt-16 " -- train --config ft.yaml --init-from ckpt --set checkpoint.dir=ckpt_lease \
+    --set run_dir=run_lease
+  ended=$(date +%s.%N)
+  wait $holder
+  check "the run waited for the writer's hold on ckpt/.readers" python3 -c "assert $ended - $began >= 2, $ended - $began"
+fi
+
+# Under mpirun (2 processes of 4 devices): the same fine-tuned model as in one process, up to rounding.
+if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
+  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  rc=0
+  timeout 120 mpirun --oversubscribe -np 2 "$dtrain" train --config ft.yaml --init-from ckpt --set checkpoint.dir=ckpt_mpi \
+    --set run_dir=run_mpi </dev/null >out 2>&1 || rc=$?
+  check "mpirun -np 2 train --init-from exits 0 ($(tail -3 out))" test $rc = 0
+  check "the 2-process run saved ckpt-8" test "$(latest ckpt_mpi)" = ckpt-8
+  expect 0 "accuracy" -- eval --config sp.yaml --checkpoint ckpt_ft
+  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_one
+  expect 0 "accuracy" -- eval --config sp.yaml --checkpoint ckpt_mpi
+  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_two
+  check "one and two processes fine-tune to the same model (eval within 1e-4)" python3 - <<'PY'
+one, two = ([float(v) for v in open(name).read().split()] for name in ("eval_one", "eval_two"))
+assert all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(one, two)), (one, two)
+PY
+else
+  echo "note: no mpirun or no MPI build: the mpirun case is not run"
+fi
 
 # The source checkpoint dir is as it was: every file, byte for byte.
 checksums ckpt >after
