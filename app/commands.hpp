@@ -17,6 +17,8 @@ struct CommandOptions {
   std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
   std::vector<std::string> overrides;  // --set key.path=value, in command-line order
   bool overwrite = false;              // train/resume --overwrite: replace the checkpoint dir's other checkpoints
+  std::string init_from;               // train --init-from PATH: replaces train.init_from (fine-tuning)
+  std::vector<std::string> init_skip;  // train --init-skip PATTERN (repeatable): replaces train.init_skip
   std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
   std::string checkpoint;              // eval/predict --checkpoint DIR
   std::string split;                   // eval --split NAME (default: the config's test split)
@@ -30,7 +32,8 @@ struct CommandOptions {
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
   // `plan` reads no data, so its data.path need not exist.
   Config load_config() const {
-    Config config = dtrain::load_config(config_path, LoadOptions{overrides, run_dir, command != "plan"});
+    Config config =
+        dtrain::load_config(config_path, LoadOptions{overrides, run_dir, command != "plan", init_from, init_skip});
     set_collective_timeout(config.comm.timeout_s);
     return config;
   }

@@ -1177,12 +1177,64 @@ void check_accumulation(Reader& reader, const TrainConfig& train, const DataConf
                             micro, data.batch_size, k, batch_dim, shards));
 }
 
+// A train.init_skip pattern (or --init-skip's): a bounded name that RE2 compiles.
+void check_init_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
+  const std::string bad = bad_name(pattern);
+  if (!bad.empty()) reader.fail(where, path, "pattern " + bad);
+  std::string error;
+  if (!nn::compile_layout_pattern(pattern, &error))
+    reader.fail(where, path, fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(pattern), error));
+}
+
+// train.init_from and train.init_skip (fine-tuning).
+void read_init_from(Reader& reader, const Section& section, TrainConfig& train) {
+  if (auto from = section.get("init_from")) {
+    train.init_from = scalar(reader, *from, "a checkpoint dir or folder");
+    train.init_from_where = from->where;
+    if (train.init_from.empty()) reader.fail(*from, "expected a checkpoint dir or folder, got an empty string");
+  }
+  auto skip = section.get("init_skip");
+  if (!skip) return;
+  if (!skip->node.IsSequence())
+    reader.fail(*skip, fmt::format("expected a list of variable patterns (e.g. ['dense3/.*']), got {}", describe(skip->node)));
+  for (size_t i = 0; i < skip->node.size(); ++i) {
+    const Field item = reader.child(*skip, skip->node[i], fmt::format("{}[{}]", skip->path, i));
+    const std::string pattern = scalar(reader, item, "a variable pattern");
+    check_init_pattern(reader, item.where, item.path, pattern);
+    train.init_skip.push_back(pattern);
+    train.init_skip_where.push_back(item.where);
+  }
+}
+
+// `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;
+// init_skip needs an init_from.
+void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& options) {
+  if (!options.init_from.empty()) {
+    train.init_from = options.init_from;
+    train.init_from_where = Where{"--init-from " + options.init_from, 0, 0};
+  }
+  if (!options.init_skip.empty()) {
+    train.init_skip.clear();
+    train.init_skip_where.clear();
+    for (const std::string& pattern : options.init_skip) {
+      const Where where{"--init-skip " + pattern, 0, 0};
+      check_init_pattern(reader, where, "train.init_skip", pattern);
+      train.init_skip.push_back(pattern);
+      train.init_skip_where.push_back(where);
+    }
+  }
+  if (!train.init_skip.empty() && train.init_from.empty())
+    reader.fail(train.init_skip_where.front(), "train.init_skip",
+                "variables to leave as initialized, but no checkpoint to initialize the others from: give "
+                "train.init_from (or --init-from)");
+}
+
 TrainConfig read_train(Reader& reader, const Field& field) {
   TrainConfig train;
   train.where = field.where;
   Section section(reader, field,
                   {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every", "clip",
-                   "accumulation_steps"});
+                   "accumulation_steps", "init_from", "init_skip"});
   const Field epochs = section.require("epochs");
   train.epochs = int(integer(reader, epochs, 1, 1 << 30));
   train.epochs_where = epochs.where;
@@ -1211,6 +1263,7 @@ TrainConfig read_train(Reader& reader, const Field& field) {
     train.accumulation_steps = integer(reader, *steps, 1, 1 << 20);
     train.accumulation_steps_where = steps->where;
   }
+  read_init_from(reader, section, train);
   return train;
 }
 
@@ -1323,6 +1376,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   check_shapes(reader, config.data, config.model, config.mesh);
   if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
   config.train = read_train(reader, require("train"));
+  apply_init_flags(reader, config.train, options);
   check_accumulation(reader, config.train, config.data, config.mesh);
 
   config.run_dir = "runs/" + file_stem(file);
@@ -1697,6 +1751,8 @@ std::string dump_config(const Config& config) {
   }
   if (train.accumulation_steps != 1)
     out << YAML::Key << "accumulation_steps" << YAML::Value << train.accumulation_steps;
+  if (!train.init_from.empty()) out << YAML::Key << "init_from" << YAML::Value << train.init_from;
+  if (!train.init_skip.empty()) out << YAML::Key << "init_skip" << YAML::Value << YAML::Flow << train.init_skip;
   out << YAML::EndMap;
 
   const CheckpointConfig& checkpoint = config.checkpoint;

@@ -285,6 +285,18 @@ struct TrainConfig {
   // Dropout's masks are per micro-batch.
   std::int64_t accumulation_steps = 1;
   Where where, epochs_where, max_steps_where, accumulation_steps_where;
+  // Fine-tuning, `dtrain train` only (app/init_from.hpp): train.init_from names a checkpoint (a checkpoint
+  // dir, read through its `latest`, or one DIR/ckpt-N folder) whose model variables (the trainable ones and
+  // the rest: BatchNorm's moving statistics) start this fresh run, on any mesh and layouts; not its
+  // optimizer slots, step or data position (this config's optimizer and schedule start at step 0). Every
+  // variable must match by path and shape, both ways, except those train.init_skip names: RE2 patterns (full
+  // match) over variable paths ("dense3/.*") left as this config initializes them (a new head) and, in the
+  // checkpoint, not read. An IMDB model keeps the checkpoint's fitted vectorizer (its inputs' meaning).
+  // The command line's --init-from PATH and --init-skip PATTERN (repeatable) replace them.
+  std::string init_from;               // "": a run from the initializers
+  std::vector<std::string> init_skip;  // each checked to compile and to match some variable
+  Where init_from_where;
+  std::vector<Where> init_skip_where;  // one per pattern
 };
 
 enum class CheckpointEvery { epoch, steps, never };
@@ -330,6 +342,8 @@ struct LoadOptions {
   std::vector<std::string> overrides;  // "a.b=value", applied in order before parsing
   std::string run_dir;                 // --run-dir; empty = the config's
   bool check_data_path = true;         // false: do not require data.path to exist (tests, checkpoints)
+  std::string init_from;               // train --init-from: replaces train.init_from
+  std::vector<std::string> init_skip;  // train --init-skip (repeatable): replaces train.init_skip
 };
 
 // Reads and validates a config file. Throws UsageError (see the header comment).

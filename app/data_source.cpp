@@ -129,7 +129,11 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   }
   loaded.num_classes = classes_of(config);
   loaded.class_names = default_class_names(config);
-  if (with_train) {
+  if (with_train && vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
+    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
+    loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
+    loaded.vectorizer = vectorizer;
+  } else if (with_train) {
     data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
     auto fitted = data::TextVectorizer::fit(train.texts, std::move(train.labels), vectorizer_settings(config));
     // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller

@@ -52,7 +52,8 @@ int classes_of(const Config& config);
 std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
-// data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
+// data, but an IMDB vectorizer must then be given). A given vectorizer (a checkpoint's) vectorizes the
+// training texts too, instead of one fitted on them (fine-tuning). A split that selects no example (train and eval would
 // train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
 // must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
 // max_tokens, which sizes an embedding table).

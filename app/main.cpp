@@ -109,6 +109,16 @@ int main(int argc, char** argv) {
     const std::string name = command.name;
     add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval" || name == "plan");
     if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Replace the checkpoints in the checkpoint dir");
+    if (name == "train") {
+      sub->add_option("--init-from", options.init_from,
+                      "Fine-tune: start from this checkpoint's variables (a checkpoint dir or DIR/ckpt-N; "
+                      "replaces train.init_from)");
+      sub->add_option("--init-skip", options.init_skip,
+                      "With --init-from: variables (RE2 pattern, full match) left as initialized (repeatable; "
+                      "replaces train.init_skip)")
+          ->type_name("PATTERN")
+          ->allow_extra_args(false);
+    }
     if (name == "resume")
       sub->add_flag("--overwrite", options.overwrite, "Replace another run's checkpoints in the config's checkpoint dir");
     if (name == "resume") sub->add_option("--from", options.from, "Checkpoint dir (default: the config's)");

@@ -128,6 +128,10 @@ int run_plan(const CommandOptions& options) {
   if (config.train.clip.global_norm > 0)
     fmt::print("clip: global norm {} (one all-reduce of the sum of squares a step)\n", config.train.clip.global_norm);
   if (config.train.clip.value > 0) fmt::print("clip: each gradient value to [-{0}, {0}]\n", config.train.clip.value);
+  if (!config.train.init_from.empty())  // plan reads no checkpoint: `train` matches the variables
+    fmt::print("init_from: {} (variables read at the start of `train`{})\n", config.train.init_from,
+               config.train.init_skip.empty() ? ""
+                                              : fmt::format("; left as initialized: {}", fmt::join(config.train.init_skip, ", ")));
   fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");

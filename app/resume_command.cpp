@@ -4,7 +4,9 @@
 // That dir must hold no other run's checkpoints unless --overwrite (then they go once the first new
 // checkpoint is committed). Its metrics go on in the run dir of the run it continues (the run_dir of the
 // config saved in the checkpoint; --run-dir overrides), after a "run" row naming the new mesh. IMDB's
-// re-fitted vectorizer (TF-IDF or token ids, per NEW's data.vectorizer.mode) must equal the saved one.
+// re-fitted vectorizer (TF-IDF or token ids, per NEW's data.vectorizer.mode) must equal the saved one,
+// except in a run that fine-tuning started (train.init_from): its vectorizer came with the variables, and
+// resume keeps it too. NEW's own train.init_from is for `train`: resume notes that it is not used.
 
 #include <atomic>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
+#include "app/init_from.hpp"
 #include "app/model_builder.hpp"
 #include "app/run_outputs.hpp"
 #include "core/checkpoint/reader.hpp"
@@ -80,9 +83,13 @@ int run_resume(const CommandOptions& options) {
   // before the data is read.
   const std::optional<data::TextVectorizer> saved_text =
       config.data.dataset == Dataset::imdb ? saved_vectorizer(index, config) : std::nullopt;
-  LoadedData data = load_data(config);
+  if (!config.train.init_from.empty())
+    fmt::print(stderr, "note: train.init_from ({}) starts a `train` run; resume continues {}\n", config.train.init_from,
+               index.folder);
+  const bool inherited = saved_text && started_from_checkpoint(saved.config);
+  LoadedData data = load_data(config, true, inherited ? saved_text : std::nullopt);
   check_output_classes(config, *built.model, data.num_classes);
-  if (data.vectorizer && saved_text &&
+  if (!inherited && data.vectorizer && saved_text &&
       (data.vectorizer->vocabulary() != saved_text->vocabulary() || data.vectorizer->idf() != saved_text->idf())) {
     throw UsageError(fmt::format("[resume] the training texts in {} give another {} vocabulary than checkpoint {} "
                                  "was trained with: the data changed",

@@ -20,6 +20,7 @@ struct RunStart {
   MeshPtr mesh = nullptr;
   std::string resumed_from;  // the checkpoint folder a resume continues ("" for `train`)
   int64_t step = 0, epochs_done = 0;
+  std::string init_from;     // the checkpoint folder a fine-tuning `train` took its variables from
 };
 
 class RunOutputs {

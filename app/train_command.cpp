@@ -1,15 +1,20 @@
 // `dtrain train`: load the config and data, build the model on the mesh, train (saving checkpoints per
 // `checkpoint.every`), report test accuracy. A fresh run with a new run id: it refuses a checkpoint dir
 // that holds anything unless --overwrite, and even then the old checkpoints go only once the run's first
-// checkpoint is committed.
+// checkpoint is committed. With train.init_from (--init-from) it fine-tunes: the run starts from a
+// checkpoint's variables (app/init_from.hpp), still a fresh run of this config.
+#include <atomic>
 #include <cstdio>
+#include <memory>
 
 #include "app/checkpoint_dir.hpp"
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
+#include "app/init_from.hpp"
 #include "app/model_builder.hpp"
 #include "app/run_outputs.hpp"
+#include "core/checkpoint/state.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 
@@ -23,6 +28,15 @@ int run_train(const CommandOptions& options) {
   const MeshPtr& mesh = engine.mesh;
   train::Trainer& trainer = *engine.trainer;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
+  // Fine-tuning: the checkpoint is matched against the model and leased until every rank has read it.
+  std::optional<checkpoint::OpenedCheckpoint> init;
+  InitPlan plan;
+  std::optional<data::TextVectorizer> inherited;
+  if (!config.train.init_from.empty()) {
+    init = open_init_checkpoint(config);
+    inherited = inherited_vectorizer(config, init->index);
+    plan = plan_init(config, *built.model, init->index);
+  }
   checkpoint::WriterLock lock;
   if (saves) {
     lock = lock_checkpoint_dir(config);
@@ -34,17 +48,33 @@ int run_train(const CommandOptions& options) {
   }
   const std::string run_id = new_run_id();
 
-  LoadedData data = load_data(config);
+  LoadedData data = load_data(config, true, inherited);
   check_output_classes(config, *built.model, data.num_classes);
-  RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh});
+  RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh, "", 0, 0, init ? init->index.folder : ""});
   fmt::print("dtrain: {} parameters on mesh {}; {} training and {} test examples\n", built.model->num_parameters(),
              mesh_line(engine), data.train->num_examples(), data.test->num_examples());
+  if (init) {
+    const checkpoint::CheckpointMeta& saved = init->index.meta;
+    fmt::print("dtrain: fine-tuning from {} (step {}, saved on mesh {}): {} variables read{}{}; {} optimizer from "
+               "step 0\n",
+               init->index.folder, saved.step, describe_mesh_string(saved.mesh), plan.loaded.size(),
+               plan.skipped.empty() ? "" : fmt::format(", left as initialized: {}", fmt::join(plan.skipped, ", ")),
+               plan.ignored.empty() ? "" : fmt::format(", not read: {}", fmt::join(plan.ignored, ", ")),
+               train_options(config).make_optimizer()->name());
+  }
   checkpoint::SaveContext context = save_context(config, data.vectorizer);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
                                        options.overwrite);
-  train::TrainResult result =
-      trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, nullptr, false));
+  train::Hooks hooks = checkpoint_hooks(config, &manager, nullptr, false);
+  if (init) {
+    hooks.on_start = [&init, &plan, reading = std::make_shared<std::atomic<int>>(engine.placement.local)](
+                         train::RankState& state) {
+      checkpoint::restore_variables(init->index, state, plan.loaded);
+      if (--*reading == 0) init->lease.release();
+    };
+  }
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks);
   if (lock.held()) manager.finish();
   outputs.print_summary(result, config, manager);
   return result.exit_code();

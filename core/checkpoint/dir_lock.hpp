@@ -2,9 +2,9 @@
 //   DIR/.lock     one writer for a run's whole lifetime (train, resume): a second writer is refused, named
 //                 by the PID and host the holder wrote into the file. flock is released when the holder
 //                 dies, so a crashed run never leaves a stale lock.
-//   DIR/.readers  eval, predict, inspect and resume --from hold it shared while they read a checkpoint;
-//                 the writer deletes old checkpoints only while it can hold it exclusively, so a reader
-//                 always gets a whole checkpoint.
+//   DIR/.readers  eval, predict, inspect, resume --from and train --init-from hold it shared while they
+//                 read a checkpoint; the writer deletes old checkpoints only while it can hold it
+//                 exclusively, so a reader always gets a whole checkpoint.
 #pragma once
 #include <string>
 

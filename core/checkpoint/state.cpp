@@ -50,4 +50,10 @@ void restore(const CheckpointIndex& index, train::RankState& state, bool with_op
   state.position = {index.meta.step, index.meta.epoch, index.meta.batch_in_epoch};
 }
 
+void restore_variables(const CheckpointIndex& index, train::RankState& state, const std::vector<std::string>& paths) {
+  std::vector<NamedTensor> targets;
+  for (const std::string& path : paths) targets.push_back({kVariables + path, &state.params.at(path).value()});
+  read_tensors(index, targets, state.rank);
+}
+
 }  // namespace dtrain::checkpoint

@@ -19,4 +19,9 @@ std::vector<NamedTensor> slot_tensors(optim::Optimizer& optimizer);
 // UsageError, before anything is read, when the checkpoint's variables (or optimizer) differ from the state's.
 void restore(const CheckpointIndex& index, train::RankState& state, bool with_optimizer);
 
+// Fine-tuning: fills the variables named by `paths` ("dense1/kernel") from the checkpoint, onto whatever
+// layouts they have; the others, the optimizer (slots, iterations) and the position stay as they are (a
+// fresh run's). The caller has matched the paths and shapes (UsageError here otherwise).
+void restore_variables(const CheckpointIndex& index, train::RankState& state, const std::vector<std::string>& paths);
+
 }  // namespace dtrain::checkpoint

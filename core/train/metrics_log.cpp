@@ -59,9 +59,10 @@ void MetricsLog::write(const SplitMetrics& m, std::optional<double> learning_rat
 void MetricsLog::write_run(const RunRow& r) {
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "
-      "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}}}",
+      "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}{}}}",
       json_string(r.event), json_string(r.run_id), r.epoch, r.step, json_string(r.mesh), json_string(r.mesh_string),
-      r.checkpoint.empty() ? "null" : json_string(r.checkpoint), json_string(r.config)));
+      r.checkpoint.empty() ? "null" : json_string(r.checkpoint), json_string(r.config),
+      r.init_from.empty() ? "" : ", \"init_from\": " + json_string(r.init_from)));
 }
 
 void MetricsLog::write_steps(const StepsRow& r) {

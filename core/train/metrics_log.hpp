@@ -22,6 +22,7 @@ struct RunRow {
   int64_t step = 0, epoch = 0;  // where it starts (epoch 1-based)
   std::string checkpoint;   // the checkpoint it resumes from ("" for a start)
   std::string config;       // the config file
+  std::string init_from;    // a fine-tuning start: the checkpoint its variables came from ("" otherwise)
 };
 
 // A "train_steps" row: the steps since the last one.
