@@ -35,6 +35,7 @@ class DatasetSource : public train::BatchSource {
 
 struct LoadedData {
   std::unique_ptr<DatasetSource> train, test;
+  std::unique_ptr<DatasetSource> validation;  // data.validation_split's examples (null when none, or !with_train)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;
 };
@@ -44,7 +45,9 @@ struct LoadedData {
 int classes_of(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
-// data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
+// data, but an IMDB vectorizer must then be given). data.validation_split is taken off the training split
+// (a fraction) or loaded (a split string, which may not share examples with the training split: a config
+// error at the key); IMDB's vectorizer is fitted on the training part alone. A split that selects no example (train and eval would
 // train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
 // must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
 // max_tokens, which sizes an embedding table).

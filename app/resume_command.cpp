@@ -107,7 +107,7 @@ int run_resume(const CommandOptions& options) {
     restore(state);
     if (--*restoring == 0) opened.lease.release();
   };
-  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks);
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks, data.validation.get());
   if (lock.held()) manager.finish();
   outputs.print_summary(result, config, manager);
   return result.exit_code();

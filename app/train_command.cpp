@@ -39,12 +39,14 @@ int run_train(const CommandOptions& options) {
   RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh});
   fmt::print("dtrain: {} parameters on mesh {}; {} training and {} test examples\n", built.model->num_parameters(),
              mesh_line(engine), data.train->num_examples(), data.test->num_examples());
+  if (data.validation) fmt::print("dtrain: {} validation examples\n", data.validation->num_examples());
   checkpoint::SaveContext context = save_context(config, data.vectorizer);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
                                        options.overwrite);
   train::TrainResult result =
-      trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, nullptr, false));
+      trainer.train(*data.train, data.test.get(), outputs.reporter(), checkpoint_hooks(config, &manager, nullptr, false),
+                    data.validation.get());
   if (lock.held()) manager.finish();
   outputs.print_summary(result, config, manager);
   return result.exit_code();
