@@ -192,18 +192,19 @@ bool CheckpointManager::delete_unkept(double wait_s) {
   DeleteGate gate(dir_, wait_s);
   if (!gate.held()) return false;
   const std::string latest = pointer_name(dir_, kLatestFile), best = pointer_name(dir_, kBestFile);
-  std::vector<std::string> mine;  // this run's checkpoints but the best, which max_to_keep does not count
+  std::vector<std::string> mine;
   for (const std::string& name : list_checkpoints(dir_)) {
     if (run_id_of((fs::path(dir_) / name).string()) == context_.run_id) {
-      if (name != best) mine.push_back(name);
+      mine.push_back(name);
     } else if (replace_others_ && name != latest) {
       if (name == best) fs::remove(fs::path(dir_) / kBestFile);  // another run's best: no pointer into nothing
       delete_folder(dir_, name);
     }
   }
   const int excess = int(mine.size()) - max_to_keep_;
+  // The max_to_keep newest stay, and the best (checkpoint.keep_best) whatever its age.
   for (int i = 0; i < excess; ++i)
-    if (mine[i] != latest) delete_folder(dir_, mine[i]);
+    if (mine[i] != latest && mine[i] != best) delete_folder(dir_, mine[i]);
   return true;
 }
 
