@@ -4,7 +4,8 @@
 # and "validation" rows in metrics.jsonl), stops early with exit code 0 and a notice, keeps the best
 # checkpoint past max_to_keep under DIR/best, which `dtrain eval --checkpoint DIR/best` reads back with the
 # loss it was validated with; a run stopped mid-patience and resumed stops at the same step; plan prints the
-# settings; a leaking validation slice and restore_best_weights are config errors (exit 2).
+# settings; under mpirun -np 2 the processes stop together; a leaking validation slice and
+# restore_best_weights are config errors (exit 2).
 # Usage: validation_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -62,6 +63,20 @@ expect 0 "stopped at train.max_steps = 3" -- train --config mp.yaml "${validated
 check "saved at step 3" test "$(latest ckpt)" = ckpt-3
 expect 0 "early stopping after step 4" -- resume --config mp.yaml "${validated[@]}"
 check "resumed run stopped at step 4" test "$(latest ckpt)" = ckpt-4
+
+# Under `mpirun -np 2` (4 devices a process) both processes validate alike and stop at the same step.
+if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
+  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+  rm -rf ckpt run
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  rc=0
+  timeout 120 mpirun --oversubscribe -np 2 "$dtrain" train --config mp.yaml "${validated[@]}" </dev/null >out 2>&1 || rc=$?
+  check "mpirun -np 2 exits 0 (rc $rc): $(tail -3 out)" test "$rc" = 0
+  check "mpirun -np 2 stops early after step 4" grep -q "early stopping after step 4" out
+  check "mpirun -np 2: latest ckpt-4 and best ckpt-$best_step" test "$(latest ckpt) $(cat ckpt/best)" = "ckpt-4 ckpt-$best_step"
+else
+  echo "note: no mpirun or no MPI build: the mpirun check is skipped"
+fi
 
 # Config errors at the key (exit 2).
 expect 2 "data.validation_split: 'train\[50%:\]' shares examples \[256, 512\) of split 'train'" -- \
