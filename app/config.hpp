@@ -281,7 +281,8 @@ struct ClipConfig {
 // the best by more than min_delta (>= 0), saving the position reached; exit code 0. Needs
 // data.validation_split. restore_best_weights: true is refused (use checkpoint.keep_best and evaluate
 // DIR/best). The state (best, step, validations since) is saved in every checkpoint, so a resumed run stops
-// where the uninterrupted one does.
+// where the uninterrupted one does (resuming a run that stopped trains on until the next validation decides
+// again: it stops there unless that validation improves).
 struct EarlyStoppingConfig {
   std::string monitor = "val_loss";
   std::string mode = "auto";  // auto, min, max
