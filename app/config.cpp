@@ -75,6 +75,8 @@ Where Config::where(const std::string& path) const {
 }
 
 std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "gpu"; }
+int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
+
 std::string to_string(Dataset dataset) { return dataset == Dataset::mnist ? "mnist" : "imdb"; }
 std::string to_string(InitKind kind) {
   switch (kind) {
@@ -529,12 +531,29 @@ void read_validation_split(Reader& reader, const Field& field, DataConfig& data)
   data.validation_fraction = value;
 }
 
+// data.classes: a list of distinct, non-empty names without control characters.
+std::vector<std::string> read_class_names(Reader& reader, const Field& field) {
+  if (!field.node.IsSequence() || field.node.size() < 2)
+    reader.fail(field, fmt::format("expected a list of at least 2 class names, got {}", describe(field.node)));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field item = reader.child(field, field.node[i], fmt::format("{}[{}]", field.path, i));
+    std::string name = scalar(reader, item, "a class name");
+    if (name.empty()) reader.fail(item, "expected a class name, got an empty string");
+    if (const std::string why = bad_name(name); !why.empty()) reader.fail(item, why);
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      reader.fail(item, fmt::format("class '{}' is named twice", shown(name)));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
   DataConfig data;
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "validation_split"});
+                   "image_shape", "classes", "validation_split"});
 
   const Field dataset = section.require("dataset");
   data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
@@ -592,6 +611,16 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (square) data.image_shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
   } else {
     data.image_shape_where = field.where;
+  }
+
+  data.classes_where = field.where;
+  if (auto classes = section.get("classes")) {
+    data.classes = read_class_names(reader, *classes);
+    data.classes_where = classes->where;
+    const int known = known_class_count(data.dataset);
+    if (known > 0 && int(data.classes.size()) != known)
+      reader.fail(*classes, fmt::format("dataset {} has {} classes, but {} names are given", to_string(data.dataset),
+                                        known, data.classes.size()));
   }
 
   const Field batch_size = section.require("batch_size");
@@ -1643,6 +1672,7 @@ std::string dump_config(const Config& config) {
   else
     out << false;
   out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
+  if (!data.classes.empty()) out << YAML::Key << "classes" << YAML::Value << YAML::Flow << data.classes;
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

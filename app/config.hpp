@@ -104,8 +104,13 @@ struct DataConfig {
   std::string validation_split;    // the string form ("" : not that form)
   bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
 
+  // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
+  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders the folders to read, in
+  // label order (default: every subfolder, sorted by name, as Keras). Distinct, non-empty.
+  std::vector<std::string> classes;
+
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
-      layout_where, image_shape_where, validation_split_where;
+      layout_where, image_shape_where, classes_where, validation_split_where;
 
   // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf) or
   // {output_sequence_length} (int).
@@ -383,6 +388,8 @@ std::string dump_config(const Config& config);
 
 std::string to_string(DeviceKind kind);
 std::string to_string(Dataset dataset);
+// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
+int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);
 std::string to_string(Activation activation);

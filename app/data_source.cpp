@@ -45,7 +45,18 @@ void DatasetSource::fill_labels(std::span<const int64_t> ids, int64_t row_begin,
   }
 }
 
-int classes_of(const Config& config) { return config.data.dataset == Dataset::mnist ? 10 : 2; }
+int classes_of(const Config& config) {
+  if (const int known = known_class_count(config.data.dataset); known > 0) return known;
+  return int(config.data.classes.size());
+}
+
+std::vector<std::string> default_class_names(const Config& config) {
+  if (!config.data.classes.empty()) return config.data.classes;
+  if (config.data.dataset == Dataset::imdb) return {"neg", "pos"};
+  std::vector<std::string> names;
+  for (int k = 0; k < classes_of(config); ++k) names.push_back(std::to_string(k));
+  return names;
+}
 
 namespace {
 
@@ -184,6 +195,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   const uint64_t seed = config.data.shuffle.seed;
   if (config.data.dataset == Dataset::mnist) {
     loaded.num_classes = classes_of(config);
+    loaded.class_names = default_class_names(config);
     if (with_train) {
       int64_t named_size = 0;
       data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where, &named_size);
@@ -195,6 +207,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
     return loaded;
   }
   loaded.num_classes = classes_of(config);
+  loaded.class_names = default_class_names(config);
   if (with_train) {
     int64_t named_size = 0;
     data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where, &named_size);

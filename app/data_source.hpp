@@ -4,6 +4,8 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "app/config.hpp"
 #include "core/train/batch_source.hpp"
@@ -38,11 +40,17 @@ struct LoadedData {
   std::unique_ptr<DatasetSource> validation;  // data.validation_split's examples (null when none, or !with_train)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;
+  std::vector<std::string> class_names;  // num_classes names: data.classes, the folders', or the dataset's own
 };
 
 // The data set's class count, known from the config alone: MNIST-format IDX data has 10 classes (labels
-// 0..9), IMDB 2 (neg 0, pos 1). Labels outside [0, classes) are refused when the data is loaded.
+// 0..9), IMDB 2 (neg 0, pos 1), else as many as data.classes names; 0 when only the data can tell. Labels
+// outside [0, classes) are refused when the data is loaded.
 int classes_of(const Config& config);
+
+// The class names when the data set's own are not in the files: data.classes, else mnist "0".."9" and
+// imdb neg, pos.
+std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
 // data, but an IMDB vectorizer must then be given). data.validation_split is taken off the training split

@@ -71,7 +71,7 @@ TEST_CASE("read_imdb errors name the path") {
   CHECK(message_of([&] { read_imdb(root.string(), "unsup"); }).find("unsup") != std::string::npos);
   fs::remove_all(root / "test" / "neg");
   CHECK(message_of([&] { read_imdb(root.string(), "test"); }).find("test/neg") != std::string::npos);
-  // A review that cannot be read (a folder named like a review).
-  fs::create_directories(root / "train" / "pos" / "99_1.txt");
+  // A review that cannot be read (a link to nothing, named like a review).
+  fs::create_symlink(root / "no_such_file", root / "train" / "pos" / "99_1.txt");
   CHECK(message_of([&] { read_imdb(root.string(), "train"); }).find("99_1.txt") != std::string::npos);
 }
