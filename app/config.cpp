@@ -510,6 +510,27 @@ void check_split(Reader& reader, const Field& field, const std::string& split) {
   }
 }
 
+// data.validation_split: a fraction in (0, 1) (Keras' validation_split) or a split string (check_split).
+void read_validation_split(Reader& reader, const Field& field, DataConfig& data) {
+  const std::string text = scalar(reader, field, "a fraction in (0, 1) or a split like train[90%:]");
+  data.validation_split_where = field.where;
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool numeric = !text.empty() && error == std::errc() && end == text.data() + text.size();
+  if (!numeric && !text.empty() && (is_ascii_digit(text[0]) || text[0] == '-' || text[0] == '.'))
+    reader.fail(field, fmt::format("expected a fraction in (0, 1) or a split like train[90%:], got '{}'", shown(text)));
+  if (!numeric) {
+    check_split(reader, field, text);
+    data.validation_split = text;
+    return;
+  }
+  if (!(value > 0 && value < 1))
+    reader.fail(field, fmt::format("expected a fraction in (0, 1) (the last part of the training split held out), "
+                                   "got {}",
+                                   text));
+  data.validation_fraction = value;
+}
+
 // data.classes: a list of distinct, non-empty names without control characters.
 std::vector<std::string> read_class_names(Reader& reader, const Field& field) {
   if (!field.node.IsSequence() || field.node.size() < 2)
@@ -532,7 +553,7 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes"});
+                   "image_shape", "classes", "validation_split"});
 
   const Field dataset = section.require("dataset");
   data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
@@ -553,6 +574,8 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
       check_split(reader, *split, *target);
     }
   }
+  data.validation_split_where = field.where;
+  if (auto validation = section.get("validation_split")) read_validation_split(reader, *validation, data);
 
   if (auto vectorizer = section.get("vectorizer")) {
     if (data.dataset != Dataset::imdb)
@@ -1229,12 +1252,59 @@ void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& opt
                 "train.init_from (or --init-from)");
 }
 
+// train.validation_every: epoch or a number of steps >= 1.
+void read_validation_every(Reader& reader, const Field& field, TrainConfig& train) {
+  const std::string text = scalar(reader, field, "epoch or a number of steps");
+  train.validation_every_where = field.where;
+  if (text == "epoch") return;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+    reader.fail(field, fmt::format("expected epoch or a number of steps >= 1, got '{}'{}", shown(text),
+                                   suggestion(text, {"epoch"})));
+  train.validation_every_steps = integer(reader, field, 1);
+}
+
+// train.early_stopping: Keras EarlyStopping's arguments and defaults.
+EarlyStoppingConfig read_early_stopping(Reader& reader, const Field& field) {
+  EarlyStoppingConfig stopping;
+  stopping.where = field.where;
+  Section section(reader, field, {"monitor", "patience", "min_delta", "mode", "restore_best_weights"});
+  if (auto monitor = section.get("monitor")) stopping.monitor = choice(reader, *monitor, {"val_loss", "val_accuracy"});
+  if (auto patience = section.get("patience")) stopping.patience = integer(reader, *patience, 0, 1 << 30);
+  if (auto min_delta = section.get("min_delta")) {
+    stopping.min_delta = number(reader, *min_delta);
+    if (stopping.min_delta < 0) reader.fail(*min_delta, fmt::format("expected a number >= 0, got {}", stopping.min_delta));
+  }
+  if (auto mode = section.get("mode")) stopping.mode = choice(reader, *mode, {"auto", "min", "max"});
+  if (auto restore = section.get("restore_best_weights"); restore && boolean(reader, *restore))
+    reader.fail(*restore, "restoring the best weights at the end is not supported; set checkpoint.keep_best: "
+                          + stopping.monitor + " and evaluate or predict with the checkpoint DIR/best names");
+  return stopping;
+}
+
+// Validation settings need a validation split, and keep_best needs checkpoints.
+void check_validation(Reader& reader, const Config& config) {
+  const bool validates = config.data.has_validation();
+  const auto need_split = [&](const Where& where, const std::string& key) {
+    if (!validates)
+      reader.fail(where, key, "needs a validation set: add data.validation_split (e.g. 0.1, or train[90%:])");
+  };
+  if (config.locations.count("train.validation_every") || config.train.validation_every_steps > 0)
+    need_split(config.train.validation_every_where, "train.validation_every");
+  if (config.train.early_stopping) need_split(config.train.early_stopping->where, "train.early_stopping");
+  if (!config.checkpoint.keep_best.empty()) {
+    need_split(config.checkpoint.keep_best_where, "checkpoint.keep_best");
+    if (config.checkpoint.every == CheckpointEvery::never)
+      reader.fail(config.checkpoint.keep_best_where, "checkpoint.keep_best",
+                  "needs checkpoints, but checkpoint.every is never");
+  }
+}
+
 TrainConfig read_train(Reader& reader, const Field& field) {
   TrainConfig train;
   train.where = field.where;
   Section section(reader, field,
                   {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every", "clip",
-                   "accumulation_steps", "init_from", "init_skip"});
+                   "accumulation_steps", "validation_every", "early_stopping", "init_from", "init_skip"});
   const Field epochs = section.require("epochs");
   train.epochs = int(integer(reader, epochs, 1, 1 << 30));
   train.epochs_where = epochs.where;
@@ -1264,6 +1334,9 @@ TrainConfig read_train(Reader& reader, const Field& field) {
     train.accumulation_steps_where = steps->where;
   }
   read_init_from(reader, section, train);
+  train.validation_every_where = field.where;
+  if (auto every = section.get("validation_every")) read_validation_every(reader, *every, train);
+  if (auto stopping = section.get("early_stopping")) train.early_stopping = read_early_stopping(reader, *stopping);
   return train;
 }
 
@@ -1274,7 +1347,7 @@ CheckpointConfig read_checkpoint(Reader& reader, const std::optional<Field>& fie
   checkpoint.where = checkpoint.dir_where = run_dir_where;
   if (!field) return checkpoint;
   checkpoint.where = field->where;
-  Section section(reader, *field, {"dir", "every", "max_to_keep"});
+  Section section(reader, *field, {"dir", "every", "max_to_keep", "keep_best"});
   if (auto dir = section.get("dir")) {
     checkpoint.dir = scalar(reader, *dir, "a directory");
     checkpoint.dir_where = dir->where;
@@ -1295,6 +1368,10 @@ CheckpointConfig read_checkpoint(Reader& reader, const std::optional<Field>& fie
     }
   }
   if (auto keep = section.get("max_to_keep")) checkpoint.max_to_keep = int(integer(reader, *keep, 1, 1 << 20));
+  if (auto best = section.get("keep_best")) {
+    checkpoint.keep_best = choice(reader, *best, {"val_loss", "val_accuracy"});
+    checkpoint.keep_best_where = best->where;
+  }
   return checkpoint;
 }
 
@@ -1393,6 +1470,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   config.checkpoint = read_checkpoint(reader, section.get("checkpoint"), config.run_dir, config.run_dir_where);
   config.comm = read_comm(reader, section.get("comm"), top.where);
   config.locations = std::move(reader.locations);
+  check_validation(reader, config);
   return config;
 }
 
@@ -1633,6 +1711,8 @@ std::string dump_config(const Config& config) {
   out << YAML::Key << "path" << YAML::Value << data.path;
   out << YAML::Key << "train_split" << YAML::Value << data.train_split;
   out << YAML::Key << "test_split" << YAML::Value << data.test_split;
+  if (data.validation_fraction > 0) out << YAML::Key << "validation_split" << YAML::Value << number_text(data.validation_fraction);
+  if (!data.validation_split.empty()) out << YAML::Key << "validation_split" << YAML::Value << data.validation_split;
   if (data.dataset == Dataset::imdb)
     out << YAML::Key << "vectorizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode"
         << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens;
@@ -1753,6 +1833,14 @@ std::string dump_config(const Config& config) {
     out << YAML::Key << "accumulation_steps" << YAML::Value << train.accumulation_steps;
   if (!train.init_from.empty()) out << YAML::Key << "init_from" << YAML::Value << train.init_from;
   if (!train.init_skip.empty()) out << YAML::Key << "init_skip" << YAML::Value << YAML::Flow << train.init_skip;
+  if (train.validation_every_steps > 0)
+    out << YAML::Key << "validation_every" << YAML::Value << train.validation_every_steps;
+  if (const auto& stopping = train.early_stopping) {
+    out << YAML::Key << "early_stopping" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "monitor"
+        << YAML::Value << stopping->monitor << YAML::Key << "patience" << YAML::Value << stopping->patience
+        << YAML::Key << "min_delta" << YAML::Value << number_text(stopping->min_delta) << YAML::Key << "mode"
+        << YAML::Value << stopping->mode << YAML::EndMap;
+  }
   out << YAML::EndMap;
 
   const CheckpointConfig& checkpoint = config.checkpoint;
@@ -1764,6 +1852,7 @@ std::string dump_config(const Config& config) {
   else
     out << (checkpoint.every == CheckpointEvery::epoch ? "epoch" : "never");
   out << YAML::Key << "max_to_keep" << YAML::Value << checkpoint.max_to_keep;
+  if (!checkpoint.keep_best.empty()) out << YAML::Key << "keep_best" << YAML::Value << checkpoint.keep_best;
   out << YAML::EndMap;
 
   out << YAML::Key << "comm" << YAML::Value << YAML::BeginMap;

@@ -94,13 +94,23 @@ struct DataConfig {
   std::vector<std::string> layout;
   bool layout_given = false;
   std::vector<int> image_shape;  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]
+  // data.validation_split: the examples validated during training (not trained on), one of
+  //   a number f in (0, 1)  Keras' validation_split: the LAST f of the training split's examples (after
+  //                         train_split's slice, before any shuffle: floor(n * (1 - f)) stay for training)
+  //   a split string        its own slice, train[90%:] or test[:2000]; one that shares examples with the
+  //                         training split (same split, overlapping ranges) is an error at this key
+  // Absent: no validation. IMDB's vectorizer is fitted on the training examples alone.
+  double validation_fraction = 0;  // the number form (0: not that form)
+  std::string validation_split;    // the string form ("" : not that form)
+  bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
+
   // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
   // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders the folders to read, in
   // label order (default: every subfolder, sorted by name, as Keras). Distinct, non-empty.
   std::vector<std::string> classes;
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
-      layout_where, image_shape_where, classes_where;
+      layout_where, image_shape_where, classes_where, validation_split_where;
 
   // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf) or
   // {output_sequence_length} (int).
@@ -269,6 +279,23 @@ struct ClipConfig {
   Where where;
 };
 
+// train.early_stopping: Keras' EarlyStopping callback, {monitor: val_loss, patience: 0, min_delta: 0, mode: auto,
+// restore_best_weights: false} (Keras' defaults; `{}` takes them all). monitor is val_loss or val_accuracy;
+// mode auto minimizes val_loss and maximizes val_accuracy (min, max force it). The run stops after a
+// validation once `patience` validations in a row (epochs, with validation_every: epoch) have not improved on
+// the best by more than min_delta (>= 0), saving the position reached; exit code 0. Needs
+// data.validation_split. restore_best_weights: true is refused (use checkpoint.keep_best and evaluate
+// DIR/best). The state (best, step, validations since) is saved in every checkpoint, so a resumed run stops
+// where the uninterrupted one does (resuming a run that stopped trains on until the next validation decides
+// again: it stops there unless that validation improves).
+struct EarlyStoppingConfig {
+  std::string monitor = "val_loss";
+  std::string mode = "auto";  // auto, min, max
+  std::int64_t patience = 0;  // >= 0
+  double min_delta = 0;       // >= 0
+  Where where;
+};
+
 struct TrainConfig {
   int epochs = 1;  // >= 1
   std::optional<std::int64_t> max_steps;  // stop after this many steps in all (benchmarks, tests)
@@ -284,7 +311,6 @@ struct TrainConfig {
   // micro-batch. Steps, metrics and checkpoints count optimizer steps. BatchNorm's batch statistics and
   // Dropout's masks are per micro-batch.
   std::int64_t accumulation_steps = 1;
-  Where where, epochs_where, max_steps_where, accumulation_steps_where;
   // Fine-tuning, `dtrain train` only (app/init_from.hpp): train.init_from names a checkpoint (a checkpoint
   // dir, read through its `latest`, or one DIR/ckpt-N folder) whose model variables (the trainable ones and
   // the rest: BatchNorm's moving statistics) start this fresh run, on any mesh and layouts; not its
@@ -297,6 +323,13 @@ struct TrainConfig {
   std::vector<std::string> init_skip;  // each checked to compile and to match some variable
   Where init_from_where;
   std::vector<Where> init_skip_where;  // one per pattern
+  // train.validation_every: when data.validation_split is evaluated: `epoch` (the default: after each
+  // epoch's last step) or N (every N optimizer steps, counted over the whole run: at steps N, 2N, ...; not
+  // also at each epoch's end). A validation comes before that step's save; its metrics go to the progress
+  // output and metrics.jsonl (split "validation"). Needs data.validation_split.
+  std::int64_t validation_every_steps = 0;  // 0: epoch
+  std::optional<EarlyStoppingConfig> early_stopping;
+  Where where, epochs_where, max_steps_where, accumulation_steps_where, validation_every_where;
 };
 
 enum class CheckpointEvery { epoch, steps, never };
@@ -306,7 +339,12 @@ struct CheckpointConfig {
   CheckpointEvery every = CheckpointEvery::epoch;
   std::int64_t every_steps = 0;  // when every == steps
   int max_to_keep = 3;           // >= 1
-  Where where, dir_where;
+  // checkpoint.keep_best: val_loss or val_accuracy (direction as early stopping's mode auto). A checkpoint is
+  // saved at every validation, and the best one so far is kept beyond max_to_keep; DIR/best names it (as
+  // DIR/latest names the latest): `dtrain eval --checkpoint DIR/best`. Needs data.validation_split and
+  // checkpoints (every is not never).
+  std::string keep_best;  // "": off
+  Where where, dir_where, keep_best_where;
 };
 
 // ---- communication between processes ----

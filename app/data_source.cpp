@@ -1,5 +1,7 @@
 #include "app/data_source.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -73,7 +75,9 @@ data::SplitSlice resolve_split(const std::string& text, int64_t size, const Wher
   }
 }
 
-data::Dataset load_mnist_split(const Config& config, const std::string& split_text, const Where& where) {
+// named_size: set to the number of examples of the named split (before the slice).
+data::Dataset load_mnist_split(const Config& config, const std::string& split_text, const Where& where,
+                               int64_t* named_size = nullptr) {
   const std::string name = data::split_name(split_text);
   if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
   data::IdxSplit split = data::load_idx_split(config.data.path, name, classes_of(config));
@@ -85,17 +89,20 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
                                    split.images.rows, split.images.cols, config.data.path));
   }
   data::Dataset all = data::Dataset::dense(std::move(split.images.pixels), example, std::move(split.labels));
+  if (named_size) *named_size = all.size();
   data::SplitSlice slice = resolve_split(split_text, all.size(), where);
   check_not_empty(config, split_text, slice.end - slice.begin, where);
   return slice.begin == 0 && slice.end == all.size() ? std::move(all) : all.slice(slice.begin, slice.end);
 }
 
-data::TextExamples load_imdb_split(const Config& config, const std::string& split_text, const Where& where) {
+data::TextExamples load_imdb_split(const Config& config, const std::string& split_text, const Where& where,
+                                   int64_t* named_size = nullptr) {
   const std::string name = data::split_name(split_text);
   if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
   data::TextExamples examples = data::read_imdb(config.data.path, name);
   data::check_labels(examples.labels, classes_of(config), fmt::format("[imdb] '{}/{}'", config.data.path, name),
                      [&](int64_t i) { return examples.paths[size_t(i)]; });
+  if (named_size) *named_size = int64_t(examples.texts.size());
   data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
   check_not_empty(config, split_text, slice.end - slice.begin, where);
   if (slice.begin != 0 || slice.end != int64_t(examples.texts.size())) {
@@ -103,6 +110,76 @@ data::TextExamples load_imdb_split(const Config& config, const std::string& spli
     examples.labels = std::vector<int32_t>(examples.labels.begin() + slice.begin, examples.labels.begin() + slice.end);
   }
   return examples;
+}
+
+// ---- data.validation_split ----
+
+// Keras' validation_split: of n training examples the first floor(n * (1 - fraction)) stay for training, the
+// rest are validated. Both parts must hold examples.
+int64_t kept_for_training(const Config& config, int64_t n) {
+  const DataConfig& data = config.data;
+  const auto kept = int64_t(std::floor(double(n) * (1.0 - data.validation_fraction)));
+  if (kept <= 0 || kept >= n) {
+    throw_config_error(data.validation_split_where,
+                       fmt::format("data.validation_split: {} of the {} examples of '{}' leaves {} for training and {} "
+                                   "for validation; both need examples",
+                                   data.validation_fraction, n, data.train_split, kept, n - kept));
+  }
+  return kept;
+}
+
+// A validation slice of the training split's own examples would be trained on too (silent leakage): refuse an
+// overlap. named_size: the size of the split both name.
+void check_disjoint(const Config& config, int64_t named_size) {
+  const DataConfig& data = config.data;
+  if (data::split_name(data.validation_split) != data::split_name(data.train_split)) return;
+  const data::SplitSlice train = data::parse_split(data.train_split, named_size);
+  const data::SplitSlice validation = data::parse_split(data.validation_split, named_size);
+  const int64_t begin = std::max(train.begin, validation.begin), end = std::min(train.end, validation.end);
+  if (begin >= end) return;
+  throw_config_error(data.validation_split_where,
+                     fmt::format("data.validation_split: '{}' shares examples [{}, {}) of split '{}' with train_split "
+                                 "'{}': they would be both trained on and validated on; take examples the training "
+                                 "split leaves out (e.g. train_split: train[:90%] with validation_split: train[90%:])",
+                                 data.validation_split, begin, end, train.name, data.train_split));
+}
+
+// MNIST: the validation examples, taken off `train` (a fraction) or loaded (a split string); null when none.
+std::unique_ptr<DatasetSource> mnist_validation(const Config& config, data::Dataset& train, int64_t train_named_size) {
+  const DataConfig& data = config.data;
+  if (data.validation_fraction > 0) {
+    const int64_t kept = kept_for_training(config, train.size());
+    auto validation = std::make_unique<DatasetSource>(train.slice(kept, train.size()), false, 0);
+    train = train.slice(0, kept);
+    return validation;
+  }
+  if (data.validation_split.empty()) return nullptr;
+  int64_t named_size = 0;
+  data::Dataset validation = load_mnist_split(config, data.validation_split, data.validation_split_where, &named_size);
+  check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split) ? train_named_size
+                                                                                                          : named_size);
+  return std::make_unique<DatasetSource>(std::move(validation), false, 0);
+}
+
+// IMDB: the validation texts, taken off `train` before the vectorizer is fitted (a fraction) or loaded (a split
+// string); empty when none.
+data::TextExamples imdb_validation_texts(const Config& config, data::TextExamples& train, int64_t train_named_size) {
+  const DataConfig& data = config.data;
+  data::TextExamples validation;
+  if (data.validation_fraction > 0) {
+    const int64_t kept = kept_for_training(config, int64_t(train.texts.size()));
+    validation.texts.assign(train.texts.begin() + kept, train.texts.end());
+    validation.labels.assign(train.labels.begin() + kept, train.labels.end());
+    train.texts.resize(size_t(kept));
+    train.labels.resize(size_t(kept));
+  } else if (!data.validation_split.empty()) {
+    int64_t named_size = 0;
+    validation = load_imdb_split(config, data.validation_split, data.validation_split_where, &named_size);
+    check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split)
+                               ? train_named_size
+                               : named_size);
+  }
+  return validation;
 }
 
 }  // namespace
@@ -120,8 +197,10 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
     loaded.num_classes = classes_of(config);
     loaded.class_names = default_class_names(config);
     if (with_train) {
-      loaded.train = std::make_unique<DatasetSource>(
-          load_mnist_split(config, config.data.train_split, config.data.train_split_where), shuffle, seed);
+      int64_t named_size = 0;
+      data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+      loaded.validation = mnist_validation(config, train, named_size);
+      loaded.train = std::make_unique<DatasetSource>(std::move(train), shuffle, seed);
     }
     loaded.test = std::make_unique<DatasetSource>(
         load_mnist_split(config, config.data.test_split, config.data.test_split_where), false, 0);
@@ -129,22 +208,29 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   }
   loaded.num_classes = classes_of(config);
   loaded.class_names = default_class_names(config);
-  if (with_train && vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
-    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
-    loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
-    loaded.vectorizer = vectorizer;
-  } else if (with_train) {
-    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where);
-    auto fitted = data::TextVectorizer::fit(train.texts, std::move(train.labels), vectorizer_settings(config));
-    // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller
-    // vocabulary (Keras' when the texts have fewer distinct tokens) only leaves ids unused.
-    if (!fitted.vectorizer.is_int() && fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
-      throw_config_error(config.data.vectorizer.where,
-                         fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
-                                     fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
+  if (with_train) {
+    int64_t named_size = 0;
+    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+    data::TextExamples validation = imdb_validation_texts(config, train, named_size);
+    if (vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
+      loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
+      loaded.vectorizer = vectorizer;
+    } else {
+      auto fitted = data::TextVectorizer::fit(train.texts, std::move(train.labels), vectorizer_settings(config));
+      // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller
+      // vocabulary (Keras' when the texts have fewer distinct tokens) only leaves ids unused.
+      if (!fitted.vectorizer.is_int() && fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
+        throw_config_error(config.data.vectorizer.where,
+                           fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
+                                       fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
+      }
+      loaded.train = std::make_unique<DatasetSource>(std::move(fitted.dataset), shuffle, seed);
+      loaded.vectorizer = std::move(fitted.vectorizer);
     }
-    loaded.train = std::make_unique<DatasetSource>(std::move(fitted.dataset), shuffle, seed);
-    loaded.vectorizer = std::move(fitted.vectorizer);
+    if (config.data.has_validation()) {
+      loaded.validation = std::make_unique<DatasetSource>(
+          loaded.vectorizer->dataset(validation.texts, std::move(validation.labels)), false, 0);
+    }
   } else {
     DTRAIN_CHECK(vectorizer.has_value(), "[data] evaluating IMDB needs the fitted vectorizer");
     loaded.vectorizer = vectorizer;

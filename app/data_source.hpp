@@ -37,6 +37,7 @@ class DatasetSource : public train::BatchSource {
 
 struct LoadedData {
   std::unique_ptr<DatasetSource> train, test;
+  std::unique_ptr<DatasetSource> validation;  // data.validation_split's examples (null when none, or !with_train)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;
   std::vector<std::string> class_names;  // num_classes names: data.classes, the folders', or the dataset's own
@@ -53,7 +54,9 @@ std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
 // data, but an IMDB vectorizer must then be given). A given vectorizer (a checkpoint's) vectorizes the
-// training texts too, instead of one fitted on them (fine-tuning). A split that selects no example (train and eval would
+// training texts too, instead of one fitted on them (fine-tuning). data.validation_split is taken off the
+// training split (a fraction) or loaded (a split string, which may not share examples with the training
+// split: a config error at the key); IMDB's vectorizer is fitted on the training part alone. A split that selects no example (train and eval would
 // train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
 // must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
 // max_tokens, which sizes an embedding table).

@@ -297,6 +297,19 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerConfig& config) 
   return optimizer;
 }
 
+train::ValidationOptions validation_options(const Config& config) {
+  train::ValidationOptions options;
+  options.every_steps = config.train.validation_every_steps;
+  if (const auto& stopping = config.train.early_stopping) {
+    train::Monitor monitor{stopping->monitor, train::auto_mode(stopping->monitor), stopping->min_delta};
+    if (stopping->mode != "auto") monitor.mode = stopping->mode == "min" ? train::MonitorMode::min : train::MonitorMode::max;
+    options.early_stopping = train::EarlyStoppingOptions{monitor, stopping->patience};
+  }
+  if (!config.checkpoint.keep_best.empty())
+    options.keep_best = train::Monitor{config.checkpoint.keep_best, train::auto_mode(config.checkpoint.keep_best), 0};
+  return options;
+}
+
 train::TrainOptions train_options(const Config& config) {
   train::TrainOptions options;
   options.devices = config.mesh.devices == DeviceKind::gpu ? Place::Kind::Cuda : Place::Kind::Cpu;
@@ -307,6 +320,7 @@ train::TrainOptions train_options(const Config& config) {
   options.eval_every_epoch = config.train.eval_every_epoch;
   options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
   options.accumulation_steps = config.train.accumulation_steps;
+  options.validation = validation_options(config);
   const OptimizerConfig optimizer = config.train.optimizer;
   options.make_optimizer = [optimizer] { return make_optimizer(optimizer); };
   return options;

@@ -28,6 +28,8 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
 void print_warnings(const BuiltModel& built);
 
 std::vector<std::string> input_specs(const Config& config);
+// data.validation_split's schedule, train.early_stopping and checkpoint.keep_best as the trainer takes them.
+train::ValidationOptions validation_options(const Config& config);
 train::TrainOptions train_options(const Config& config);
 // The optimizer `config` describes, with its learning-rate schedule.
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerConfig& config);

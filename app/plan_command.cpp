@@ -9,6 +9,7 @@
 #include "app/commands.hpp"
 #include "app/data_source.hpp"
 #include "app/model_builder.hpp"
+#include "core/checkpoint/format.hpp"
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -92,6 +93,35 @@ void print_device_memory(const Placement& placement) {
   }
 }
 
+namespace {
+
+// data.validation_split, train.validation_every, train.early_stopping and checkpoint.keep_best, when set.
+void print_validation(const Config& config) {
+  const DataConfig& data = config.data;
+  if (!data.has_validation()) return;
+  const std::string held_out =
+      data.validation_fraction > 0
+          ? fmt::format("the last {} of {} (Keras' validation_split)", data.validation_fraction, data.train_split)
+          : fmt::format("{} (disjoint from {})", data.validation_split, data.train_split);
+  const TrainConfig& train = config.train;
+  fmt::print("validation: {}, evaluated {}\n", held_out,
+             train.validation_every_steps > 0 ? fmt::format("every {} steps", train.validation_every_steps)
+                                              : std::string("after every epoch"));
+  if (const auto& stopping = train.early_stopping) {
+    const std::string mode = stopping->mode != "auto" ? stopping->mode
+                             : train::auto_mode(stopping->monitor) == train::MonitorMode::min ? "min"
+                                                                                             : "max";
+    fmt::print("early stopping: {} ({}), patience {} validation(s), min_delta {}\n", stopping->monitor, mode,
+               stopping->patience, stopping->min_delta);
+  }
+  if (!config.checkpoint.keep_best.empty()) {
+    fmt::print("keep best: {} (a checkpoint at every validation; {}/{} names the best, kept beyond max_to_keep {})\n",
+               config.checkpoint.keep_best, config.checkpoint.dir, checkpoint::kBestFile, config.checkpoint.max_to_keep);
+  }
+}
+
+}  // namespace
+
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
   train::TrainOptions one_step = train_options(config);
@@ -132,6 +162,7 @@ int run_plan(const CommandOptions& options) {
     fmt::print("init_from: {} (variables read at the start of `train`{})\n", config.train.init_from,
                config.train.init_skip.empty() ? ""
                                               : fmt::format("; left as initialized: {}", fmt::join(config.train.init_skip, ", ")));
+  print_validation(config);
   fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");

@@ -75,7 +75,7 @@ int run_predict(const CommandOptions& options) {
   // The lease keeps a training run from deleting the checkpoint while it is read.
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(options.checkpoint);
   const checkpoint::CheckpointIndex& index = opened.index;
-  Config config = parse_config(index.meta.config, index.folder + "/index.h5:/meta/config", LoadOptions{{}, "", false});
+  Config config = parse_config(index.meta.config, index.folder + "/index.h5:/meta/config", LoadOptions{{}, "", false, "", {}});
   // One device; the mesh keeps its dim names (size 1) so that the stored layout rules still apply.
   std::vector<int> ones(config.mesh.dims.size(), 1);
   for (auto& dim : config.mesh.dims) dim.size = 1;

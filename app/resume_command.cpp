@@ -100,7 +100,7 @@ int run_resume(const CommandOptions& options) {
     const std::string saved_run_dir = saved_config_run_dir(saved.config);
     if (!saved_run_dir.empty()) config.run_dir = saved_run_dir;
   }
-  RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done});
+  RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""});
   fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {}\n", index.folder, saved.step,
              saved.epochs_done, describe_mesh_string(saved.mesh), mesh_line(engine));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
@@ -114,7 +114,7 @@ int run_resume(const CommandOptions& options) {
     restore(state);
     if (--*restoring == 0) opened.lease.release();
   };
-  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks);
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks, data.validation.get());
   if (lock.held()) manager.finish();
   outputs.print_summary(result, config, manager);
   return result.exit_code();

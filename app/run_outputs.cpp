@@ -47,6 +47,21 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
   }
 }
 
+namespace {
+
+// Where checkpoint.keep_best's pointer leads (DIR/best), for eval and predict.
+void print_best_checkpoint(const Config& config) {
+  const std::string pointer = (std::filesystem::path(config.checkpoint.dir) / checkpoint::kBestFile).string();
+  try {
+    fmt::print("best checkpoint ({}): {} (named by {})\n", config.checkpoint.keep_best,
+               checkpoint::find_checkpoint(pointer), pointer);
+  } catch (const UsageError&) {
+    fmt::print("no best checkpoint in {}\n", config.checkpoint.dir);
+  }
+}
+
+}  // namespace
+
 void RunOutputs::print_summary(const train::TrainResult& result, const Config& config,
                                const checkpoint::CheckpointManager& manager) const {
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
@@ -57,6 +72,7 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
   if (!manager.last_committed().empty()) fmt::print("last checkpoint: {}\n", manager.last_committed());
   else if (process_index() == 0 && config.checkpoint.every != CheckpointEvery::never)
     fmt::print("no checkpoint saved in {}\n", config.checkpoint.dir);
+  if (!manager.last_committed().empty() && !config.checkpoint.keep_best.empty()) print_best_checkpoint(config);
   if (metrics_) fmt::print("metrics: {}\n", metrics_->path());
 }
 

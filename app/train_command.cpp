@@ -62,6 +62,7 @@ int run_train(const CommandOptions& options) {
                plan.ignored.empty() ? "" : fmt::format(", not read: {}", fmt::join(plan.ignored, ", ")),
                train_options(config).make_optimizer()->name());
   }
+  if (data.validation) fmt::print("dtrain: {} validation examples\n", data.validation->num_examples());
   checkpoint::SaveContext context = save_context(config, data.vectorizer);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
@@ -74,7 +75,7 @@ int run_train(const CommandOptions& options) {
       if (--*reading == 0) init->lease.release();
     };
   }
-  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks);
+  train::TrainResult result = trainer.train(*data.train, data.test.get(), outputs.reporter(), hooks, data.validation.get());
   if (lock.held()) manager.finish();
   outputs.print_summary(result, config, manager);
   return result.exit_code();

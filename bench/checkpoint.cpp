@@ -54,7 +54,7 @@ struct Setup {
 };
 
 Setup make_setup(const std::string& mesh, const std::string& layouts) {
-  Setup setup{parse_config(config_text(mesh, layouts), "bench.yaml", LoadOptions{{}, "", false}), nullptr, {}};
+  Setup setup{parse_config(config_text(mesh, layouts), "bench.yaml", LoadOptions{{}, "", false, "", {}}), nullptr, {}};
   setup.mesh = build_mesh(setup.config);
   setup.built = build_model(setup.config, setup.mesh, {4096});
   return setup;

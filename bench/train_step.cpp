@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     overrides.push_back(fmt::format("train.max_steps={}", steps + warmup));
     overrides.push_back("train.epochs=1000");
     overrides.push_back("train.eval_every_epoch=false");
-    Config config = load_config(config_path, LoadOptions{overrides, "", false});
+    Config config = load_config(config_path, LoadOptions{overrides, "", false, "", {}});
     MeshPtr mesh = build_mesh(config);
     const Shape example = config.data.example_shape();
     const bool text = config.data.dataset == Dataset::imdb;

@@ -62,13 +62,13 @@ Run make_run(Config config, const data::Dataset& data, int64_t max_steps) {
 
 Run make_run(const std::string& mesh, const std::string& layouts, const data::Dataset& data, int64_t max_steps,
              const std::string& optimizer = "{adam: {learning_rate: 0.01}}") {
-  return make_run(parse_config(config_text(mesh, layouts, optimizer), "resume.yaml", LoadOptions{{}, "", false}), data,
+  return make_run(parse_config(config_text(mesh, layouts, optimizer), "resume.yaml", LoadOptions{{}, "", false, "", {}}), data,
                   max_steps);
 }
 
 // The shipped spatially partitioned CNN, on its own mesh or with `overrides`.
 Run cnn_run(std::vector<std::string> overrides, const data::Dataset& data, int64_t max_steps) {
-  return make_run(load_config(testing::config_path("mnist_cnn_sp.yaml"), LoadOptions{std::move(overrides), "", false}),
+  return make_run(load_config(testing::config_path("mnist_cnn_sp.yaml"), LoadOptions{std::move(overrides), "", false, "", {}}),
                   data, max_steps);
 }
 
@@ -213,7 +213,7 @@ TEST_CASE("with accumulation and a global-norm clip, a resumed run repeats the u
   const std::string mesh = "{batch: 4, model: 2}", layouts = "{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}";
   // 2 micro-batches of 16 a step (4 examples a device each), the summed gradients clipped to norm 0.5.
   const auto run = [&](int64_t max_steps) {
-    Config config = parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false});
+    Config config = parse_config(config_text(mesh, layouts), "resume.yaml", LoadOptions{{}, "", false, "", {}});
     config.train.accumulation_steps = 2;
     config.train.clip.global_norm = 0.5;
     return make_run(std::move(config), data, max_steps);

@@ -50,7 +50,7 @@ struct Run {
   BuiltModel built;
 };
 
-Run make_run(const std::string& text, const data::Dataset& data, int64_t max_steps, const LoadOptions& options = {{}, "", false}) {
+Run make_run(const std::string& text, const data::Dataset& data, int64_t max_steps, const LoadOptions& options = {{}, "", false, "", {}}) {
   Run run{parse_config(text, "init.yaml", options), nullptr, {}};
   run.config.train.max_steps = max_steps;
   run.mesh = build_mesh(run.config);
@@ -266,7 +266,7 @@ TEST_CASE("init_skip leaves a new head as initialized and the checkpoint's old h
 }
 
 TEST_CASE("train.init_from and init_skip: config errors at FILE:LINE:COL, the command line's at the flag") {
-  const auto parse = [](const std::string& extra, const LoadOptions& options = {{}, "", false}) {
+  const auto parse = [](const std::string& extra, const LoadOptions& options = {{}, "", false, "", {}}) {
     return parse_config(config_text("{batch: 1}", "{}", kSgd, extra), "init.yaml", options);
   };
   CHECK_THROWS_WITH_AS(parse("  init_skip: [head/.*]\n"),
@@ -295,7 +295,7 @@ TEST_CASE("train.init_from and init_skip: config errors at FILE:LINE:COL, the co
   CHECK(config.train.init_from == "new");
   CHECK(config.train.init_from_where.str() == "--init-from new");
   CHECK(config.train.init_skip == std::vector<std::string>{"head/.*", "dense2/.*"});
-  const Config again = parse_config(dump_config(config), "dumped.yaml", {{}, "", false});
+  const Config again = parse_config(dump_config(config), "dumped.yaml", {{}, "", false, "", {}});
   CHECK(again.train.init_from == "new");
   CHECK(again.train.init_skip == config.train.init_skip);
   CHECK(started_from_checkpoint(dump_config(config)));

@@ -60,7 +60,7 @@ TEST_CASE("a label outside the class range is refused at load, naming the file a
   CHECK(contains(message, "train-labels-idx1-ubyte"));
   CHECK(contains(message, "label 12 of example 5"));
   // Through the app's loader, which knows MNIST has 10 classes.
-  const Config config = parse_config(mnist_config(temp.str()), "labels.yaml", LoadOptions{{}, "", false});
+  const Config config = parse_config(mnist_config(temp.str()), "labels.yaml", LoadOptions{{}, "", false, "", {}});
   CHECK(thrown([&] { load_data(config); }, &message) == "usage");
   CHECK(contains(message, "label 12 of example 5"));
   // IMDB-style labels named by their file.
@@ -94,15 +94,15 @@ TEST_CASE("a split with no examples is refused at the split") {
   write_split(temp.path, "t10k", 4, {0, 1});
   std::string message;
   Config config = parse_config(mnist_config(temp.str(), ", train_split: 'train[:0]'"), "empty.yaml",
-                               LoadOptions{{}, "", false});
+                               LoadOptions{{}, "", false, "", {}});
   CHECK(thrown([&] { load_data(config); }, &message) == "usage");
   CHECK(contains(message, "empty.yaml:2:"));
   CHECK(contains(message, "'train[:0]'"));
   CHECK(contains(message, "holds no examples"));
-  config = parse_config(mnist_config(temp.str(), ", test_split: 'test[4:]'"), "empty.yaml", LoadOptions{{}, "", false});
+  config = parse_config(mnist_config(temp.str(), ", test_split: 'test[4:]'"), "empty.yaml", LoadOptions{{}, "", false, "", {}});
   CHECK(thrown([&] { load_data(config, false); }, &message) == "usage");
   CHECK(contains(message, "'test[4:]'"));
-  config = parse_config(mnist_config(temp.str()), "ok.yaml", LoadOptions{{}, "", false});
+  config = parse_config(mnist_config(temp.str()), "ok.yaml", LoadOptions{{}, "", false, "", {}});
   CHECK(thrown([&] { load_data(config); }) == "none");
 }
 
@@ -112,7 +112,7 @@ TEST_CASE("an image input sharded on its rows builds (a flatten gathers them); b
                            "       layout: [batch, model, unsharded]}\n"
                            "model:\n  - {flatten: {}}\n  - {dense: 10}\n"
                            "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
-  const Config config = parse_config(text, "image.yaml", LoadOptions{{}, "", false});
+  const Config config = parse_config(text, "image.yaml", LoadOptions{{}, "", false, "", {}});
   CHECK(thrown([&] { build_engine(config, train_options(config)); }) == "none");
   const std::string pooled = "mesh: {dims: {batch: 2, model: 4}}\n"
                              "data: {dataset: mnist, path: data, batch_size: 4, image_shape: [28, 28, 1],\n"
@@ -120,14 +120,14 @@ TEST_CASE("an image input sharded on its rows builds (a flatten gathers them); b
                              "model:\n  - {max_pool2d: 2}\n  - {flatten: {}}\n  - {dense: 10}\n"
                              "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
   std::string message;
-  CHECK(thrown([&] { parse_config(pooled, "image.yaml", LoadOptions{{}, "", false}); }, &message) == "usage");
+  CHECK(thrown([&] { parse_config(pooled, "image.yaml", LoadOptions{{}, "", false, "", {}}); }, &message) == "usage");
   CHECK(contains(message, "image.yaml:3:16: data.layout: layer 'max_pool2d1' (image.yaml:5:5)"));
   CHECK(contains(message, "do not form 4 bands"));
 }
 
 TEST_CASE("a variable too large to allocate is a config error naming it and its bytes") {
   const Config config = parse_config(mnist_config("data", "", "  - {dense: 1000000000}\n  - {dense: 10}\n"),
-                                     "huge.yaml", LoadOptions{{}, "", false});
+                                     "huge.yaml", LoadOptions{{}, "", false, "", {}});
   std::string message;
   CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
   CHECK(contains(message, "huge.yaml:4:"));
@@ -137,7 +137,7 @@ TEST_CASE("a variable too large to allocate is a config error naming it and its 
 
 TEST_CASE("the class count comes from the config, and the last layer must match it") {
   const Config config = parse_config(mnist_config("nowhere", "", "  - {dense: 7}\n"), "classes.yaml",
-                                     LoadOptions{{}, "", false});
+                                     LoadOptions{{}, "", false, "", {}});
   CHECK(classes_of(config) == 10);
   Engine engine = build_engine(config, train_options(config));
   std::string message;

@@ -68,7 +68,7 @@ std::vector<double> step_losses(const std::string& mesh_dims, const data::Datase
                                            "mesh.dims=" + mesh_dims, "train.epochs=" + std::to_string(kEpochs),
                                            "train.max_steps=" + std::to_string(kSteps)};
   Config config = load_config((source_folder() / "configs" / "mnist_keras_dp.yaml").string(),
-                              LoadOptions{overrides, "", false});
+                              LoadOptions{overrides, "", false, "", {}});
   REQUIRE(config.data.batch_size == kBatch);
   MeshPtr mesh = build_mesh(config);
   BuiltModel built = build_model(config, mesh, data.example_shape());

@@ -63,7 +63,7 @@ std::string imdb_config(const fs::path& folder, const std::string& vectorizer) {
          "run_dir: " + (folder / "run").string() + "\n";
 }
 
-Config parse(const std::string& text) { return parse_config(text, "ids.yaml", LoadOptions{{}, "", false}); }
+Config parse(const std::string& text) { return parse_config(text, "ids.yaml", LoadOptions{{}, "", false, "", {}}); }
 
 std::vector<float> dense_rows(const data::Dataset& dataset) {
   std::vector<int64_t> all(size_t(dataset.size()));
@@ -218,7 +218,7 @@ TEST_CASE("an int-mode checkpoint keeps the vocabulary without idf; eval, predic
   CHECK(!fs::exists(temp.path / "run" / "idf_weights.txt"));
 
   // Rebuilt from the stored config (what predict does): the ids of a raw review.
-  const Config stored = parse_config(index.meta.config, "stored", LoadOptions{{}, "", false});
+  const Config stored = parse_config(index.meta.config, "stored", LoadOptions{{}, "", false, "", {}});
   CHECK(stored.data.vectorizer.mode == "int");
   const std::optional<data::TextVectorizer> saved = saved_vectorizer(index, stored);
   REQUIRE(saved.has_value());

@@ -59,7 +59,7 @@ struct Setup {
 
   Setup(const std::string& mesh_dims, const std::string& layouts, const data::Dataset& data, int64_t max_steps = -1,
         const std::string& optimizer = "{adam: {learning_rate: 0.01}}")
-      : config(parse_config(config_text(mesh_dims, layouts, optimizer), "stops.yaml", LoadOptions{{}, "", false})) {
+      : config(parse_config(config_text(mesh_dims, layouts, optimizer), "stops.yaml", LoadOptions{{}, "", false, "", {}})) {
     if (max_steps >= 0) config.train.max_steps = max_steps;
     mesh = build_mesh(config);
     built = build_model(config, mesh, data.example_shape());

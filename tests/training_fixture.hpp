@@ -97,7 +97,7 @@ class WithoutNonzeroLists : public DatasetSource {
 inline std::vector<double> step_losses(const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
                                 int64_t steps, bool nonzero_lists = true) {
   overrides.push_back("train.max_steps=" + std::to_string(steps));
-  Config config = load_config(config_path(file), LoadOptions{overrides, "", false});
+  Config config = load_config(config_path(file), LoadOptions{overrides, "", false, "", {}});
   MeshPtr mesh = build_mesh(config);
   BuiltModel built = build_model(config, mesh, data.example_shape());
   train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));

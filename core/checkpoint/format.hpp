@@ -1,7 +1,8 @@
 // What a checkpoint holds, as plain structs, and the names of its files. On disk (see DESIGN.md):
 //   ckpt-<step>/shard-<k>-of-<n>.h5  rank k's distinct shards, one dataset each ("variables/dense1/kernel",
 //                                    "optimizer/dense1/kernel/m") with attributes global_shape, offset, layout
-//   ckpt-<step>/index.h5             root attributes (magic, format_version, position, mesh, optimizer),
+//   ckpt-<step>/index.h5             root attributes (magic, format_version, position, mesh, optimizer,
+//                                    validation_state when validating),
 //                                    /meta/config, /vectorizer/{vocabulary,idf}, and per tensor a virtual
 //                                    dataset presenting the whole tensor from the shard files
 #pragma once
@@ -17,6 +18,7 @@ inline const std::string kMagic = "dtrain-checkpoint";
 inline constexpr int64_t kFormatVersion = 2;  // 2: manifest with checksums, run id and step in every file
 inline const std::string kIndexFile = "index.h5";
 inline const std::string kLatestFile = "latest";
+inline const std::string kBestFile = "best";  // checkpoint.keep_best: names the best checkpoint, like latest
 inline const std::string kManifestFile = "manifest";
 
 std::string shard_file_name(int rank, int ranks);      // "shard-3-of-8.h5"
@@ -35,6 +37,8 @@ struct CheckpointMeta {
   int64_t iterations = 0;   // the optimizer's step count
   std::vector<std::string> vocabulary;  // the fitted text vectorizer, when the data set has one
   std::vector<float> idf;               // one per token (tf_idf); empty for token ids (int mode)
+  // train::ValidationState::to_text(): early stopping's and keep-best's records ("" when none were kept)
+  std::string validation_state;
 };
 
 // Where one distinct block of a tensor lives.

@@ -54,15 +54,22 @@ void delete_folder(const fs::path& dir, const std::string& name) {
 // What interrupted saves and deletions leave: never a checkpoint anybody reads.
 bool is_leftover(const std::string& file) {
   return file.rfind(kDeletingPrefix, 0) == 0 || file.ends_with(".partial") || file.ends_with(".old") ||
-         file == kLatestFile + ".tmp";
+         file == kLatestFile + ".tmp" || file == kBestFile + ".tmp";
 }
 
-std::string latest_name(const std::string& dir) {
-  const fs::path path = fs::path(dir) / kLatestFile;
-  if (!fs::exists(path)) return "";
+// The folder name a pointer file (latest, best) of `dir` holds ("" when there is none).
+std::string pointer_name(const std::string& dir, const std::string& pointer) {
+  const fs::path path = fs::path(dir) / pointer;
+  if (!fs::is_regular_file(path)) return "";
   std::string name = read_small_file(path.string());
   while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
   return name;
+}
+
+// DIR/latest or DIR/best, a file naming a checkpoint folder of DIR.
+bool is_pointer_file(const std::string& path) {
+  const std::string file = fs::path(path).filename().string();
+  return (file == kLatestFile || file == kBestFile) && fs::is_regular_file(path);
 }
 
 // Refuses to save a tensor holding NaN or Inf: it would replace good checkpoints by pruning.
@@ -126,6 +133,7 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       meta.iterations = state.optimizer.iterations();
       meta.vocabulary = context_.vocabulary;
       meta.idf = context_.idf;
+      if (state.validation != nullptr) meta.validation_state = state.validation->to_text();
       std::vector<TensorRecord> records;
       for (const auto& named : tensors) {
         const DTensor& tensor = *named.tensor;
@@ -141,7 +149,9 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       }
       write_manifest(partial, manifest);
       fsync_path(partial);
-      commit(partial, name);
+      const bool best = state.validation != nullptr && !state.validation->keep_best.metric.empty() &&
+                        state.validation->keep_best.best_step == state.position.step;
+      commit(partial, name, best);
     }
     device.comm->barrier(everyone);
   } catch (...) {
@@ -154,7 +164,7 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
   }
 }
 
-void CheckpointManager::commit(const std::string& partial, const std::string& name) {
+void CheckpointManager::commit(const std::string& partial, const std::string& name, bool best) {
   const fs::path final_path = fs::path(dir_) / name;
   if (fs::exists(final_path)) {
     // Only a run that reuses a step number (--overwrite) finds the name taken: swap the new folder in
@@ -171,6 +181,7 @@ void CheckpointManager::commit(const std::string& partial, const std::string& na
   }
   fsync_path(dir_);
   write_file_atomically((fs::path(dir_) / kLatestFile).string(), name + "\n");
+  if (best) write_file_atomically((fs::path(dir_) / kBestFile).string(), name + "\n");
   last_committed_ = final_path.string();
   for (const auto& entry : fs::directory_iterator(dir_))
     if (entry.path().filename().string().ends_with(".old")) remove_all_or_throw(entry.path());
@@ -180,15 +191,20 @@ void CheckpointManager::commit(const std::string& partial, const std::string& na
 bool CheckpointManager::delete_unkept(double wait_s) {
   DeleteGate gate(dir_, wait_s);
   if (!gate.held()) return false;
-  const std::string latest = latest_name(dir_);
+  const std::string latest = pointer_name(dir_, kLatestFile), best = pointer_name(dir_, kBestFile);
   std::vector<std::string> mine;
   for (const std::string& name : list_checkpoints(dir_)) {
-    if (run_id_of((fs::path(dir_) / name).string()) == context_.run_id) mine.push_back(name);
-    else if (replace_others_ && name != latest) delete_folder(dir_, name);
+    if (run_id_of((fs::path(dir_) / name).string()) == context_.run_id) {
+      mine.push_back(name);
+    } else if (replace_others_ && name != latest) {
+      if (name == best) fs::remove(fs::path(dir_) / kBestFile);  // another run's best: no pointer into nothing
+      delete_folder(dir_, name);
+    }
   }
   const int excess = int(mine.size()) - max_to_keep_;
+  // The max_to_keep newest stay, and the best (checkpoint.keep_best) whatever its age.
   for (int i = 0; i < excess; ++i)
-    if (mine[i] != latest) delete_folder(dir_, mine[i]);
+    if (mine[i] != latest && mine[i] != best) delete_folder(dir_, mine[i]);
   return true;
 }
 
@@ -203,6 +219,7 @@ void CheckpointManager::finish() {
 OpenedCheckpoint open_checkpoint(const std::string& path) {
   OpenedCheckpoint opened;
   if (fs::is_directory(path)) opened.lease = ReadLease(guarded_dir(path));
+  else if (is_pointer_file(path)) opened.lease = ReadLease(guarded_dir(fs::path(path).parent_path().string()));
   opened.index = read_index(find_checkpoint(path));
   return opened;
 }
@@ -230,9 +247,17 @@ std::string run_id_of(const std::string& folder) {
 }
 
 std::string find_checkpoint(const std::string& path) {
+  if (is_pointer_file(path)) {
+    const fs::path dir = fs::path(path).parent_path();
+    const std::string name = pointer_name(dir.string(), fs::path(path).filename().string());
+    DTRAIN_CHECK_USAGE(!name.empty(), "[checkpoint] {} names no checkpoint (it is empty)", path);
+    const fs::path folder = dir / name;
+    DTRAIN_CHECK_USAGE(fs::is_directory(folder), "[checkpoint] {} names {}, which does not exist", path, folder.string());
+    return folder.string();
+  }
   DTRAIN_CHECK_USAGE(fs::is_directory(path), "[checkpoint] {} is not a directory", path);
   if (fs::exists(fs::path(path) / kIndexFile) || fs::exists(fs::path(path) / kManifestFile)) return path;
-  const std::string name = latest_name(path);
+  const std::string name = pointer_name(path, kLatestFile);
   DTRAIN_CHECK_USAGE(!name.empty(), "[checkpoint] {} holds no checkpoint (no '{}' file and no {})", path, kLatestFile,
                      kIndexFile);
   const std::string folder = (fs::path(path) / name).string();

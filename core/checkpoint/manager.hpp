@@ -4,6 +4,10 @@
 // then deletes what is no longer kept. A crash at any point leaves `latest` naming a complete checkpoint
 // (or no `latest` at all). A checkpoint is deleted by renaming it to a hidden name first, and only while
 // no reader holds a lease on the dir (see dir_lock.hpp): nobody ever sees half of one.
+//
+// checkpoint.keep_best: a save whose state's keep-best record has its best at the saved step is the best so
+// far; DIR/best names it (replaced atomically right after `latest`), and the checkpoint `best` names is never
+// deleted to keep max_to_keep: the dir holds the max_to_keep latest checkpoints plus the best one.
 #pragma once
 #include <optional>
 #include <string>
@@ -41,7 +45,7 @@ class CheckpointManager {
   const std::string& last_committed() const { return last_committed_; }
 
  private:
-  void commit(const std::string& partial, const std::string& name);  // rank 0
+  void commit(const std::string& partial, const std::string& name, bool best);  // rank 0
   // Deletes the checkpoints beyond max_to_keep (this run's) and, when replacing, other runs'; returns
   // false when a reader's lease kept it from deleting.
   bool delete_unkept(double wait_s);
@@ -59,11 +63,12 @@ struct OpenedCheckpoint {
   ReadLease lease;
   CheckpointIndex index;
 };
-// `path` is a checkpoint folder or a dir whose `latest` names one. UsageError when it is neither.
+// `path` is a checkpoint folder, a dir whose `latest` names one, or a pointer file (DIR/latest, DIR/best).
+// UsageError when it is none of these.
 OpenedCheckpoint open_checkpoint(const std::string& path);
 
-// The checkpoint folder `path` names: itself when it holds index.h5, else the one its `latest` names.
-// UsageError when it is neither.
+// The checkpoint folder `path` names: itself when it holds index.h5, else the one its `latest` names, or
+// for a pointer file (DIR/latest, DIR/best) the folder of DIR it names. UsageError when it is none of these.
 std::string find_checkpoint(const std::string& path);
 // The folder names of DIR's complete checkpoints, oldest step first.
 std::vector<std::string> list_checkpoints(const std::string& dir);

@@ -137,6 +137,7 @@ CheckpointIndex parse_index(const std::string& folder, const Manifest& manifest,
   meta.iterations = int_attribute(file, "iterations", path);
   meta.mesh = h5::read_string_attribute(file, "mesh");
   meta.optimizer = h5::read_string_attribute(file, "optimizer");
+  if (h5::has_attribute(file, "validation_state")) meta.validation_state = h5::read_string_attribute(file, "validation_state");
   std::vector<std::string> config = h5::read_strings(file, "meta/config");
   meta.config = config.empty() ? "" : config.front();
   if (h5::exists(file, "vectorizer/vocabulary")) {

@@ -48,6 +48,12 @@ void restore(const CheckpointIndex& index, train::RankState& state, bool with_op
   read_tensors(index, targets, state.rank);
   if (with_optimizer) state.optimizer.set_iterations(index.meta.iterations);
   state.position = {index.meta.step, index.meta.epoch, index.meta.batch_in_epoch};
+  // A resume goes on with the run's validation records (early stopping's patience, the best so far).
+  if (with_optimizer && state.validation != nullptr) {
+    *state.validation = index.meta.validation_state.empty()
+                            ? train::ValidationState{}
+                            : train::ValidationState::from_text(index.meta.validation_state);
+  }
 }
 
 void restore_variables(const CheckpointIndex& index, train::RankState& state, const std::vector<std::string>& paths) {

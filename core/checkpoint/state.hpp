@@ -15,7 +15,8 @@ std::vector<NamedTensor> variable_tensors(nn::Parameters& params);
 // slots in their variables' layouts; what is written into them reaches the optimizer at its next apply().
 std::vector<NamedTensor> slot_tensors(optim::Optimizer& optimizer);
 
-// Restores every variable, and with_optimizer the optimizer's slots and iterations too; sets the position.
+// Restores every variable, and with_optimizer the optimizer's slots and iterations and the validation records
+// too; sets the position.
 // UsageError, before anything is read, when the checkpoint's variables (or optimizer) differ from the state's.
 void restore(const CheckpointIndex& index, train::RankState& state, bool with_optimizer);
 

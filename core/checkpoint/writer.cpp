@@ -207,6 +207,7 @@ FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, co
     h5::write_attribute(file, "mesh", meta.mesh);
     h5::write_attribute(file, "optimizer", meta.optimizer);
     h5::write_attribute(file, "iterations", meta.iterations);
+    if (!meta.validation_state.empty()) h5::write_attribute(file, "validation_state", meta.validation_state);
     h5::write_strings(file, "meta/config", {meta.config});
     std::vector<std::string> names;
     for (const auto& tensor : tensors) names.push_back(tensor.name);

@@ -2,6 +2,8 @@
 //   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step
 //   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
 //   "train"       a finished epoch (with the learning rate of its last step);  "test": an evaluation during training;  "eval": a `dtrain eval`
+//   "validation"  a validation (data.validation_split) during training: its loss and accuracy are Keras'
+//                 val_loss and val_accuracy, at the step (and epoch) it followed
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
 // A number that is not finite is written as null; every row is flushed as it is written.
 #pragma once

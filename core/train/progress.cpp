@@ -181,6 +181,11 @@ void ProgressReporter::on_split_end(const SplitMetrics& m) {
     fmt::print(out_, "{}\n", fit_pieces({"test:", fmt::format("loss {:.4f}", m.loss), fmt::format("accuracy {:.4f}", m.accuracy),
                                          fmt::format("({} examples, {:.0f} examples/s)", m.examples, m.examples_per_s)},
                                         " ", terminal_ ? width - 1 : width));
+  } else if (m.split == "validation") {  // Keras' names, as early stopping and keep_best monitor them
+    fmt::print(out_, "{}\n", fit_pieces({fmt::format("validation at step {}:", m.step), fmt::format("val_loss {:.4f}", m.loss),
+                                         fmt::format("val_accuracy {:.4f}", m.accuracy),
+                                         fmt::format("({} examples, {:.0f} examples/s)", m.examples, m.examples_per_s)},
+                                        " ", terminal_ ? width - 1 : width));
   } else if (!terminal_) {  // on a terminal the finished bar says it
     fmt::print(out_, "{}\n", fit_pieces({fmt::format("epoch {} done:", m.epoch + 1), fmt::format("loss {:.4f}", m.loss),
                                          fmt::format("accuracy {:.4f}", m.accuracy),

@@ -319,23 +319,63 @@ Error non_finite_loss(double loss, const Position& position, int64_t batches, co
                            loss, position.step + 1, position.epoch + 1, position.batch_in_epoch + 1, batches, variables));
 }
 
+// Whether the validation split is due after the step that reached `position`.
+bool validation_due(const ValidationOptions& options, const Position& position, bool end_of_epoch) {
+  return options.every_steps > 0 ? position.step % options.every_steps == 0 : end_of_epoch;
+}
+
+// The run's records after a restore: one that monitors another metric than the options say (the config
+// changed, or the checkpoint had none) starts over.
+void adopt_records(ValidationState& state, const ValidationOptions& options) {
+  const auto adopt = [](BestRecord& record, const std::string& metric) {
+    if (record.metric != metric) record = BestRecord{metric};
+  };
+  adopt(state.early_stopping, options.early_stopping ? options.early_stopping->monitor.metric : "");
+  adopt(state.keep_best, options.keep_best ? options.keep_best->metric : "");
+}
+
+// Feeds a validation's metrics to the run's records; returns whether early stopping ends the run (Keras:
+// `patience` validations in a row without an improvement).
+bool update_records(ValidationState& state, const ValidationOptions& options, const SplitMetrics& metrics) {
+  if (options.keep_best) {
+    state.keep_best.update(*options.keep_best, monitored_value(options.keep_best->metric, metrics.loss, metrics.accuracy),
+                           metrics.step);
+  }
+  if (!options.early_stopping) return false;
+  const EarlyStoppingOptions& stopping = *options.early_stopping;
+  const double value = monitored_value(stopping.monitor.metric, metrics.loss, metrics.accuracy);
+  const bool improved = state.early_stopping.update(stopping.monitor, value, metrics.step);
+  return !improved && state.early_stopping.wait >= stopping.patience;
+}
+
+std::string early_stop_notice(const ValidationState& state, const ValidationOptions& options, int64_t step) {
+  const EarlyStoppingOptions& stopping = *options.early_stopping;
+  const BestRecord& record = state.early_stopping;
+  return fmt::format("early stopping after step {}: {} has not improved (min_delta {}) for {} validation(s), patience "
+                     "{}; the best was {:.6g} at step {}",
+                     step, record.metric, stopping.monitor.min_delta, record.wait, stopping.patience, record.best,
+                     record.best_step);
+}
+
 // One rank's variables, optimizer and position: initialized, then handed to hooks.on_start (a restore).
 struct RankRun {
   nn::Parameters params;
   std::unique_ptr<optim::Optimizer> optimizer;
   Position position;
+  ValidationState validation;
   RankState state;
 
   RankRun(const nn::Sequential& model, const TrainOptions& options, const Hooks& hooks, const DeviceContext& device)
       : params(model.initialize(device.rank, device.place)),
         optimizer(options.make_optimizer()),
-        state{device.rank, params, *optimizer, position} {
+        state{device.rank, params, *optimizer, position, &validation} {
     optimizer->set_clip(options.clip);
     optimizer->build(params);
     // Accumulated micro-batches: gradients summed as they come, not kept as factors (x, g) of every one.
     if (options.accumulation_steps > 1)
       for (const auto& path : params.paths()) params.at(path).state()->accepts_grad_factors = false;
     if (hooks.on_start) hooks.on_start(state);
+    adopt_records(validation, options.validation);
   }
 };
 
@@ -377,8 +417,12 @@ Layout Trainer::prepare(const BatchSource& data) const {
 }
 
 TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
-                           const Hooks& hooks) {
+                           const Hooks& hooks, const BatchSource* validation_data) {
   const Layout layout = prepare(train_data);
+  DTRAIN_CHECK(validation_data == nullptr || validation_data->example_shape() == train_data.example_shape(),
+               "[train] the validation examples have shape {}, the training examples {}",
+               shape_string(validation_data ? validation_data->example_shape() : Shape{}),
+               shape_string(train_data.example_shape()));
   const auto [failing_rank, failing_step] = injected_failure();
   const StopSignals signals;  // until this returns: a first SIGINT/SIGTERM/SIGHUP stops the run after its step
   TrainResult result;
@@ -410,6 +454,23 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     StopCheck stop_check(position.step, on_gpu ? StopCheck::kGpuStopCheckSeconds : StopCheck::kStopCheckSeconds);
     bool told_partial = false;
     int64_t last_saved = -1;
+    int64_t early_stopped_at = -1;
+    // Evaluates the validation split after the step just done and updates the run's records; returns whether
+    // early stopping ends the run. Every rank runs it; the ranks agree on the decision in a collective.
+    const auto validate = [&] {
+      SplitMetrics metrics = evaluate_on_rank(model_, params, *validation_data, layout, options_.batch_size,
+                                              position.step, upload.get());
+      metrics.split = "validation";
+      metrics.epoch = position.epoch;
+      if (reports) {
+        result.epochs.push_back(metrics);
+        reporter.on_split_end(metrics);
+      }
+      float stop = update_records(run.validation, options_.validation, metrics) ? 1.0f : 0.0f;
+      if (options_.validation.early_stopping) all_reduce_host(device, everyone, &stop, 1, ReduceOp::Max);
+      if (reports && stop > 0) reporter.on_notice(early_stop_notice(run.validation, options_.validation, position.step));
+      return stop > 0;
+    };
     if (at_max_steps()) {
       stopped = true;
       if (reports) {
@@ -496,10 +557,12 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         const bool looks = stop_check.due(position.step);
         if (looks) signal = stop_check.look(device, everyone, position.step);
         stopped = signal != 0 || at_max_steps();
+        // Validated when due even at a stop, so that a resumed run has seen the same validations.
+        const bool validates = validation_data != nullptr && validation_due(options_.validation, position, end_of_epoch);
         const bool wanted = hooks.want_save && hooks.want_save(position, end_of_epoch);
-        const bool saves = hooks.save && (wanted || stopped || ran_every_step);
+        bool saves = hooks.save && (wanted || stopped || ran_every_step || (validates && options_.validation.keep_best));
         // Every rank reads back at the same steps: a loss that is not finite stops them all at once.
-        if (on_gpu && (looks || stopped || end_of_epoch || saves || step_totals.full())) read_back();
+        if (on_gpu && (looks || stopped || end_of_epoch || saves || validates || step_totals.full())) read_back();
         if (reports && !on_gpu) {
           result.step_losses.push_back(loss_sum / double(size));
           reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, size,
@@ -515,6 +578,11 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                                                           options_.max_steps, position.epoch + 1,
                                                           position.batch_in_epoch, batches));
           }
+        }
+        if (validates && validate() && !stopped) {
+          stopped = true;
+          early_stopped_at = position.step;
+          saves = hooks.save != nullptr;
         }
         // A stop, and the run's last step, save the position reached whatever want_save says (asked all the
         // same, above: it may count): `checkpoint.every: N` steps need not divide the run's steps.
@@ -560,6 +628,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       result.stop_signal = signal;
       result.stopped_early = stopped && !ran_every_step;
       result.last_saved_step = last_saved;
+      result.early_stopped_at = early_stopped_at;
     }
   });
   return result;

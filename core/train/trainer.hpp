@@ -4,7 +4,8 @@
 // evaluation pads such a batch with repeated examples and leaves the padding out of its sums.
 //
 // A run stops early, at the same step on every rank, after SIGINT, SIGTERM or SIGHUP (a second one kills the
-// process at once, see stop_signals.hpp) or at train.max_steps, and saves the position reached. After a
+// process at once, see stop_signals.hpp), at train.max_steps, or when early stopping says so after a
+// validation (validation.hpp), and saves the position reached. After a
 // signal the step under way finishes, and when steps are fast (under 5 ms) the next few too: the ranks
 // agree on a signal in a collective that they run only about every 5 ms of training. A loss that is not
 // finite ends the run with an Error naming the step, before anything of that step is saved.
@@ -18,6 +19,7 @@
 #include "core/nn/sequential.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/batch_source.hpp"
+#include "core/train/validation.hpp"
 
 namespace dtrain::train {
 
@@ -38,6 +40,8 @@ struct TrainOptions {
   // over batch_size / accumulation_steps examples each (batch_size stays the step's global batch; the loss
   // of each micro-batch is weighted by its share of the step, so the sums equal one big batch's).
   int64_t accumulation_steps = 1;
+  // With a validation split (train()'s validation_data): when to evaluate it, early stopping, keep-best.
+  ValidationOptions validation;
 };
 
 // Where a run stands: enough to continue it exactly.
@@ -55,7 +59,7 @@ struct StepMetrics {
 };
 
 struct SplitMetrics {
-  std::string split;  // "train" or "test"
+  std::string split;  // "train", "test" or "validation"
   int64_t epoch = 0, step = 0, examples = 0;
   double loss = 0, accuracy = 0, examples_per_s = 0, seconds = 0;
 };
@@ -76,6 +80,7 @@ struct RankState {
   nn::Parameters& params;
   optim::Optimizer& optimizer;
   Position& position;
+  ValidationState* validation = nullptr;  // the run's validation records (saved and restored with it)
 };
 
 struct Hooks {
@@ -83,19 +88,22 @@ struct Hooks {
   std::function<void(RankState&)> on_start;
   // After each step; return true to ask for a save at this position (same answer on every rank).
   std::function<bool(const Position&, bool end_of_epoch)> want_save;
-  // Every rank calls it when want_save said so, after the run's last step, and when the run stops early (a
-  // signal, train.max_steps); end_of_epoch: the position is the end of its epoch.
+  // Every rank calls it when want_save said so, after the run's last step, when the run stops early (a
+  // signal, train.max_steps, early stopping) and, with keep_best, after each validation; end_of_epoch: the
+  // position is the end of its epoch.
   std::function<void(RankState&, bool end_of_epoch)> save;
 };
 
 struct TrainResult {
   Position position;  // reached: where the run stopped, or {step, epochs, 0} when every epoch ran
-  // The train metrics of every FINISHED epoch, and the test metrics of every evaluation (after an epoch,
-  // or at the end of a run stopped by train.max_steps mid-epoch), in order.
+  // The train metrics of every FINISHED epoch, the validation metrics of every validation, and the test
+  // metrics of every evaluation (after an epoch, or at the end of a run stopped by train.max_steps or early
+  // stopping mid-epoch), in order.
   std::vector<SplitMetrics> epochs;
   std::vector<double> step_losses;  // per-example loss of every step, in order
   int stop_signal = 0;              // the signal that stopped the run (or that came after its last step)
-  bool stopped_early = false;       // by a signal or train.max_steps, before every epoch ran
+  bool stopped_early = false;       // by a signal, train.max_steps or early stopping, before every epoch ran
+  int64_t early_stopped_at = -1;    // the step at which early stopping stopped the run (-1: it did not)
   int64_t last_saved_step = -1;     // the step of the last save hook call of this run (-1: none)
 
   // What the process should exit with: 128 + the signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), else 0.
@@ -106,8 +114,10 @@ class Trainer {
  public:
   Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options);
 
+  // validation_data: evaluated per options.validation (after every epoch by default), its metrics reported
+  // as split "validation" and fed to early stopping and keep-best.
   TrainResult train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
-                    const Hooks& hooks = {});
+                    const Hooks& hooks = {}, const BatchSource* validation_data = nullptr);
   // Evaluates with the parameters that `on_start` restores (or fresh ones), in inference mode.
   SplitMetrics evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks = {});
 
