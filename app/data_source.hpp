@@ -1,6 +1,6 @@
-// Loads the config's data set (MNIST-format IDX files, or the aclImdb folder vectorized per
-// data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the training loop
-// as a BatchSource. The split slices (train[:5000]) apply here.
+// Loads the config's data set (MNIST-format IDX files, or texts, the aclImdb folder or a text folder,
+// vectorized per data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the
+// training loop as a BatchSource. The split slices (train[:5000]) apply here.
 #pragma once
 #include <memory>
 #include <optional>
@@ -38,8 +38,8 @@ class DatasetSource : public train::BatchSource {
 struct LoadedData {
   std::unique_ptr<DatasetSource> train, test;
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
-  int num_classes = 0;
-  std::vector<std::string> class_names;  // num_classes names: data.classes, the folders', or the dataset's own
+  int num_classes = 0;                   // class_names.size()
+  std::vector<std::string> class_names;  // label k's name: data.classes, the folders', or the dataset's own
 };
 
 // The data set's class count, known from the config alone: MNIST-format IDX data has 10 classes (labels
@@ -53,7 +53,9 @@ std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
 // data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
-// train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
+// train or evaluate nothing and exit 0) is a config error at the split. A text folder's classes are the
+// training split's (data.classes, else its subfolders; the test split's when with_train is false), and a
+// test split with other classes is a config error at test_split naming both lists. In tf_idf mode the training texts
 // must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
 // max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,

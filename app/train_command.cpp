@@ -39,7 +39,7 @@ int run_train(const CommandOptions& options) {
   RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh});
   fmt::print("dtrain: {} parameters on mesh {}; {} training and {} test examples\n", built.model->num_parameters(),
              mesh_line(engine), data.train->num_examples(), data.test->num_examples());
-  checkpoint::SaveContext context = save_context(config, data.vectorizer);
+  checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
                                        options.overwrite);

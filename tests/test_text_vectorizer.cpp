@@ -227,7 +227,7 @@ TEST_CASE("an int-mode checkpoint keeps the vocabulary without idf; eval, predic
   CHECK(saved->vocabulary() == reference.vocabulary());
   const std::string review = "A great movie, the acting and the music; a never-seen word";
   CHECK(saved->transform_one(review) == reference.transform_one(review));
-  const checkpoint::SaveContext context = save_context(stored, saved);
+  const checkpoint::SaveContext context = save_context(stored, saved, {"neg", "pos"});
   CHECK(context.vocabulary == reference.vocabulary());
   CHECK(context.idf.empty());
 

@@ -2,7 +2,8 @@
 //   ckpt-<step>/shard-<k>-of-<n>.h5  rank k's distinct shards, one dataset each ("variables/dense1/kernel",
 //                                    "optimizer/dense1/kernel/m") with attributes global_shape, offset, layout
 //   ckpt-<step>/index.h5             root attributes (magic, format_version, position, mesh, optimizer),
-//                                    /meta/config, /vectorizer/{vocabulary,idf}, and per tensor a virtual
+//                                    /meta/config, /meta/classes (absent in older checkpoints),
+//                                    /vectorizer/{vocabulary,idf}, and per tensor a virtual
 //                                    dataset presenting the whole tensor from the shard files
 #pragma once
 #include <cstdint>
@@ -35,6 +36,7 @@ struct CheckpointMeta {
   int64_t iterations = 0;   // the optimizer's step count
   std::vector<std::string> vocabulary;  // the fitted text vectorizer, when the data set has one
   std::vector<float> idf;               // one per token (tf_idf); empty for token ids (int mode)
+  std::vector<std::string> class_names;  // label k's name; empty in checkpoints older than /meta/classes
 };
 
 // Where one distinct block of a tensor lives.

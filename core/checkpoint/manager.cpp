@@ -126,6 +126,7 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       meta.iterations = state.optimizer.iterations();
       meta.vocabulary = context_.vocabulary;
       meta.idf = context_.idf;
+      meta.class_names = context_.class_names;
       std::vector<TensorRecord> records;
       for (const auto& named : tensors) {
         const DTensor& tensor = *named.tensor;

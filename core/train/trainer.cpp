@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "core/comm/mpi.hpp"
@@ -166,10 +167,9 @@ DTensor device_batch_totals_pending(const DTensor& loss_sum, const DTensor& pred
   return DTensor({2}, Layout::replicated(mesh, 1), summed);
 }
 
-DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+// batch_totals_pending from the predicted labels (argmax of the logits) and the true ones in their layout.
+DTensor label_totals_pending(const DTensor& loss_sum, const DTensor& predicted, const DTensor& truth,
                              int64_t valid_rows) {
-  DTensor predicted = ops::argmax(logits);
-  DTensor truth = redistribute(labels, predicted.layout());
   if (predicted.local().place().is_cuda()) return device_batch_totals_pending(loss_sum, predicted, truth, valid_rows);
   float correct = 0;
   if (valid_rows >= predicted.global_shape()[0]) {
@@ -192,6 +192,66 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
   return DTensor({2}, Layout::replicated(mesh, 1),
                  Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
 }
+
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+                             int64_t valid_rows) {
+  DTensor predicted = ops::argmax(logits);
+  return label_totals_pending(loss_sum, predicted, redistribute(labels, predicted.layout()), valid_rows);
+}
+
+// Per-class counts of an evaluation, on one rank: examples[k] and correct[k] of true label k in the rank's
+// blocks of the batches. Counted on the host (a GPU rank copies its block's labels down), in evaluations only.
+struct ClassCounts {
+  std::vector<int64_t> examples, correct;
+
+  explicit ClassCounts(int64_t classes) : examples(size_t(classes)), correct(size_t(classes)) {}
+
+  // The rows of this rank's block before `valid_rows` (the padding after is left out).
+  void add(const DTensor& predicted, const DTensor& truth, int64_t valid_rows) {
+    const Tensor p = predicted.local().to(Place::cpu()), t = truth.local().to(Place::cpu());
+    const int64_t first_row = predicted.local_offset(current_device().rank)[0];
+    const int64_t rows = std::clamp<int64_t>(valid_rows - first_row, 0, p.size());
+    for (int64_t i = 0; i < rows; ++i) {
+      const auto label = size_t(t[i]);
+      DTRAIN_CHECK(label < examples.size(), "[eval] label {} is not below the model's {} classes", t[i], examples.size());
+      ++examples[label];
+      correct[label] += p[i] == t[i];
+    }
+  }
+
+  // The whole mesh's counts: summed over the mesh dim that shards the batch (`batch_dim`, -1: none), exactly.
+  // A float all-reduce is exact only below 2^24, so each count travels as base-2^bits digits, with `bits` such
+  // that the shards' digits sum below 2^24; every rank derives the same digit count from `max_count`.
+  void sum_over_mesh(const MeshPtr& mesh, int batch_dim, int64_t max_count) {
+    if (batch_dim < 0) return;  // every rank saw every row
+    const int64_t shards = mesh->dim_sizes()[size_t(batch_dim)];
+    int bits = 24;
+    while (bits > 1 && (int64_t(1) << bits) * shards > (int64_t(1) << 24)) --bits;
+    int digits = 1;
+    while (digits * bits < 63 && (max_count >> (digits * bits)) > 0) ++digits;
+    const int64_t classes = int64_t(examples.size()), size = 2 * classes * digits;
+    Tensor local({size});
+    const int64_t mask = (int64_t(1) << bits) - 1;
+    for (int64_t k = 0; k < classes; ++k)
+      for (int d = 0; d < digits; ++d) {
+        local[(2 * k) * digits + d] = float((examples[size_t(k)] >> (d * bits)) & mask);
+        local[(2 * k + 1) * digits + d] = float((correct[size_t(k)] >> (d * bits)) & mask);
+      }
+    PartialDims partial;
+    partial.add(batch_dim);
+    const Tensor summed =
+        resolve_partial(DTensor({size}, Layout::replicated(mesh, 1), local.to(current_device().place), partial))
+            .local()
+            .to(Place::cpu());
+    for (int64_t k = 0; k < classes; ++k) {
+      examples[size_t(k)] = correct[size_t(k)] = 0;
+      for (int d = 0; d < digits; ++d) {
+        examples[size_t(k)] += int64_t(summed[(2 * k) * digits + d]) << (d * bits);
+        correct[size_t(k)] += int64_t(summed[(2 * k + 1) * digits + d]) << (d * bits);
+      }
+    }
+  }
+};
 
 // Per-example values of a batch (axis 0) with the rows from `valid_rows` on zeroed in this rank's block.
 DTensor without_padding(const DTensor& per_example, int64_t valid_rows) {
@@ -235,6 +295,8 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
   const int64_t count = int64_t(order.size()), shards = layout.num_shards(0);
   const auto start = Clock::now();
   double loss_total = 0, correct_total = 0;
+  std::optional<ClassCounts> per_class;
+  int batch_dim = -1;
   std::vector<int64_t> padded;
   for (int64_t begin = 0; begin < count; begin += batch_size) {
     const int64_t size = std::min<int64_t>(batch_size, count - begin);
@@ -252,13 +314,23 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
     Var total = reduce_sum(per_example, {0});
     if (totals.full())
       for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
-    totals.push(resolve_partial(batch_totals_pending(total.value(), logits.value(), batch.labels, size)).local());
+    const DTensor predicted = ops::argmax(logits.value());
+    const DTensor truth = redistribute(batch.labels, predicted.layout());
+    if (!per_class) per_class.emplace(logits.value().global_shape().back());
+    per_class->add(predicted, truth, size);
+    batch_dim = predicted.layout().dim_at(0);
+    totals.push(resolve_partial(label_totals_pending(total.value(), predicted, truth, size)).local());
   }
   for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
   const double seconds = seconds_since(start);
   SplitMetrics metrics{"test", 0, step, count, count ? loss_total / double(count) : 0.0,
                        count ? correct_total / double(count) : 0.0, seconds > 0 ? double(count) / seconds : 0.0,
                        seconds};
+  if (per_class) {
+    per_class->sum_over_mesh(layout.mesh_ptr(), batch_dim, count);
+    metrics.class_examples = std::move(per_class->examples);
+    metrics.class_correct = std::move(per_class->correct);
+  }
   return metrics;
 }
 
