@@ -17,6 +17,7 @@
 #include "core/kernels/metrics.hpp"
 #include "core/kernels/upload.hpp"
 #include "core/ops/ops.hpp"
+#include "core/train/class_counts.hpp"
 #include "core/train/step_totals.hpp"
 #include "core/train/stop_signals.hpp"
 
@@ -198,60 +199,6 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
   DTensor predicted = ops::argmax(logits);
   return label_totals_pending(loss_sum, predicted, redistribute(labels, predicted.layout()), valid_rows);
 }
-
-// Per-class counts of an evaluation, on one rank: examples[k] and correct[k] of true label k in the rank's
-// blocks of the batches. Counted on the host (a GPU rank copies its block's labels down), in evaluations only.
-struct ClassCounts {
-  std::vector<int64_t> examples, correct;
-
-  explicit ClassCounts(int64_t classes) : examples(size_t(classes)), correct(size_t(classes)) {}
-
-  // The rows of this rank's block before `valid_rows` (the padding after is left out).
-  void add(const DTensor& predicted, const DTensor& truth, int64_t valid_rows) {
-    const Tensor p = predicted.local().to(Place::cpu()), t = truth.local().to(Place::cpu());
-    const int64_t first_row = predicted.local_offset(current_device().rank)[0];
-    const int64_t rows = std::clamp<int64_t>(valid_rows - first_row, 0, p.size());
-    for (int64_t i = 0; i < rows; ++i) {
-      const auto label = size_t(t[i]);
-      DTRAIN_CHECK(label < examples.size(), "[eval] label {} is not below the model's {} classes", t[i], examples.size());
-      ++examples[label];
-      correct[label] += p[i] == t[i];
-    }
-  }
-
-  // The whole mesh's counts: summed over the mesh dim that shards the batch (`batch_dim`, -1: none), exactly.
-  // A float all-reduce is exact only below 2^24, so each count travels as base-2^bits digits, with `bits` such
-  // that the shards' digits sum below 2^24; every rank derives the same digit count from `max_count`.
-  void sum_over_mesh(const MeshPtr& mesh, int batch_dim, int64_t max_count) {
-    if (batch_dim < 0) return;  // every rank saw every row
-    const int64_t shards = mesh->dim_sizes()[size_t(batch_dim)];
-    int bits = 24;
-    while (bits > 1 && (int64_t(1) << bits) * shards > (int64_t(1) << 24)) --bits;
-    int digits = 1;
-    while (digits * bits < 63 && (max_count >> (digits * bits)) > 0) ++digits;
-    const int64_t classes = int64_t(examples.size()), size = 2 * classes * digits;
-    Tensor local({size});
-    const int64_t mask = (int64_t(1) << bits) - 1;
-    for (int64_t k = 0; k < classes; ++k)
-      for (int d = 0; d < digits; ++d) {
-        local[(2 * k) * digits + d] = float((examples[size_t(k)] >> (d * bits)) & mask);
-        local[(2 * k + 1) * digits + d] = float((correct[size_t(k)] >> (d * bits)) & mask);
-      }
-    PartialDims partial;
-    partial.add(batch_dim);
-    const Tensor summed =
-        resolve_partial(DTensor({size}, Layout::replicated(mesh, 1), local.to(current_device().place), partial))
-            .local()
-            .to(Place::cpu());
-    for (int64_t k = 0; k < classes; ++k) {
-      examples[size_t(k)] = correct[size_t(k)] = 0;
-      for (int d = 0; d < digits; ++d) {
-        examples[size_t(k)] += int64_t(summed[(2 * k) * digits + d]) << (d * bits);
-        correct[size_t(k)] += int64_t(summed[(2 * k + 1) * digits + d]) << (d * bits);
-      }
-    }
-  }
-};
 
 // Per-example values of a batch (axis 0) with the rows from `valid_rows` on zeroed in this rank's block.
 DTensor without_padding(const DTensor& per_example, int64_t valid_rows) {
