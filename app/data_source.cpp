@@ -94,7 +94,7 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
 }
 
 // A class folder name goes into eval's and predict's lines and the checkpoint: no control characters.
-void check_class_names(const data::TextExamples& examples, const std::string& folder) {
+void check_printable_names(const data::TextExamples& examples, const std::string& folder) {
   for (const std::string& name : examples.class_names) {
     const bool printable = std::none_of(name.begin(), name.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
     DTRAIN_CHECK_USAGE(printable, "[text_folder] class folder '{}/{}' has a control character in its name", folder,
@@ -117,7 +117,7 @@ data::TextExamples load_text_split(const Config& config, const std::string& spli
       throw_config_error(where, fmt::format("split '{}' has no folder '{}' (dataset text_folder reads {}/<split>/<class>/*.txt)",
                                             name, folder, config.data.path));
     examples = data::read_text_folder(folder, config.data.classes, "[text_folder]");
-    check_class_names(examples, folder);
+    check_printable_names(examples, folder);
   }
   data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
   check_not_empty(config, split_text, slice.end - slice.begin, where);

@@ -52,12 +52,12 @@ int classes_of(const Config& config);
 std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
-// data, but an IMDB vectorizer must then be given). A split that selects no example (train and eval would
+// data, but a text vectorizer must then be given). A split that selects no example (train and eval would
 // train or evaluate nothing and exit 0) is a config error at the split. A text folder's classes are the
 // training split's (data.classes, else its subfolders; the test split's when with_train is false), and a
-// test split with other classes is a config error at test_split naming both lists. In tf_idf mode the training texts
-// must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
-// max_tokens, which sizes an embedding table).
+// test split with other classes is a config error at test_split naming both lists. In tf_idf mode the
+// training texts must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids
+// stay below max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,
                      const std::optional<data::TextVectorizer>& vectorizer = std::nullopt);
 

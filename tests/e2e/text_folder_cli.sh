@@ -51,6 +51,8 @@ run_dir: run
 YAML
 
 expect 0 "3 classes \(text_folder, the subfolders of texts/train\)" -- plan --config tf.yaml
+expect 0 "unknown classes \(text_folder: elsewhere/train is not there to list, so the model's output is not checked\)" -- \
+  plan --config tf.yaml --set data.path=elsewhere
 expect 0 "test accuracy" -- train --config tf.yaml
 check "train read 90 training examples" grep -q "90 training and 30 test examples" out
 expect 0 "^classes: arts, science, sports$" -- inspect ckpt
