@@ -228,6 +228,13 @@ TEST_CASE("text_folder: the splits must have the same classes; a split is a fold
   const Config unknown =
       parse_config(folder_config(temp.path, "{batch: 2}", "  classes: [ant, dog]\n"), "t.yaml", LoadOptions{});
   CHECK(contains(dtrain::testing::usage_error_message([&] { load_data(unknown); }), "(class 'dog')"));
+  // A class folder whose name would break eval's and predict's lines.
+  make_text_folder(temp.path / "tabs", {"train", "test"}, {"ant", "b\tee"}, 4);
+  const Config tabs = parse_config(replace(folder_config(temp.path, "{batch: 2}"), "/texts\n", "/tabs\n"), "t.yaml",
+                                   LoadOptions{});
+  CHECK(contains(dtrain::testing::usage_error_message([&] { load_data(tabs); }),
+                 "[text_folder] class folder '" + (temp.path / "tabs" / "train").string() +
+                     "/b\tee' has a control character in its name"));
 }
 
 TEST_CASE("text_folder: config errors at FILE:LINE:COL") {
