@@ -6,8 +6,10 @@
 
 namespace dtrain {
 
-checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TextVectorizer>& vectorizer) {
+checkpoint::SaveContext save_context(const Config& config, const std::optional<data::TextVectorizer>& vectorizer,
+                                     const std::vector<std::string>& class_names) {
   checkpoint::SaveContext context;
+  context.class_names = class_names;
   context.config = dump_config(config);
   context.shuffle_seed = config.data.shuffle.seed;
   if (vectorizer) {
@@ -57,6 +59,19 @@ void check_model_matches(const Config& config, const nn::Sequential& model, cons
   DTRAIN_CHECK_USAGE(optimizer.empty() || optimizer == index.meta.optimizer,
                      "{}: the optimizer is {} but checkpoint {} holds {} state", config.file, optimizer, index.folder,
                      index.meta.optimizer);
+}
+
+std::vector<std::string> saved_class_names(const checkpoint::CheckpointIndex& index, const Config& config) {
+  return index.meta.class_names.empty() ? default_class_names(config) : index.meta.class_names;
+}
+
+void check_class_names(const Config& config, const checkpoint::CheckpointIndex& index,
+                       const std::vector<std::string>& class_names) {
+  const std::vector<std::string> saved = saved_class_names(index, config);
+  DTRAIN_CHECK_USAGE(saved == class_names,
+                     "{}: the data's classes are [{}] but checkpoint {} was trained on [{}]: its labels would name "
+                     "other classes (data.classes picks and orders class folders)",
+                     config.file, fmt::join(class_names, ", "), index.folder, fmt::join(saved, ", "));
 }
 
 std::optional<data::TextVectorizer> saved_vectorizer(const checkpoint::CheckpointIndex& index, const Config& config) {

@@ -62,7 +62,7 @@ int MeshConfig::size_of(const std::string& spec) const {
 }
 
 std::vector<std::int64_t> DataConfig::example_shape() const {
-  if (dataset == Dataset::imdb)
+  if (is_text(dataset))
     return {vectorizer.mode == "int" ? vectorizer.output_sequence_length : vectorizer.max_tokens};
   if (image_shape.empty()) return {784};
   return {image_shape.begin(), image_shape.end()};
@@ -77,7 +77,11 @@ Where Config::where(const std::string& path) const {
 std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "gpu"; }
 int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
 
-std::string to_string(Dataset dataset) { return dataset == Dataset::mnist ? "mnist" : "imdb"; }
+bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
+
+std::string to_string(Dataset dataset) {
+  return dataset == Dataset::mnist ? "mnist" : dataset == Dataset::imdb ? "imdb" : "text_folder";
+}
 std::string to_string(InitKind kind) {
   switch (kind) {
     case InitKind::zeros: return "zeros";
@@ -488,9 +492,11 @@ std::string dim_where(const MeshConfig& mesh, const std::string& name) {
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
 // stricter form: (train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])? with percentages in [-100, 100].
-void check_split(Reader& reader, const Field& field, const std::string& split) {
+// A text folder's splits are its folders: any NAME then.
+void check_split(Reader& reader, const Field& field, const std::string& split, bool any_name = false) {
   const std::string expected = fmt::format(
-      "expected a split: train or test, optionally sliced like train[:5000] or test[10%:], got '{}'", shown(split));
+      "expected a split: {}, optionally sliced like train[:5000] or test[10%:], got '{}'",
+      any_name ? "a folder name under data.path (letters, digits, _ and -)" : "train or test", shown(split));
   data::SplitText text;
   try {
     text = data::parse_split_text(split);
@@ -500,7 +506,7 @@ void check_split(Reader& reader, const Field& field, const std::string& split) {
     if (what.find("64 bits") != std::string::npos) reader.fail(field, what);
     reader.fail(field, expected);
   }
-  if (text.name != "train" && text.name != "test") reader.fail(field, expected);
+  if (!any_name && text.name != "train" && text.name != "test") reader.fail(field, expected);
   if (split.find_first_of(" \t") != std::string::npos) reader.fail(field, expected);
   for (const auto& bound : {text.from, text.to}) {
     if (!bound) continue;
@@ -556,7 +562,8 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
                    "image_shape", "classes", "validation_split"});
 
   const Field dataset = section.require("dataset");
-  data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
+  const std::string dataset_name = choice(reader, dataset, {"mnist", "imdb", "text_folder"});
+  data.dataset = dataset_name == "mnist" ? Dataset::mnist : dataset_name == "imdb" ? Dataset::imdb : Dataset::text_folder;
   data.dataset_where = dataset.where;
 
   const Field path = section.require("path");
@@ -571,15 +578,15 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (auto split = section.get(key)) {
       *target = scalar(reader, *split, "a split name");
       *target_where = split->where;
-      check_split(reader, *split, *target);
+      check_split(reader, *split, *target, data.dataset == Dataset::text_folder);
     }
   }
   data.validation_split_where = field.where;
   if (auto validation = section.get("validation_split")) read_validation_split(reader, *validation, data);
 
   if (auto vectorizer = section.get("vectorizer")) {
-    if (data.dataset != Dataset::imdb)
-      reader.fail(*vectorizer, "only dataset imdb uses a vectorizer; remove this key");
+    if (!is_text(data.dataset))
+      reader.fail(*vectorizer, "only datasets imdb and text_folder use a vectorizer; remove this key");
     Section vectorizer_section(reader, *vectorizer, {"mode", "max_tokens", "output_sequence_length"});
     if (auto mode = vectorizer_section.get("mode")) data.vectorizer.mode = choice(reader, *mode, {"tf_idf", "int"});
     const bool ids = data.vectorizer.mode == "int";
@@ -593,8 +600,9 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     } else if (auto length = vectorizer_section.get("output_sequence_length")) {
       reader.fail(*length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
     }
-  } else if (data.dataset == Dataset::imdb) {
-    reader.fail(field, "missing required key 'vectorizer' (dataset imdb), e.g. {mode: tf_idf, max_tokens: 1200}");
+  } else if (is_text(data.dataset)) {
+    reader.fail(field, fmt::format("missing required key 'vectorizer' (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}",
+                                   to_string(data.dataset)));
   }
 
   if (auto image_shape = section.get("image_shape")) {
@@ -668,9 +676,12 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
                               axis, example[axis - 1], shards, data.layout[axis], dim_where(mesh, data.layout[axis])));
   }
 
-  if (options.check_data_path && !std::filesystem::exists(data.path))
+  if (options.check_data_path && !std::filesystem::exists(data.path)) {
+    if (data.dataset == Dataset::text_folder)
+      reader.fail(path, fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
     reader.fail(path, fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
                                   to_string(data.dataset), data.path));
+  }
   return data;
 }
 
@@ -1063,7 +1074,7 @@ void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vect
   for (size_t i = 0; i < model.size(); ++i) {
     EmbeddingConfig& embedding = model[i].embedding;
     if (model[i].kind != LayerKind::embedding || embedding.input_dim > 0) continue;
-    if (data.dataset != Dataset::imdb || data.vectorizer.mode != "int")
+    if (!is_text(data.dataset) || data.vectorizer.mode != "int")
       reader.fail(model[i].where, fmt::format("model[{}].embedding", i),
                   "missing key 'input_dim' (the vocabulary size); it defaults to data.vectorizer.max_tokens only "
                   "with vectorizer mode int");
@@ -1713,12 +1724,12 @@ std::string dump_config(const Config& config) {
   out << YAML::Key << "test_split" << YAML::Value << data.test_split;
   if (data.validation_fraction > 0) out << YAML::Key << "validation_split" << YAML::Value << number_text(data.validation_fraction);
   if (!data.validation_split.empty()) out << YAML::Key << "validation_split" << YAML::Value << data.validation_split;
-  if (data.dataset == Dataset::imdb)
+  if (is_text(data.dataset))
     out << YAML::Key << "vectorizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode"
         << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens;
-  if (data.dataset == Dataset::imdb && data.vectorizer.mode == "int")
+  if (is_text(data.dataset) && data.vectorizer.mode == "int")
     out << YAML::Key << "output_sequence_length" << YAML::Value << data.vectorizer.output_sequence_length;
-  if (data.dataset == Dataset::imdb) out << YAML::EndMap;
+  if (is_text(data.dataset)) out << YAML::EndMap;
   out << YAML::Key << "batch_size" << YAML::Value << data.batch_size;
   out << YAML::Key << "shuffle" << YAML::Value;
   if (data.shuffle.enabled)

@@ -62,9 +62,13 @@ struct MeshConfig {
 };
 
 // ---- data ----
-enum class Dataset { mnist, imdb };
+// mnist: MNIST-format IDX files. imdb: the aclImdb folder (a text folder with classes neg, pos).
+// text_folder: Keras' text_dataset_from_directory layout, PATH/<split>/<class>/.../*.txt, one example per
+// file; the splits are the folders under PATH (train_split, test_split name them, TFDS slices allowed) and
+// the classes the folders under a split (see data.classes).
+enum class Dataset { mnist, imdb, text_folder };
 
-// imdb only: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
+// imdb and text_folder: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
 // [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
 // embedding layer.
 struct VectorizerConfig {
@@ -84,7 +88,7 @@ struct ShuffleConfig {
 struct DataConfig {
   Dataset dataset = Dataset::mnist;
   std::string path;  // as written (relative to the working directory); checked to exist
-  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]
+  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]; text_folder: any folder
   std::string test_split = "test";
   VectorizerConfig vectorizer;
   std::int64_t batch_size = 0;  // the GLOBAL batch, >= 1
@@ -105,8 +109,9 @@ struct DataConfig {
   bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
 
   // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
-  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders the folders to read, in
-  // label order (default: every subfolder, sorted by name, as Keras). Distinct, non-empty.
+  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders (text_folder) the
+  // folders to read, in label order (default: every subfolder of the training split, sorted by name, as
+  // Keras; the test split must then have the same subfolders). Distinct, non-empty, at least 2.
   std::vector<std::string> classes;
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
@@ -402,6 +407,7 @@ std::string dump_config(const Config& config);
 
 std::string to_string(DeviceKind kind);
 std::string to_string(Dataset dataset);
+bool is_text(Dataset dataset);  // imdb, text_folder: texts through data.vectorizer
 // The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
 int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "data/idx.hpp"
 #include "data/imdb.hpp"
 #include "data/split.hpp"
+#include "data/text_folder.hpp"
 
 namespace dtrain {
 
@@ -95,13 +97,33 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
   return slice.begin == 0 && slice.end == all.size() ? std::move(all) : all.slice(slice.begin, slice.end);
 }
 
-data::TextExamples load_imdb_split(const Config& config, const std::string& split_text, const Where& where,
+// A class folder name goes into eval's and predict's lines and the checkpoint: no control characters.
+void check_printable_names(const data::TextExamples& examples, const std::string& folder) {
+  for (const std::string& name : examples.class_names) {
+    const bool printable = std::none_of(name.begin(), name.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
+    DTRAIN_CHECK_USAGE(printable, "[text_folder] class folder '{}/{}' has a control character in its name", folder,
+                       name);
+  }
+}
+
+// One text split, sliced: aclImdb's train or test (imdb), or the folder PATH/<name> (text_folder).
+data::TextExamples load_text_split(const Config& config, const std::string& split_text, const Where& where,
                                    int64_t* named_size = nullptr) {
   const std::string name = data::split_name(split_text);
-  if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
-  data::TextExamples examples = data::read_imdb(config.data.path, name);
-  data::check_labels(examples.labels, classes_of(config), fmt::format("[imdb] '{}/{}'", config.data.path, name),
-                     [&](int64_t i) { return examples.paths[size_t(i)]; });
+  data::TextExamples examples;
+  if (config.data.dataset == Dataset::imdb) {
+    if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
+    examples = data::read_imdb(config.data.path, name);
+    data::check_labels(examples.labels, classes_of(config), fmt::format("[imdb] '{}/{}'", config.data.path, name),
+                       [&](int64_t i) { return examples.paths[size_t(i)]; });
+  } else {
+    const std::string folder = (std::filesystem::path(config.data.path) / name).string();
+    if (!std::filesystem::is_directory(folder))
+      throw_config_error(where, fmt::format("split '{}' has no folder '{}' (dataset text_folder reads {}/<split>/<class>/*.txt)",
+                                            name, folder, config.data.path));
+    examples = data::read_text_folder(folder, config.data.classes, "[text_folder]");
+    check_printable_names(examples, folder);
+  }
   if (named_size) *named_size = int64_t(examples.texts.size());
   data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
   check_not_empty(config, split_text, slice.end - slice.begin, where);
@@ -161,9 +183,9 @@ std::unique_ptr<DatasetSource> mnist_validation(const Config& config, data::Data
   return std::make_unique<DatasetSource>(std::move(validation), false, 0);
 }
 
-// IMDB: the validation texts, taken off `train` before the vectorizer is fitted (a fraction) or loaded (a split
-// string); empty when none.
-data::TextExamples imdb_validation_texts(const Config& config, data::TextExamples& train, int64_t train_named_size) {
+// Texts (imdb, text_folder): the validation texts, taken off `train` before the vectorizer is fitted (a
+// fraction) or loaded (a split string: a text folder's then has the training split's classes); empty when none.
+data::TextExamples validation_texts(const Config& config, data::TextExamples& train, int64_t train_named_size) {
   const DataConfig& data = config.data;
   data::TextExamples validation;
   if (data.validation_fraction > 0) {
@@ -174,7 +196,12 @@ data::TextExamples imdb_validation_texts(const Config& config, data::TextExample
     train.labels.resize(size_t(kept));
   } else if (!data.validation_split.empty()) {
     int64_t named_size = 0;
-    validation = load_imdb_split(config, data.validation_split, data.validation_split_where, &named_size);
+    validation = load_text_split(config, data.validation_split, data.validation_split_where, &named_size);
+    if (data.dataset == Dataset::text_folder && validation.class_names != train.class_names)
+      throw_config_error(data.validation_split_where,
+                         fmt::format("the validation split's classes [{}] differ from the training split's [{}] (give "
+                                     "data.classes to pick the same folders in both)",
+                                     fmt::join(validation.class_names, ", "), fmt::join(train.class_names, ", ")));
     check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split)
                                ? train_named_size
                                : named_size);
@@ -206,12 +233,14 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
         load_mnist_split(config, config.data.test_split, config.data.test_split_where), false, 0);
     return loaded;
   }
-  loaded.num_classes = classes_of(config);
+  // imdb: the config's names for neg, pos; text_folder: the training split's folders (the test split's in eval).
+  const bool folder_names = config.data.dataset == Dataset::text_folder;
   loaded.class_names = default_class_names(config);
   if (with_train) {
     int64_t named_size = 0;
-    data::TextExamples train = load_imdb_split(config, config.data.train_split, config.data.train_split_where, &named_size);
-    data::TextExamples validation = imdb_validation_texts(config, train, named_size);
+    data::TextExamples train = load_text_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+    if (folder_names) loaded.class_names = train.class_names;
+    data::TextExamples validation = validation_texts(config, train, named_size);
     if (vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
       loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
       loaded.vectorizer = vectorizer;
@@ -232,7 +261,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
           loaded.vectorizer->dataset(validation.texts, std::move(validation.labels)), false, 0);
     }
   } else {
-    DTRAIN_CHECK(vectorizer.has_value(), "[data] evaluating IMDB needs the fitted vectorizer");
+    DTRAIN_CHECK(vectorizer.has_value(), "[data] evaluating texts needs the fitted vectorizer");
     loaded.vectorizer = vectorizer;
   }
   // A given vectorizer (a checkpoint's) must make the inputs this config's model takes.
@@ -240,7 +269,15 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
                      "{}: data.vectorizer makes inputs of shape {}, but the saved {} vectorizer ({} tokens) makes {}",
                      config.file, shape_string(config.data.example_shape()), loaded.vectorizer->mode(),
                      loaded.vectorizer->size(), shape_string(loaded.vectorizer->example_shape()));
-  data::TextExamples test = load_imdb_split(config, config.data.test_split, config.data.test_split_where);
+  data::TextExamples test = load_text_split(config, config.data.test_split, config.data.test_split_where);
+  if (folder_names && !with_train) loaded.class_names = test.class_names;
+  // Label k must name the same class in both splits.
+  if (folder_names && test.class_names != loaded.class_names)
+    throw_config_error(config.data.test_split_where,
+                       fmt::format("the test split's classes [{}] differ from the training split's [{}] (give "
+                                   "data.classes to pick the same folders in both)",
+                                   fmt::join(test.class_names, ", "), fmt::join(loaded.class_names, ", ")));
+  loaded.num_classes = int(loaded.class_names.size());
   loaded.test = std::make_unique<DatasetSource>(loaded.vectorizer->dataset(test.texts, std::move(test.labels)), false, 0);
   return loaded;
 }

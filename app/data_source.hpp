@@ -1,6 +1,6 @@
-// Loads the config's data set (MNIST-format IDX files, or the aclImdb folder vectorized per
-// data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the training loop
-// as a BatchSource. The split slices (train[:5000]) apply here.
+// Loads the config's data set (MNIST-format IDX files, or texts, the aclImdb folder or a text folder,
+// vectorized per data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the
+// training loop as a BatchSource. The split slices (train[:5000]) apply here.
 #pragma once
 #include <memory>
 #include <optional>
@@ -39,8 +39,8 @@ struct LoadedData {
   std::unique_ptr<DatasetSource> train, test;
   std::unique_ptr<DatasetSource> validation;  // data.validation_split's examples (null when none, or !with_train)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
-  int num_classes = 0;
-  std::vector<std::string> class_names;  // num_classes names: data.classes, the folders', or the dataset's own
+  int num_classes = 0;                   // class_names.size()
+  std::vector<std::string> class_names;  // label k's name: data.classes, the folders', or the dataset's own
 };
 
 // The data set's class count, known from the config alone: MNIST-format IDX data has 10 classes (labels
@@ -53,13 +53,15 @@ int classes_of(const Config& config);
 std::vector<std::string> default_class_names(const Config& config);
 
 // Loads what `config.data` names; with_train false loads only the test split (eval needs no training
-// data, but an IMDB vectorizer must then be given). A given vectorizer (a checkpoint's) vectorizes the
+// data, but a text vectorizer must then be given). A given vectorizer (a checkpoint's) vectorizes the
 // training texts too, instead of one fitted on them (fine-tuning). data.validation_split is taken off the
 // training split (a fraction) or loaded (a split string, which may not share examples with the training
-// split: a config error at the key); IMDB's vectorizer is fitted on the training part alone. A split that selects no example (train and eval would
-// train or evaluate nothing and exit 0) is a config error at the split. In tf_idf mode the training texts
-// must give max_tokens tokens (the input width); in int mode fewer is fine, as in Keras (ids stay below
-// max_tokens, which sizes an embedding table).
+// split: a config error at the key); a text vectorizer is fitted on the training part alone. A split that
+// selects no example (train and eval would train or evaluate nothing and exit 0) is a config error at the
+// split. A text folder's classes are the training split's (data.classes, else its subfolders; the test
+// split's when with_train is false), and a test split with other classes is a config error at test_split
+// naming both lists. In tf_idf mode the training texts must give max_tokens tokens (the input width); in
+// int mode fewer is fine, as in Keras (ids stay below max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,
                      const std::optional<data::TextVectorizer>& vectorizer = std::nullopt);
 

@@ -1,8 +1,9 @@
 // `dtrain eval --config X [--checkpoint DIR] [--split NAME]`: a checkpoint's variables restored onto X's
 // mesh and layouts, evaluated on a split of X's data set (IMDB texts vectorized with the saved vectorizer's
 // vocabulary, in the mode X's data.vectorizer names: TF-IDF rows or token ids of its output_sequence_length).
-// The result is printed and appended to RUN_DIR/metrics.jsonl as an "eval" row (run dir: --run-dir, else
-// the config's).
+// The result (overall, then per class: accuracy, right and examples of each true label, named by the data's
+// class names, which must be the checkpoint's) is printed and appended to RUN_DIR/metrics.jsonl as an "eval"
+// row with a "classes" list (run dir: --run-dir, else the config's).
 #include <cstdio>
 
 #include "app/checkpoint_hooks.hpp"
@@ -40,25 +41,33 @@ int run_eval(const CommandOptions& options) {
   check_model_matches(config, *built.model, index);
 
   std::optional<data::TextVectorizer> vectorizer;
-  if (config.data.dataset == Dataset::imdb) {
+  if (is_text(config.data.dataset)) {
     vectorizer = saved_vectorizer(index, config);
     if (!vectorizer) {
-      throw UsageError(fmt::format("[eval] checkpoint {} holds no text vectorizer, which IMDB evaluation needs", index.folder));
+      throw UsageError(fmt::format("[eval] checkpoint {} holds no text vectorizer, which evaluating texts needs", index.folder));
     }
   }
   LoadedData data = load_data(config, false, vectorizer);
+  check_class_names(config, index, data.class_names);  // before the model's output: the more telling error
   check_output_classes(config, *built.model, data.num_classes);
   QuietReporter quiet;
   train::SplitMetrics metrics = trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false));
   fmt::print("eval {} (step {}) on mesh {}, split {}: loss {:.8f} accuracy {:.8f} ({} examples)\n", index.folder,
              index.meta.step, mesh_line(engine), config.data.test_split, metrics.loss, metrics.accuracy,
              metrics.examples);
+  // Per class (the true label's): its examples and the share of them predicted right.
+  for (size_t k = 0; k < metrics.class_examples.size(); ++k) {
+    const int64_t examples = metrics.class_examples[k], correct = metrics.class_correct[k];
+    fmt::print("  class {}: accuracy {:.8f} ({} of {} examples)\n", data.class_names[k],
+               examples ? double(correct) / double(examples) : 0.0, correct, examples);
+  }
   // Like every run, an eval appends its row to RUN_DIR/metrics.jsonl (process 0 alone).
   if (process_index() == 0) {
     metrics.split = config.data.test_split;
     metrics.step = index.meta.step;
     metrics.epoch = index.meta.epochs_done;
-    train::MetricsLog(config.run_dir).write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe()});
+    train::MetricsLog(config.run_dir)
+        .write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names});
   }
   return 0;
 }

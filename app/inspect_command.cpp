@@ -1,5 +1,5 @@
 // `dtrain inspect DIR`: what a checkpoint holds (DIR is a checkpoint folder or a checkpoint dir, whose
-// `latest` is shown): step, epoch, mesh, optimizer, vectorizer (its mode and sequence length from the config
+// `latest` is shown): step, epoch, mesh, optimizer, class names, vectorizer (its mode and sequence length from the config
 // stored in the checkpoint), and per tensor its global shape, layout when saved and the shard files holding
 // its blocks. Every file is checked against the manifest first.
 // `dtrain inspect --verify DIR`: checks the whole checkpoint without loading it into a model (manifest,
@@ -47,6 +47,15 @@ std::string vectorizer_text(const checkpoint::CheckpointMeta& meta) {
   std::string text = fmt::format("{}, {} tokens", mode, meta.vocabulary.size());
   if (mode == "int" && length > 0) text += fmt::format(", sequence length {}", length);
   return text;
+}
+
+// "neg, pos"; a long list shows its first and last names: "c0, c1, ..., c99 (100 classes)".
+std::string classes_text(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  if (names.empty()) return "not stored (an older checkpoint: eval and predict use the data set's default names)";
+  if (names.size() <= kShown) return fmt::format("{}", fmt::join(names, ", "));
+  const std::vector<std::string> first(names.begin(), names.begin() + kShown - 1);
+  return fmt::format("{}, ..., {} ({} classes)", fmt::join(first, ", "), names.back(), names.size());
 }
 
 int verify(const CommandOptions& options) {
@@ -103,6 +112,7 @@ int run_inspect(const CommandOptions& options) {
   fmt::print("shuffle seed: {}\n", meta.shuffle_seed);
   if (meta.vocabulary.empty()) fmt::print("vectorizer: none\n");
   else fmt::print("vectorizer: {}\n", vectorizer_text(meta));
+  fmt::print("classes: {}\n", classes_text(meta.class_names));
   fmt::print("tensors: {}\n", index.tensors.size());
   for (const auto& tensor : index.tensors) {
     std::string specs = tensor.layout;

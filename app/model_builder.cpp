@@ -144,7 +144,7 @@ int64_t physical_memory() {
 void check_sizes(const Config& config, const nn::Sequential& model, const Shape& input_shape, int devices_here) {
   const int64_t memory = physical_memory();
   auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
-  const Where& input_where = config.data.dataset == Dataset::imdb ? config.data.vectorizer.where : config.data.batch_size_where;
+  const Where& input_where = is_text(config.data.dataset) ? config.data.vectorizer.where : config.data.batch_size_where;
   const std::optional<int64_t> input_bytes = checked_bytes(input_shape, sizeof(float));
   if (too_large(input_bytes)) {
     throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes)",

@@ -3,6 +3,7 @@
 // on zeros (so the figures are what the engine does, not an estimate). Reads no data (data.path need not
 // exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
 // from the dataset kind, which the model's last layer must match.
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -15,6 +16,8 @@
 #include "core/error.hpp"
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda.hpp"
+#include "data/class_folders.hpp"
+#include "data/split.hpp"
 
 namespace dtrain {
 namespace {
@@ -130,8 +133,20 @@ int run_plan(const CommandOptions& options) {
   one_step.eval_every_epoch = false;
   Engine engine = build_engine(config, one_step);
   const BuiltModel& built = engine.built;
-  const int classes = classes_of(config);
-  check_output_classes(config, *built.model, classes);
+  // A text folder without data.classes has as many classes as its training split has subfolders: listed
+  // (no file is read) when data.path is there; else the model's output is not checked, and the plan says so.
+  int classes = classes_of(config);
+  std::string classes_note;
+  if (classes == 0) {
+    const std::string folder = (std::filesystem::path(config.data.path) / data::split_name(config.data.train_split)).string();
+    if (std::filesystem::is_directory(folder)) {
+      classes = int(data::class_folder_names(folder, "[text_folder]").size());
+      classes_note = fmt::format(", the subfolders of {}", folder);
+    } else {
+      classes_note = fmt::format(": {} is not there to list, so the model's output is not checked", folder);
+    }
+  }
+  if (classes > 0) check_output_classes(config, *built.model, classes);
   const MeshPtr& mesh = engine.mesh;
   const Shape& example = engine.example;
   train::Trainer& trainer = *engine.trainer;
@@ -150,8 +165,9 @@ int run_plan(const CommandOptions& options) {
   }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n", shape_string(input_shape),
-             input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
+  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
+             input.specs_string(), shape_string(input.local_shape(input_shape)),
+             classes > 0 ? std::to_string(classes) : "unknown", to_string(config.data.dataset), classes_note);
   if (config.train.accumulation_steps > 1)
     fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
                config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);
@@ -203,7 +219,7 @@ int run_plan(const CommandOptions& options) {
     counters[state.rank] = std::make_unique<CountingCommunicator>(*device.comm);
     device.comm = counters[state.rank].get();
   };
-  ZerosSource zeros(example, config.data.batch_size, config.data.dataset == Dataset::imdb);
+  ZerosSource zeros(example, config.data.batch_size, is_text(config.data.dataset));
   train::Reporter quiet;
   trainer.train(zeros, nullptr, quiet, hooks);
 

@@ -1,7 +1,9 @@
 // `dtrain predict --checkpoint DIR "text" ... | --idx FILE`: class probabilities for raw inputs, from the
 // checkpoint alone (its stored config builds the model, on a 1-device mesh; IMDB texts go through its
 // saved vectorizer, in its stored config's mode: a TF-IDF row, or a row of output_sequence_length token ids).
-// Prints one line per input: index, predicted class, probabilities.
+// Prints one line per input: index, predicted class (its label), its name and probability (the checkpoint's
+// class names; older checkpoints: the data set's defaults), every class's probability:
+//   0	class 1	pos 0.9999	probabilities 0.000100 0.999900
 #include <cmath>
 #include <cstdio>
 
@@ -22,7 +24,7 @@ namespace {
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
   if (!options.texts.empty()) {
-    DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::imdb,
+    DTRAIN_CHECK_USAGE(is_text(config.data.dataset),
                        "[predict] checkpoint {} is a {} model: give images with --idx FILE, not texts", index.folder,
                        to_string(config.data.dataset));
     std::optional<data::TextVectorizer> vectorizer = saved_vectorizer(index, config);
@@ -89,6 +91,9 @@ int run_predict(const CommandOptions& options) {
                                     checkpoint::read_tensors(index, checkpoint::variable_tensors(params), rank);
                                   });
   const int64_t count = outputs.dim(0), classes = outputs.dim(1);
+  const std::vector<std::string> names = saved_class_names(index, config);
+  DTRAIN_CHECK_USAGE(int64_t(names.size()) == classes, "[predict] checkpoint {} names {} classes but its model has {} outputs",
+                     index.folder, names.size(), classes);
   const bool probabilities = ends_in_softmax(config);
   for (int64_t i = 0; i < count; ++i) {
     std::vector<double> p(classes);
@@ -102,7 +107,7 @@ int run_predict(const CommandOptions& options) {
       if (p[k] > p[best]) best = k;
       text += fmt::format("{}{:.6f}", k ? " " : "", p[k]);
     }
-    fmt::print("{}\tclass {}\tprobabilities {}\n", i, best, text);
+    fmt::print("{}\tclass {}\t{} {:.4f}\tprobabilities {}\n", i, best, names[size_t(best)], p[best], text);
   }
   return 0;
 }

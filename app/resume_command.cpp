@@ -82,12 +82,13 @@ int run_resume(const CommandOptions& options) {
   // The vectorizer the checkpoint was trained with, in this config's mode: another mode is refused here,
   // before the data is read.
   const std::optional<data::TextVectorizer> saved_text =
-      config.data.dataset == Dataset::imdb ? saved_vectorizer(index, config) : std::nullopt;
+      is_text(config.data.dataset) ? saved_vectorizer(index, config) : std::nullopt;
   if (!config.train.init_from.empty())
     fmt::print(stderr, "note: train.init_from ({}) starts a `train` run; resume continues {}\n", config.train.init_from,
                index.folder);
   const bool inherited = saved_text && started_from_checkpoint(saved.config);
   LoadedData data = load_data(config, true, inherited ? saved_text : std::nullopt);
+  check_class_names(config, index, data.class_names);  // before the model's output: the more telling error
   check_output_classes(config, *built.model, data.num_classes);
   if (!inherited && data.vectorizer && saved_text &&
       (data.vectorizer->vocabulary() != saved_text->vocabulary() || data.vectorizer->idf() != saved_text->idf())) {
@@ -104,7 +105,7 @@ int run_resume(const CommandOptions& options) {
   fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {}\n", index.folder, saved.step,
              saved.epochs_done, describe_mesh_string(saved.mesh), mesh_line(engine));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
-  checkpoint::SaveContext context = save_context(config, data.vectorizer);
+  checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = saved.run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
                                        options.overwrite);

@@ -45,23 +45,26 @@ std::string extension_list(const std::vector<std::string_view>& extensions) {
 
 }  // namespace
 
+std::vector<std::string> class_folder_names(const std::string& folder, const std::string& tag) {
+  DTRAIN_CHECK_USAGE(fs::exists(folder), "{} '{}' does not exist", tag, folder);
+  DTRAIN_CHECK_USAGE(fs::is_directory(folder), "{} '{}' is not a folder", tag, folder);
+  std::vector<std::string> names;
+  std::error_code error;
+  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error))
+    if (it->is_directory()) names.push_back(it->path().filename().string());
+  DTRAIN_CHECK_USAGE(!error, "{} cannot list '{}': {}", tag, folder, error.message());
+  std::sort(names.begin(), names.end());
+  DTRAIN_CHECK_USAGE(!names.empty(), "{} '{}' has no class folders (expected {}/<class>/<file>)", tag, folder, folder);
+  return names;
+}
+
 ClassFolderFiles list_class_folders(const std::string& folder, const std::vector<std::string_view>& extensions,
                                     const std::vector<std::string>& classes, const std::string& tag) {
   DTRAIN_CHECK_USAGE(fs::exists(folder), "{} '{}' does not exist", tag, folder);
   DTRAIN_CHECK_USAGE(fs::is_directory(folder), "{} '{}' is not a folder", tag, folder);
   ClassFolderFiles listing;
   listing.folder = folder;
-  if (classes.empty()) {
-    std::error_code error;
-    for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error))
-      if (it->is_directory()) listing.class_names.push_back(it->path().filename().string());
-    DTRAIN_CHECK_USAGE(!error, "{} cannot list '{}': {}", tag, folder, error.message());
-    std::sort(listing.class_names.begin(), listing.class_names.end());
-    DTRAIN_CHECK_USAGE(!listing.class_names.empty(), "{} '{}' has no class folders (expected {}/<class>/<file>)", tag,
-                       folder, folder);
-  } else {
-    listing.class_names = classes;
-  }
+  listing.class_names = classes.empty() ? class_folder_names(folder, tag) : classes;
   struct File {
     int32_t label;
     std::string path;

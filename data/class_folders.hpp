@@ -28,6 +28,11 @@ struct ClassFolderFiles {
 ClassFolderFiles list_class_folders(const std::string& folder, const std::vector<std::string_view>& extensions,
                                     const std::vector<std::string>& classes, const std::string& tag);
 
+// The classes list_class_folders takes when none are given: the subfolders of `folder`, sorted by name (a
+// directory listing only, no file is read: `dtrain plan` counts the classes this way). UsageError naming the
+// folder when it is missing, unreadable or has no subfolder.
+std::vector<std::string> class_folder_names(const std::string& folder, const std::string& tag);
+
 // The fixed record-order shuffle of list_class_folders (exposed for the tests that rebuild it).
 inline constexpr uint64_t kRecordOrderSeed = 0x1a3d'b0c0'ffee'2011ull;
 

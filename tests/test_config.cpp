@@ -310,7 +310,7 @@ TEST_CASE("mnist specifics: image_shape, default input layout, vectorizer only f
   check_error(replace(mnist, "  image_shape: [28, 28]\n", "  image_shape: [28, 28]\n  layout: [batch, unsharded]\n"),
               "[batch, unsharded]", {"the input x has rank 3"}, "image_shape");
   check_error(replace(mnist, "  batch_size: 64\n", "  batch_size: 64\n  vectorizer: {max_tokens: 10}\n"),
-              "{max_tokens", {"only dataset imdb uses a vectorizer"});
+              "{max_tokens", {"only datasets imdb and text_folder use a vectorizer"});
   const Config flat = parse_config(replace(mnist, "[28, 28]", "flat"), "t.yaml", no_path_check());
   CHECK(flat.data.example_shape() == std::vector<std::int64_t>{784});
 }

@@ -195,9 +195,9 @@ TEST_CASE("metrics.jsonl run and eval rows are JSON: strings escaped, no learnin
   {
     train::MetricsLog log(dir.str());
     log.write_run(train::RunRow{"resume", "run-1", "{batch: 8} on 8 CPU devices", "|batch=8|...", 16, 3, "c/ckpt-16",
-                            "a \"b\".yaml"});
-    train::SplitMetrics metrics{"test", 2, 16, 100, 0.5, 0.75, 1000, 0.1};
-    log.write_eval(train::EvalRow{metrics, "c/ckpt-16", "run-1", "{batch: 8} on 8 CPU devices"});
+                            "a \"b\".yaml", ""});
+    train::SplitMetrics metrics{"test", 2, 16, 100, 0.5, 0.75, 1000, 0.1, {60, 40}, {48, 27}};
+    log.write_eval(train::EvalRow{metrics, "c/ckpt-16", "run-1", "{batch: 8} on 8 CPU devices", {"neg", "p\"os"}});
     log.write_steps(train::StepsRow{1, 4, 4, 128, 1.0, 0.5, std::numeric_limits<double>::quiet_NaN(), 100, 1.28});
   }
   const std::vector<std::string> lines = lines_of((dir / "metrics.jsonl").string());
@@ -205,7 +205,7 @@ TEST_CASE("metrics.jsonl run and eval rows are JSON: strings escaped, no learnin
   CHECK(lines[0] ==
         R"({"split": "run", "event": "resume", "run_id": "run-1", "epoch": 3, "step": 16, "mesh": "{batch: 8} on 8 CPU devices", "mesh_string": "|batch=8|...", "checkpoint": "c/ckpt-16", "config": "a \"b\".yaml"})");
   CHECK(lines[1] ==
-        R"({"split": "eval", "eval_split": "test", "epoch": 2, "step": 16, "examples": 100, "loss": 0.5, "accuracy": 0.75, "examples_per_s": 1000, "seconds": 0.1, "checkpoint": "c/ckpt-16", "run_id": "run-1", "mesh": "{batch: 8} on 8 CPU devices"})");
+        R"({"split": "eval", "eval_split": "test", "epoch": 2, "step": 16, "examples": 100, "loss": 0.5, "accuracy": 0.75, "examples_per_s": 1000, "seconds": 0.1, "checkpoint": "c/ckpt-16", "run_id": "run-1", "mesh": "{batch: 8} on 8 CPU devices", "classes": [{"name": "neg", "examples": 60, "correct": 48, "accuracy": 0.8}, {"name": "p\"os", "examples": 40, "correct": 27, "accuracy": 0.675}]})");
   CHECK(lines[2].find("\"learning_rate\": null,") != std::string::npos);
 }
 

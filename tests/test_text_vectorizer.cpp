@@ -65,14 +65,6 @@ std::string imdb_config(const fs::path& folder, const std::string& vectorizer) {
 
 Config parse(const std::string& text) { return parse_config(text, "ids.yaml", LoadOptions{{}, "", false, "", {}}); }
 
-std::vector<float> dense_rows(const data::Dataset& dataset) {
-  std::vector<int64_t> all(size_t(dataset.size()));
-  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
-  std::vector<float> out(size_t(dataset.size() * dataset.columns()));
-  dataset.densify(all, 0, dataset.size(), 0, dataset.columns(), out.data());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("TextVectorizer: int mode is TokenIdVectorizer's ids as dense rows, tf_idf mode TfidfVectorizer's sparse rows") {
@@ -227,7 +219,7 @@ TEST_CASE("an int-mode checkpoint keeps the vocabulary without idf; eval, predic
   CHECK(saved->vocabulary() == reference.vocabulary());
   const std::string review = "A great movie, the acting and the music; a never-seen word";
   CHECK(saved->transform_one(review) == reference.transform_one(review));
-  const checkpoint::SaveContext context = save_context(stored, saved);
+  const checkpoint::SaveContext context = save_context(stored, saved, {"neg", "pos"});
   CHECK(context.vocabulary == reference.vocabulary());
   CHECK(context.idf.empty());
 

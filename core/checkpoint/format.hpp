@@ -3,7 +3,8 @@
 //                                    "optimizer/dense1/kernel/m") with attributes global_shape, offset, layout
 //   ckpt-<step>/index.h5             root attributes (magic, format_version, position, mesh, optimizer,
 //                                    validation_state when validating),
-//                                    /meta/config, /vectorizer/{vocabulary,idf}, and per tensor a virtual
+//                                    /meta/config, /meta/classes (absent in older checkpoints),
+//                                    /vectorizer/{vocabulary,idf}, and per tensor a virtual
 //                                    dataset presenting the whole tensor from the shard files
 #pragma once
 #include <cstdint>
@@ -39,6 +40,7 @@ struct CheckpointMeta {
   std::vector<float> idf;               // one per token (tf_idf); empty for token ids (int mode)
   // train::ValidationState::to_text(): early stopping's and keep-best's records ("" when none were kept)
   std::string validation_state;
+  std::vector<std::string> class_names;  // label k's name; empty in checkpoints older than /meta/classes
 };
 
 // Where one distinct block of a tensor lives.

@@ -134,6 +134,7 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       meta.vocabulary = context_.vocabulary;
       meta.idf = context_.idf;
       if (state.validation != nullptr) meta.validation_state = state.validation->to_text();
+      meta.class_names = context_.class_names;
       std::vector<TensorRecord> records;
       for (const auto& named : tensors) {
         const DTensor& tensor = *named.tensor;

@@ -26,6 +26,7 @@ struct SaveContext {
   uint64_t shuffle_seed = 0;
   std::vector<std::string> vocabulary;  // the fitted vectorizer, if any
   std::vector<float> idf;
+  std::vector<std::string> class_names{};  // the data's: label k's name
 };
 
 class CheckpointManager {

@@ -140,6 +140,7 @@ CheckpointIndex parse_index(const std::string& folder, const Manifest& manifest,
   if (h5::has_attribute(file, "validation_state")) meta.validation_state = h5::read_string_attribute(file, "validation_state");
   std::vector<std::string> config = h5::read_strings(file, "meta/config");
   meta.config = config.empty() ? "" : config.front();
+  if (h5::exists(file, "meta/classes")) meta.class_names = h5::read_strings(file, "meta/classes");
   if (h5::exists(file, "vectorizer/vocabulary")) {
     meta.vocabulary = h5::read_strings(file, "vectorizer/vocabulary");
     meta.idf = h5::read_floats(file, "vectorizer/idf");

@@ -190,6 +190,7 @@ FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, co
   FileWriter writer(folder, kIndexFile);
   size_t expected = (size_t(256) << 10) + meta.config.size() * 2 + meta.idf.size() * 4 + tensors.size() * (size_t(16) << 10);
   for (const auto& token : meta.vocabulary) expected += token.size() + 32;
+  for (const auto& name : meta.class_names) expected += name.size() + 32;
   h5::MemoryImage image;
   {
     auto held = h5::lock();
@@ -212,6 +213,7 @@ FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, co
     std::vector<std::string> names;
     for (const auto& tensor : tensors) names.push_back(tensor.name);
     h5::write_strings(file, "meta/tensors", names);
+    if (!meta.class_names.empty()) h5::write_strings(file, "meta/classes", meta.class_names);
     if (!meta.vocabulary.empty()) {
       h5::write_strings(file, "vectorizer/vocabulary", meta.vocabulary);
       h5::write_floats(file, "vectorizer/idf", meta.idf);

@@ -75,12 +75,23 @@ void MetricsLog::write_steps(const StepsRow& r) {
 
 void MetricsLog::write_eval(const EvalRow& r) {
   const SplitMetrics& m = r.metrics;
+  DTRAIN_CHECK(m.class_examples.size() == m.class_correct.size() &&
+                   (m.class_examples.empty() || m.class_examples.size() == r.class_names.size()),
+               "[metrics] {} per-class counts for {} class names", m.class_examples.size(), r.class_names.size());
+  std::string classes;
+  for (size_t k = 0; k < m.class_examples.size(); ++k) {
+    const int64_t examples = m.class_examples[k], correct = m.class_correct[k];
+    classes += fmt::format("{}{{\"name\": {}, \"examples\": {}, \"correct\": {}, \"accuracy\": {}}}", k ? ", " : "",
+                           json_string(r.class_names[k]), examples, correct,
+                           json_number(examples ? double(correct) / double(examples) : 0.0, 9));
+  }
   write_line(fmt::format(
       "{{\"split\": \"eval\", \"eval_split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, "
-      "\"accuracy\": {}, \"examples_per_s\": {}, \"seconds\": {}, \"checkpoint\": {}, \"run_id\": {}, \"mesh\": {}}}",
+      "\"accuracy\": {}, \"examples_per_s\": {}, \"seconds\": {}, \"checkpoint\": {}, \"run_id\": {}, \"mesh\": {}, "
+      "\"classes\": [{}]}}",
       json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
       json_number(m.examples_per_s, 6), json_number(m.seconds, 6), json_string(r.checkpoint), json_string(r.run_id),
-      json_string(r.mesh)));
+      json_string(r.mesh), classes));
 }
 
 }  // namespace dtrain::train

@@ -2,6 +2,7 @@
 //   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step
 //   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
 //   "train"       a finished epoch (with the learning rate of its last step);  "test": an evaluation during training;  "eval": a `dtrain eval`
+//                 (with "classes": [{"name", "examples", "correct", "accuracy"}, ...], one per true label)
 //   "validation"  a validation (data.validation_split) during training: its loss and accuracy are Keras'
 //                 val_loss and val_accuracy, at the step (and epoch) it followed
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/train/trainer.hpp"
 
@@ -38,6 +40,7 @@ struct EvalRow {
   SplitMetrics metrics;     // metrics.split: the data split evaluated
   std::string checkpoint;   // its folder
   std::string run_id, mesh;
+  std::vector<std::string> class_names{};  // label k's name, for metrics.class_examples / class_correct
 };
 
 class MetricsLog {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "core/comm/mpi.hpp"
@@ -16,6 +17,7 @@
 #include "core/kernels/metrics.hpp"
 #include "core/kernels/upload.hpp"
 #include "core/ops/ops.hpp"
+#include "core/train/class_counts.hpp"
 #include "core/train/step_totals.hpp"
 #include "core/train/stop_signals.hpp"
 
@@ -166,10 +168,9 @@ DTensor device_batch_totals_pending(const DTensor& loss_sum, const DTensor& pred
   return DTensor({2}, Layout::replicated(mesh, 1), summed);
 }
 
-DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+// batch_totals_pending from the predicted labels (argmax of the logits) and the true ones in their layout.
+DTensor label_totals_pending(const DTensor& loss_sum, const DTensor& predicted, const DTensor& truth,
                              int64_t valid_rows) {
-  DTensor predicted = ops::argmax(logits);
-  DTensor truth = redistribute(labels, predicted.layout());
   if (predicted.local().place().is_cuda()) return device_batch_totals_pending(loss_sum, predicted, truth, valid_rows);
   float correct = 0;
   if (valid_rows >= predicted.global_shape()[0]) {
@@ -191,6 +192,12 @@ DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, con
   DTensor count({}, Layout::replicated(mesh, 0), Tensor({}, correct), partial);
   return DTensor({2}, Layout::replicated(mesh, 1),
                  Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
+}
+
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+                             int64_t valid_rows) {
+  DTensor predicted = ops::argmax(logits);
+  return label_totals_pending(loss_sum, predicted, redistribute(labels, predicted.layout()), valid_rows);
 }
 
 // Per-example values of a batch (axis 0) with the rows from `valid_rows` on zeroed in this rank's block.
@@ -235,6 +242,8 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
   const int64_t count = int64_t(order.size()), shards = layout.num_shards(0);
   const auto start = Clock::now();
   double loss_total = 0, correct_total = 0;
+  std::optional<ClassCounts> per_class;
+  int batch_dim = -1;
   std::vector<int64_t> padded;
   for (int64_t begin = 0; begin < count; begin += batch_size) {
     const int64_t size = std::min<int64_t>(batch_size, count - begin);
@@ -252,13 +261,23 @@ SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& param
     Var total = reduce_sum(per_example, {0});
     if (totals.full())
       for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
-    totals.push(resolve_partial(batch_totals_pending(total.value(), logits.value(), batch.labels, size)).local());
+    const DTensor predicted = ops::argmax(logits.value());
+    const DTensor truth = redistribute(batch.labels, predicted.layout());
+    if (!per_class) per_class.emplace(logits.value().global_shape().back());
+    per_class->add(predicted, truth, size);
+    batch_dim = predicted.layout().dim_at(0);
+    totals.push(resolve_partial(label_totals_pending(total.value(), predicted, truth, size)).local());
   }
   for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
   const double seconds = seconds_since(start);
   SplitMetrics metrics{"test", 0, step, count, count ? loss_total / double(count) : 0.0,
                        count ? correct_total / double(count) : 0.0, seconds > 0 ? double(count) / seconds : 0.0,
                        seconds};
+  if (per_class) {
+    per_class->sum_over_mesh(layout.mesh_ptr(), batch_dim, count);
+    metrics.class_examples = std::move(per_class->examples);
+    metrics.class_correct = std::move(per_class->correct);
+  }
   return metrics;
 }
 

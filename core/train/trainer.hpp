@@ -62,6 +62,9 @@ struct SplitMetrics {
   std::string split;  // "train", "test" or "validation"
   int64_t epoch = 0, step = 0, examples = 0;
   double loss = 0, accuracy = 0, examples_per_s = 0, seconds = 0;
+  // Evaluations only (empty for training epochs): per true label k, its examples and those predicted right
+  // (whole-mesh totals; they sum to `examples` and accuracy * examples).
+  std::vector<int64_t> class_examples{}, class_correct{};
 };
 
 // Rank 0's view of a run; all callbacks run on rank 0's thread.

@@ -33,7 +33,7 @@ check "inspect lists Adam slots" grep -q "optimizer/dense2/kernel/v" out
 # The same checkpoint evaluated on three meshes: equal loss and accuracy.
 for name in dp mp sp; do
   expect 0 "accuracy" -- eval --config $name.yaml --checkpoint ckpt
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >"eval_$name"
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >"eval_$name"
 done
 cat eval_dp
 check "eval DP/MP/SP agree within 1e-5" python3 - <<'PY'
@@ -47,7 +47,7 @@ expect 0 "resuming ckpt/ckpt-16 " -- resume --config mp.yaml --set train.epochs=
 check "resume saved ckpt-24" test "$(latest ckpt)" = ckpt-24
 check "max_to_keep 2 pruned ckpt-8" test ! -e ckpt/ckpt-8
 expect 2 "finished 3 epoch.*--set train.epochs=" -- resume --config sp.yaml --set train.epochs=3
-expect 0 "^0	class [0-9]	probabilities" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte
+expect 0 "^0	class ([0-9])	\1 [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte
 check "predict prints one line per image with probabilities summing to 1" python3 - <<'PY'
 lines = open("out").read().splitlines()
 assert len(lines) == 128, len(lines)
@@ -71,7 +71,7 @@ expect 0 "resuming killed/ckpt-8 " -- resume --config dp.yaml --set checkpoint.d
 check "resume after the kill finished at ckpt-16" test "$(latest killed)" = ckpt-16 -a ! -e killed/ckpt-16.partial
 # Resumed on the same mesh, the run ends exactly where the uninterrupted one did.
 expect 0 "accuracy" -- eval --config dp.yaml --checkpoint killed/ckpt-16
-sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_killed
+sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_killed
 check "resumed ckpt-16 evaluates exactly like the uninterrupted run's" cmp -s eval_killed eval_dp
 if [[ -n $h5python ]]; then
   check "every tensor of the resumed ckpt-16 is bitwise the uninterrupted one's; virtual datasets = shards" "$h5python" - <<'PY'

@@ -122,9 +122,9 @@ if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1
   check "mpirun -np 2 train --init-from exits 0 ($(tail -3 out))" test $rc = 0
   check "the 2-process run saved ckpt-8" test "$(latest ckpt_mpi)" = ckpt-8
   expect 0 "accuracy" -- eval --config sp.yaml --checkpoint ckpt_ft
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_one
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_one
   expect 0 "accuracy" -- eval --config sp.yaml --checkpoint ckpt_mpi
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_two
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_two
   check "one and two processes fine-tune to the same model (eval within 1e-4)" python3 - <<'PY'
 one, two = ([float(v) for v in open(name).read().split()] for name in ("eval_one", "eval_two"))
 assert all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(one, two)), (one, two)

@@ -37,7 +37,7 @@ check "the resume names run/metrics.jsonl" grep -q "^metrics: run/metrics.jsonl"
 # ---- eval: --run-dir is where its row goes ----
 expect 0 "on mesh \{batch: 2, feature: 2, model: 2\} on 8 CPU devices, split test: loss" -- \
   eval --config sp.yaml --checkpoint ckpt --run-dir run_eval
-sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_numbers
+sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_numbers
 
 check "metrics.jsonl: run rows, train_steps rows, 1-based epochs, one curve over DP -> MP" python3 - <<'PY'
 import json

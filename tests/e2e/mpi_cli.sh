@@ -166,7 +166,7 @@ expect 0 "resuming single/ckpt-8 " -- 1 resume --config sp.yaml --set checkpoint
 check "single-process resume saved single/ckpt-16" test "$(latest single)" = ckpt-16
 for name in multi single; do
   expect 0 "accuracy" -- 1 eval --config sp.yaml --checkpoint $name
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_$name
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_$name
 done
 check "eval of the P=2 -> P=4 checkpoint prints the uninterrupted single-process one's loss and accuracy:
 $(cat eval_multi) vs $(cat eval_single)" cmp -s eval_multi eval_single
@@ -198,12 +198,23 @@ for run_as in "dp 1" "dp 2" "dp 4" "dp 8" "mp 1" "mp 2" "mp 8" "sp 1" "sp 4" "sp
   read -r name np <<<"$run_as"
   expect 0 "split test: loss" -- $np eval --config $name.yaml --checkpoint multi
   check "P=$np eval on $name prints one result line" test "$(grep -c "split test: loss" out)" = 1
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_${name}_$np
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_${name}_$np
+  grep "^  class " out >classes_${name}_$np || true
+  check "P=$np eval on $name prints a line per class (10)" test "$(wc -l <classes_${name}_$np)" = 10
   if [[ $np != 1 ]]; then
     check "P=$np eval on $name prints what P=1 does: $(cat eval_${name}_$np) vs $(cat eval_${name}_1)" \
       cmp -s eval_${name}_$np eval_${name}_1
+    check "P=$np eval on $name prints the per-class counts P=1 does" cmp -s classes_${name}_$np classes_${name}_1
   fi
 done
+check "eval on DP/MP/SP count the same per class, adding up to the accuracy" python3 - <<'PY'
+import re
+counts = [re.findall(r"\((\d+) of (\d+) examples\)", open(f"classes_{n}_1").read()) for n in ("dp", "mp", "sp")]
+assert len(counts[0]) == 10 and counts[0] == counts[1] == counts[2], counts
+accuracy = float(open("eval_dp_1").read().split()[1])
+right, examples = (sum(int(c[i]) for c in counts[0]) for i in (0, 1))
+assert abs(right / examples - accuracy) < 1e-7, (right, examples, accuracy)
+PY
 check "eval on DP/MP/SP agree within 1e-5: $(cat eval_dp_1) / $(cat eval_mp_1) / $(cat eval_sp_1)" python3 - <<'PY'
 dp, mp, sp = ([float(v) for v in open(f"eval_{n}_1").read().split()] for n in ("dp", "mp", "sp"))
 assert dp[1] > 0.3, f"the model did not learn: {dp}"
@@ -337,7 +348,7 @@ if find_victim kill_save 1; then
     test "$(latest kill_save)" = ckpt-16 -a ! -e kill_save/ckpt-16.partial
   # Uninterrupted, the same training (SP, 2 epochs) ended with run_sp_1's test record.
   expect 0 "accuracy" -- 1 eval --config sp.yaml --checkpoint kill_save
-  sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_kill_save
+  sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_kill_save
   check "kill_save: the resumed run evaluates within 1e-5 of the uninterrupted one's test record: $(cat eval_kill_save)" \
     python3 - <<'PY'
 import json

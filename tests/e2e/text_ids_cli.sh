@@ -64,14 +64,14 @@ check "no idf weights in int mode" test ! -e run_ids/idf_weights.txt
 expect 0 "^vectorizer: int, $tokens tokens, sequence length 16$" -- inspect ckpt_ids
 expect 0 "verdict: intact" -- inspect --verify ckpt_ids
 expect 0 "accuracy" -- eval --config ids.yaml
-sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_2
+sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_2
 expect 0 "accuracy" -- eval --config ids.yaml --set mesh.dims.batch=4
-sed -E 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/' out >eval_4
+sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_4
 check "eval on {batch: 2} and {batch: 4} agree within 1e-5" python3 - <<'PY'
 a, b = ([float(v) for v in open(n).read().split()] for n in ("eval_2", "eval_4"))
 assert all(abs(x - y) <= 1e-5 for x, y in zip(a, b)), (a, b)
 PY
-expect 0 "^1	class [01]	probabilities" -- predict --checkpoint ckpt_ids "A great movie!" "Bad, bad film; never-seen words"
+expect 0 "^1	class ([01])	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_ids "A great movie!" "Bad, bad film; never-seen words"
 check "predict prints one line per text with probabilities summing to 1" python3 - <<'PY'
 lines = open("out").read().splitlines()
 assert len(lines) == 2, lines
@@ -91,7 +91,7 @@ expect 0 "test accuracy" -- train --config tfidf.yaml
 expect 0 "^vectorizer: tf_idf, 12 tokens$" -- inspect ckpt_tfidf
 check "idf weights beside the vocabulary in tf_idf mode" test "$(wc -l <run_tfidf/idf_weights.txt)" = 12
 expect 0 "accuracy" -- eval --config tfidf.yaml
-expect 0 "^0	class [01]	probabilities" -- predict --checkpoint ckpt_tfidf "A great movie!"
+expect 0 "^0	class ([01])	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_tfidf "A great movie!"
 expect 0 "resuming" -- resume --config tfidf.yaml --set train.epochs=2
 
 # Changed training texts: the re-fitted vocabulary differs from the checkpoint's.
