@@ -62,6 +62,7 @@ int MeshConfig::size_of(const std::string& spec) const {
 }
 
 std::vector<std::int64_t> DataConfig::example_shape() const {
+  if (dataset == Dataset::image_folder) return {image_shape.begin(), image_shape.end()};
   if (dataset == Dataset::imdb)
     return {vectorizer.mode == "int" ? vectorizer.output_sequence_length : vectorizer.max_tokens};
   if (image_shape.empty()) return {784};
@@ -77,7 +78,9 @@ Where Config::where(const std::string& path) const {
 std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "gpu"; }
 int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
 
-std::string to_string(Dataset dataset) { return dataset == Dataset::mnist ? "mnist" : "imdb"; }
+std::string to_string(Dataset dataset) {
+  return dataset == Dataset::mnist ? "mnist" : dataset == Dataset::imdb ? "imdb" : "image_folder";
+}
 std::string to_string(InitKind kind) {
   switch (kind) {
     case InitKind::zeros: return "zeros";
@@ -488,9 +491,15 @@ std::string dim_where(const MeshConfig& mesh, const std::string& name) {
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
 // stricter form: (train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])? with percentages in [-100, 100].
-void check_split(Reader& reader, const Field& field, const std::string& split) {
-  const std::string expected = fmt::format(
-      "expected a split: train or test, optionally sliced like train[:5000] or test[10%:], got '{}'", shown(split));
+// folder_names: the name is a folder under data.path (image_folder), any name the scanner takes.
+void check_split(Reader& reader, const Field& field, const std::string& split, bool folder_names = false) {
+  const std::string expected =
+      folder_names ? fmt::format("expected a split: a folder under data.path, optionally sliced like train[:80%] or "
+                                 "train[-20%:], got '{}'",
+                                 shown(split))
+                   : fmt::format("expected a split: train or test, optionally sliced like train[:5000] or test[10%:], "
+                                 "got '{}'",
+                                 shown(split));
   data::SplitText text;
   try {
     text = data::parse_split_text(split);
@@ -500,7 +509,7 @@ void check_split(Reader& reader, const Field& field, const std::string& split) {
     if (what.find("64 bits") != std::string::npos) reader.fail(field, what);
     reader.fail(field, expected);
   }
-  if (text.name != "train" && text.name != "test") reader.fail(field, expected);
+  if (!folder_names && text.name != "train" && text.name != "test") reader.fail(field, expected);
   if (split.find_first_of(" \t") != std::string::npos) reader.fail(field, expected);
   for (const auto& bound : {text.from, text.to}) {
     if (!bound) continue;
@@ -527,15 +536,48 @@ std::vector<std::string> read_class_names(Reader& reader, const Field& field) {
   return names;
 }
 
+// image_folder's keys: image_shape [H, W, C] (required; C 1 grayscale or 3 rgb), resize, on_bad_file.
+void read_image_folder_keys(Reader& reader, const Field& data_field, Section& section, DataConfig& data) {
+  const Field image_shape = section.require("image_shape");
+  data.image_shape_where = image_shape.where;
+  const YAML::Node& node = image_shape.node;
+  if (!node.IsSequence() || node.size() != 3)
+    reader.fail(image_shape, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
+                                         describe(node)));
+  for (size_t axis = 0; axis < 3; ++axis) {
+    const Field extent = reader.child(image_shape, node[axis], fmt::format("{}[{}]", image_shape.path, axis));
+    if (axis < 2) {
+      data.image_shape.push_back(int(integer(reader, extent, 1, 1 << 15)));
+    } else {
+      const std::int64_t channels = integer(reader, extent, 1, 3);
+      if (channels == 2) reader.fail(extent, "expected 1 (grayscale) or 3 (rgb) channels, got 2");
+      data.image_shape.push_back(int(channels));
+    }
+  }
+  if (auto resize = section.get("resize")) {
+    data.resize = choice(reader, *resize, {"bilinear", "nearest", "none"});
+    data.resize_where = resize->where;
+  } else {
+    data.resize_where = data_field.where;
+  }
+  if (auto on_bad_file = section.get("on_bad_file")) {
+    data.on_bad_file = choice(reader, *on_bad_file, {"error", "skip"});
+    data.on_bad_file_where = on_bad_file->where;
+  } else {
+    data.on_bad_file_where = data_field.where;
+  }
+}
+
 DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
   DataConfig data;
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes"});
+                   "image_shape", "classes", "resize", "on_bad_file"});
 
   const Field dataset = section.require("dataset");
-  data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
+  const std::string dataset_name = choice(reader, dataset, {"mnist", "imdb", "image_folder"});
+  data.dataset = dataset_name == "mnist" ? Dataset::mnist : dataset_name == "imdb" ? Dataset::imdb : Dataset::image_folder;
   data.dataset_where = dataset.where;
 
   const Field path = section.require("path");
@@ -550,7 +592,7 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (auto split = section.get(key)) {
       *target = scalar(reader, *split, "a split name");
       *target_where = split->where;
-      check_split(reader, *split, *target);
+      check_split(reader, *split, *target, data.dataset == Dataset::image_folder);
     }
   }
 
@@ -574,8 +616,10 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     reader.fail(field, "missing required key 'vectorizer' (dataset imdb), e.g. {mode: tf_idf, max_tokens: 1200}");
   }
 
-  if (auto image_shape = section.get("image_shape")) {
-    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only dataset mnist has an image_shape");
+  if (data.dataset == Dataset::image_folder) {
+    read_image_folder_keys(reader, field, section, data);
+  } else if (auto image_shape = section.get("image_shape")) {
+    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only datasets mnist and image_folder have an image_shape");
     data.image_shape_where = image_shape->where;
     const YAML::Node& node = image_shape->node;
     const bool flat = node.IsScalar() && node.Scalar() == "flat";
@@ -588,6 +632,10 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (square) data.image_shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
   } else {
     data.image_shape_where = field.where;
+  }
+  if (data.dataset != Dataset::image_folder) {
+    for (const char* key : {"resize", "on_bad_file"})
+      if (auto given = section.get(key)) reader.fail(*given, "only dataset image_folder has this key; remove it");
   }
 
   data.classes_where = field.where;
@@ -1593,6 +1641,11 @@ std::string dump_config(const Config& config) {
     out << false;
   out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
   if (!data.classes.empty()) out << YAML::Key << "classes" << YAML::Value << YAML::Flow << data.classes;
+  if (data.dataset == Dataset::image_folder) {
+    out << YAML::Key << "image_shape" << YAML::Value << YAML::Flow << data.image_shape;
+    out << YAML::Key << "resize" << YAML::Value << data.resize;
+    out << YAML::Key << "on_bad_file" << YAML::Value << data.on_bad_file;
+  }
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

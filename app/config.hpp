@@ -62,7 +62,9 @@ struct MeshConfig {
 };
 
 // ---- data ----
-enum class Dataset { mnist, imdb };
+// mnist: IDX files; imdb: the aclImdb folder; image_folder: PNG/JPEG files in class folders,
+// path/<split>/<class>/*.png|jpg|jpeg (Keras' image_dataset_from_directory; data/image_folder.hpp).
+enum class Dataset { mnist, imdb, image_folder };
 
 // imdb only: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
 // [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
@@ -84,7 +86,8 @@ struct ShuffleConfig {
 struct DataConfig {
   Dataset dataset = Dataset::mnist;
   std::string path;  // as written (relative to the working directory); checked to exist
-  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]
+  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]; image_folder: any
+                                      // folder under path, e.g. train[:80%] and train[80%:]
   std::string test_split = "test";
   VectorizerConfig vectorizer;
   std::int64_t batch_size = 0;  // the GLOBAL batch, >= 1
@@ -93,17 +96,27 @@ struct DataConfig {
   // mesh dim on the batch axis, the other axes unsharded (layout_given false).
   std::vector<std::string> layout;
   bool layout_given = false;
-  std::vector<int> image_shape;  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]
+  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]; {28, 28, 1} (NHWC).
+  // image_folder (required): [height, width, channels], channels 1 (grayscale) or 3 (rgb), Keras' color_mode
+  // (colour to gray by ITU-R 601 luma, gray replicated to rgb, alpha dropped: data/image_decode.hpp).
+  std::vector<int> image_shape;
+  // image_folder: how images of another size reach image_shape, as tf.image.resize (data/image_resize.hpp):
+  // bilinear (Keras' default), nearest, or none (every image must already be height x width: else an error
+  // naming the file and its size).
+  std::string resize = "bilinear";
+  // image_folder: a file that does not decode (corrupt, truncated, CMYK, wrong size under resize none) is an
+  // error naming it (error), or left out with a notice counting them and naming the first few (skip).
+  std::string on_bad_file = "error";
   // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
   // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders the folders to read, in
   // label order (default: every subfolder, sorted by name, as Keras). Distinct, non-empty.
   std::vector<std::string> classes;
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
-      layout_where, image_shape_where, classes_where;
+      layout_where, image_shape_where, classes_where, resize_where, on_bad_file_where;
 
-  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf) or
-  // {output_sequence_length} (int).
+  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf),
+  // {output_sequence_length} (int) or image_folder's image_shape.
   std::vector<std::int64_t> example_shape() const;
 };
 
@@ -350,7 +363,8 @@ std::string dump_config(const Config& config);
 
 std::string to_string(DeviceKind kind);
 std::string to_string(Dataset dataset);
-// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
+// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell
+// (image_folder: its class folders, or data.classes).
 int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);

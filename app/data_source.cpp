@@ -1,10 +1,13 @@
 #include "app/data_source.hpp"
 
+#include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <vector>
 
 #include "core/error.hpp"
 #include "data/idx.hpp"
+#include "data/image_folder.hpp"
 #include "data/imdb.hpp"
 #include "data/split.hpp"
 
@@ -107,12 +110,86 @@ data::TextExamples load_imdb_split(const Config& config, const std::string& spli
 
 }  // namespace
 
+data::ImageFolderOptions image_folder_options(const Config& config) {
+  data::ImageFolderOptions options;
+  options.height = config.data.image_shape.at(0);
+  options.width = config.data.image_shape.at(1);
+  options.channels = config.data.image_shape.at(2);
+  options.resize = image_resize_of(config);
+  options.skip_bad_files = config.data.on_bad_file == "skip";
+  options.classes = config.data.classes;
+  return options;
+}
+
+namespace {
+
+// One split of an image folder: the folder path/<name>, its files' slice decoded (only those), bad files
+// skipped with a notice when data.on_bad_file says so.
+data::ImageExamples load_image_folder_split(const Config& config, const std::string& split_text, const Where& where) {
+  const std::string name = data::split_name(split_text);
+  const std::string folder = config.data.path + "/" + name;
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error))
+    throw_config_error(where, fmt::format("split '{}': no folder '{}' (a split names a folder under data.path)", split_text, folder));
+  const data::ImageFolderOptions options = image_folder_options(config);
+  data::ClassFolderFiles listing = data::list_class_folders(folder, data::kImageExtensions, options.classes, options.tag);
+  data::SplitSlice slice = resolve_split(split_text, int64_t(listing.files.size()), where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
+  listing.files = std::vector<std::string>(listing.files.begin() + slice.begin, listing.files.begin() + slice.end);
+  listing.labels = std::vector<int32_t>(listing.labels.begin() + slice.begin, listing.labels.begin() + slice.end);
+  data::ImageExamples examples = data::decode_image_files(std::move(listing), options);
+  if (!examples.skipped.empty() && process_index() == 0) {
+    // data.on_bad_file: skip: never silent. The first few reasons name their files.
+    fmt::print(stderr, "notice: [image_folder] split '{}': skipped {} of {} files that do not decode (data.on_bad_file: skip):\n",
+               split_text, examples.skipped.size(), examples.skipped.size() + examples.labels.size());
+    for (size_t i = 0; i < std::min<size_t>(examples.skipped.size(), 5); ++i) fmt::print(stderr, "  {}\n", examples.skipped[i]);
+    if (examples.skipped.size() > 5) fmt::print(stderr, "  ... and {} more\n", examples.skipped.size() - 5);
+  }
+  return examples;
+}
+
+data::Dataset image_dataset(const Config& config, data::ImageExamples examples) {
+  const std::vector<int64_t> example = config.data.example_shape();
+  return data::Dataset::dense(std::move(examples.pixels), Shape(example.begin(), example.end()), std::move(examples.labels));
+}
+
+LoadedData load_image_folder(const Config& config, bool with_train) {
+  LoadedData loaded;
+  std::optional<data::ImageExamples> train;
+  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.data.train_split_where);
+  data::ImageExamples test = load_image_folder_split(config, config.data.test_split, config.data.test_split_where);
+  // Without data.classes each split names its own (sorted) folders: a test split missing a class would shift
+  // every label after it.
+  if (train && train->class_names != test.class_names)
+    throw_config_error(config.data.test_split_where,
+                       fmt::format("split '{}' has classes [{}] but the training split '{}' has [{}]; give both the "
+                                   "same class folders, or name the classes in data.classes",
+                                   config.data.test_split, fmt::join(test.class_names, ", "), config.data.train_split,
+                                   fmt::join(train->class_names, ", ")));
+  loaded.class_names = test.class_names;
+  loaded.num_classes = int(loaded.class_names.size());
+  if (train)
+    loaded.train = std::make_unique<DatasetSource>(image_dataset(config, std::move(*train)), config.data.shuffle.enabled,
+                                                   config.data.shuffle.seed);
+  loaded.test = std::make_unique<DatasetSource>(image_dataset(config, std::move(test)), false, 0);
+  return loaded;
+}
+
+}  // namespace
+
+data::Resize image_resize_of(const Config& config) {
+  return config.data.resize == "nearest" ? data::Resize::nearest
+         : config.data.resize == "none"  ? data::Resize::none
+                                         : data::Resize::bilinear;
+}
+
 data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
   const VectorizerConfig& vectorizer = config.data.vectorizer;
   return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
 }
 
 LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {
+  if (config.data.dataset == Dataset::image_folder) return load_image_folder(config, with_train);
   LoadedData loaded;
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;

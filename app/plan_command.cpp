@@ -92,6 +92,18 @@ void print_device_memory(const Placement& placement) {
   }
 }
 
+namespace {
+
+// The dataset kind, and for image folders how the files become inputs.
+std::string dataset_text(const Config& config) {
+  if (config.data.dataset != Dataset::image_folder) return to_string(config.data.dataset);
+  return fmt::format("image_folder {}: {}x{} {}, resize {}", config.data.path, config.data.image_shape[0],
+                     config.data.image_shape[1], config.data.image_shape[2] == 1 ? "grayscale" : "rgb",
+                     config.data.resize);
+}
+
+}  // namespace
+
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
   train::TrainOptions one_step = train_options(config);
@@ -100,8 +112,9 @@ int run_plan(const CommandOptions& options) {
   one_step.eval_every_epoch = false;
   Engine engine = build_engine(config, one_step);
   const BuiltModel& built = engine.built;
+  // image_folder without data.classes: the class folders tell, and plan reads no data.
   const int classes = classes_of(config);
-  check_output_classes(config, *built.model, classes);
+  if (classes > 0) check_output_classes(config, *built.model, classes);
   const MeshPtr& mesh = engine.mesh;
   const Shape& example = engine.example;
   train::Trainer& trainer = *engine.trainer;
@@ -121,7 +134,8 @@ int run_plan(const CommandOptions& options) {
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
   fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n", shape_string(input_shape),
-             input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
+             input.specs_string(), shape_string(input.local_shape(input_shape)),
+             classes > 0 ? std::to_string(classes) : "as many as the class folders", dataset_text(config));
   if (config.train.accumulation_steps > 1)
     fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
                config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);
