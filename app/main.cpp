@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
       sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");
       sub->add_option("--file", options.files,
                       "A file to classify (repeatable): an image (.png, .jpg, .jpeg) for image models, a text (.txt) "
-                      "for text models");
+                      "for text models")
+          ->allow_extra_args(false);  // one path per --file: a raw text after it stays a text
     }
     if (name == "inspect") {
       sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();

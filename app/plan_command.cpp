@@ -133,9 +133,10 @@ int run_plan(const CommandOptions& options) {
   }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n", shape_string(input_shape),
+  fmt::print("input x: global {} layout {} -> local {} per device; {} ({})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)),
-             classes > 0 ? std::to_string(classes) : "as many as the class folders", dataset_text(config));
+             classes > 0 ? fmt::format("{} classes", classes) : std::string("classes from the class folders"),
+             dataset_text(config));
   if (config.train.accumulation_steps > 1)
     fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
                config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);

@@ -79,7 +79,7 @@ Tensor read_files(const std::vector<std::string>& files, const Config& config, c
                        "[predict] --file '{}': not an image (.png, .jpg, .jpeg) or text (.txt) file", file);
     images += image;
     texts += !image;
-    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is a {} model, which takes {} files",
+    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is an {} model, which takes {} files",
                        file, index.folder, to_string(config.data.dataset),
                        text_model ? "text (.txt)" : "image (.png, .jpg, .jpeg)");
   }
@@ -115,7 +115,7 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
     DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::imdb,
                        "[predict] checkpoint {} is a {} model: give images with {}, not texts", index.folder,
                        to_string(config.data.dataset),
-                       config.data.dataset == Dataset::mnist ? "--file PATH or --idx FILE" : "--file PATH");
+                       config.data.dataset == Dataset::mnist ? "--idx FILE or --file PATH" : "--file PATH");
     return vectorize(options.texts, config, index);
   }
   DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist,

@@ -1,11 +1,14 @@
 // PNG and JPEG files written by libpng and libjpeg themselves, for the image tests (the decoder reads what
 // the same libraries write). Errors here are test failures (std::runtime_error).
 #pragma once
+// jpeglib.h needs size_t and FILE declared first.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
 #include <jpeglib.h>
 #include <png.h>
 
-#include <cstdint>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
