@@ -491,7 +491,8 @@ std::string dim_where(const MeshConfig& mesh, const std::string& name) {
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
 // stricter form: (train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])? with percentages in [-100, 100].
-// folder_names: the name is a folder under data.path (image_folder), any name the scanner takes.
+// folder_names (image_folder): the name is a folder under data.path, any [A-Za-z0-9_-]+ the scanner takes
+// (no '/' or '.': a split cannot leave data.path).
 void check_split(Reader& reader, const Field& field, const std::string& split, bool folder_names = false) {
   const std::string expected =
       folder_names ? fmt::format("expected a split: a folder under data.path, optionally sliced like train[:80%] or "
