@@ -1,8 +1,37 @@
 #include "data/image_folder.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
 #include "core/error.hpp"
 
 namespace dtrain::data {
+namespace {
+
+// Keras' other image formats (and TIFF, WebP): not decoded here, and never left out silently.
+const std::vector<std::string> kUnsupportedExtensions{".bmp", ".gif", ".webp", ".tif", ".tiff"};
+
+// The files under the class folders whose extension is an image format this reader does not decode, as
+// messages naming them.
+std::vector<std::string> unsupported_files(const ClassFolderFiles& listing) {
+  std::vector<std::string> found;
+  for (const std::string& name : listing.class_names) {
+    std::error_code error;
+    for (std::filesystem::recursive_directory_iterator it(std::filesystem::path(listing.folder) / name, error), end;
+         !error && it != end; it.increment(error)) {
+      std::string extension = it->path().extension().string();
+      for (char& c : extension) c = char(std::tolower(static_cast<unsigned char>(c)));
+      if (std::find(kUnsupportedExtensions.begin(), kUnsupportedExtensions.end(), extension) != kUnsupportedExtensions.end())
+        found.push_back(fmt::format("[image] '{}': {} images are not supported (PNG or JPEG only)", it->path().string(),
+                                    extension.substr(1)));
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
 
 ImageExamples read_image_folder(const std::string& folder, const ImageFolderOptions& options, int threads) {
   return decode_image_files(list_class_folders(folder, kImageExtensions, options.classes, options.tag), options,
@@ -11,6 +40,8 @@ ImageExamples read_image_folder(const std::string& folder, const ImageFolderOpti
 
 ImageExamples decode_image_files(ClassFolderFiles listing, const ImageFolderOptions& options, int threads) {
   const std::string& folder = listing.folder;
+  std::vector<std::string> unsupported = unsupported_files(listing);
+  DTRAIN_CHECK_USAGE(unsupported.empty() || options.skip_bad_files, "{}", unsupported.empty() ? "" : unsupported.front());
   const int64_t count = int64_t(listing.files.size());
   const int64_t row = options.height * options.width * options.channels;
   ImageExamples examples;
@@ -29,6 +60,7 @@ ImageExamples decode_image_files(ClassFolderFiles listing, const ImageFolderOpti
     }
   });
   // Bad files out, the others moved up in order.
+  examples.skipped = std::move(unsupported);
   int64_t kept = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (!errors[size_t(i)].empty()) {

@@ -3,7 +3,9 @@
 // record order). Files are decoded in parallel (data/image_decode.hpp), brought to height x width
 // (data/image_resize.hpp) and stored as pixels / 255, HWC, one dense row per image.
 // A file that does not decode (corrupt, truncated, not PNG/JPEG, CMYK, or the wrong size under resize
-// none) is a UsageError naming it; with skip_bad_files it is left out and listed in `skipped` instead.
+// none), and a .bmp, .gif, .webp, .tif or .tiff file in a class folder (Keras reads some of those; here
+// they are never ignored silently), is a UsageError naming it; with skip_bad_files it is left out and
+// listed in `skipped` instead.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,7 +35,8 @@ struct ImageExamples {
   std::vector<int32_t> labels;
   std::vector<std::string> paths;        // relative to the split folder (cat/001.png)
   std::vector<std::string> class_names;  // label k is class_names[k]
-  std::vector<std::string> skipped;      // skip_bad_files: the error of each file left out, in record order
+  std::vector<std::string> skipped;      // skip_bad_files: the error of each file left out (unsupported formats
+                                         // first, then in record order)
   int64_t size() const { return int64_t(labels.size()); }
 };
 

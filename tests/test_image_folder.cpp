@@ -135,6 +135,16 @@ TEST_CASE("image folder: a bad file is an error naming it, or skipped and counte
     const int value = (path[0] == 'a' ? 0 : 50) + (path[2] - '0');
     CHECK(examples.pixels[size_t(i * 64)] == float(value) / 255.0f);
   }
+  // An image format this reader does not decode is never ignored silently.
+  std::ofstream(temp.path / "a" / "old.GIF") << "GIF89a";
+  options.skip_bad_files = false;
+  message = message_of([&] { read_image_folder(temp.str(), options, 2); });
+  CHECK(message.find("a/old.GIF': gif images are not supported (PNG or JPEG only)") != std::string::npos);
+  options.skip_bad_files = true;
+  const ImageExamples with_gif = read_image_folder(temp.str(), options, 2);
+  CHECK(with_gif.size() == 6);
+  REQUIRE(with_gif.skipped.size() == 3);
+  CHECK(with_gif.skipped[0].find("old.GIF") != std::string::npos);
   // Only bad files: an error, even when skipping.
   TempFolder worse("image_folder_all_bad");
   fs::create_directories(worse.path / "a");
