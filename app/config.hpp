@@ -105,8 +105,8 @@ struct DataConfig {
   // naming the file and its size).
   std::string resize = "bilinear";
   // image_folder: a file that does not decode (corrupt, truncated, CMYK, wrong size under resize none, or a
-  // .bmp/.gif/.webp/.tif in a class folder) is an
-  // error naming it (error), or left out with a notice counting them and naming the first few (skip).
+  // .bmp/.gif/.webp/.tif in a class folder) is an error naming it (error), or left out with a notice counting
+  // them and naming the first few (skip).
   std::string on_bad_file = "error";
   // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
   // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders the folders to read, in
