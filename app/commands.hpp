@@ -24,6 +24,7 @@ struct CommandOptions {
   std::string split;                   // eval --split NAME (default: the config's test split)
   std::vector<std::string> texts;      // predict: raw texts to classify
   std::string idx_file;                // predict --idx FILE: images to classify
+  std::vector<std::string> files;      // predict --file PATH (repeatable): image or text files, one input each
   std::string inspect_dir;             // inspect DIR
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)

@@ -62,6 +62,7 @@ int MeshConfig::size_of(const std::string& spec) const {
 }
 
 std::vector<std::int64_t> DataConfig::example_shape() const {
+  if (dataset == Dataset::image_folder) return {image_shape.begin(), image_shape.end()};
   if (is_text(dataset))
     return {vectorizer.mode == "int" ? vectorizer.output_sequence_length : vectorizer.max_tokens};
   if (image_shape.empty()) return {784};
@@ -78,9 +79,16 @@ std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" 
 int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
 
 bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
+bool has_split_folders(Dataset dataset) { return dataset == Dataset::text_folder || dataset == Dataset::image_folder; }
 
 std::string to_string(Dataset dataset) {
-  return dataset == Dataset::mnist ? "mnist" : dataset == Dataset::imdb ? "imdb" : "text_folder";
+  switch (dataset) {
+    case Dataset::mnist: return "mnist";
+    case Dataset::imdb: return "imdb";
+    case Dataset::text_folder: return "text_folder";
+    case Dataset::image_folder: return "image_folder";
+  }
+  return "?";
 }
 std::string to_string(InitKind kind) {
   switch (kind) {
@@ -492,11 +500,16 @@ std::string dim_where(const MeshConfig& mesh, const std::string& name) {
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
 // stricter form: (train|test)(\[(-?\d+%?)?:(-?\d+%?)?\])? with percentages in [-100, 100].
-// A text folder's splits are its folders: any NAME then.
-void check_split(Reader& reader, const Field& field, const std::string& split, bool any_name = false) {
-  const std::string expected = fmt::format(
-      "expected a split: {}, optionally sliced like train[:5000] or test[10%:], got '{}'",
-      any_name ? "a folder name under data.path (letters, digits, _ and -)" : "train or test", shown(split));
+// folder_names (text_folder, image_folder): the name is a folder under data.path, any [A-Za-z0-9_-]+ the
+// scanner takes (no '/' or '.': a split cannot leave data.path).
+void check_split(Reader& reader, const Field& field, const std::string& split, bool folder_names = false) {
+  const std::string expected =
+      folder_names ? fmt::format("expected a split: a folder name under data.path (letters, digits, _ and -), "
+                                 "optionally sliced like train[:80%] or train[-20%:], got '{}'",
+                                 shown(split))
+                   : fmt::format("expected a split: train or test, optionally sliced like train[:5000] or test[10%:], "
+                                 "got '{}'",
+                                 shown(split));
   data::SplitText text;
   try {
     text = data::parse_split_text(split);
@@ -506,7 +519,7 @@ void check_split(Reader& reader, const Field& field, const std::string& split, b
     if (what.find("64 bits") != std::string::npos) reader.fail(field, what);
     reader.fail(field, expected);
   }
-  if (!any_name && text.name != "train" && text.name != "test") reader.fail(field, expected);
+  if (!folder_names && text.name != "train" && text.name != "test") reader.fail(field, expected);
   if (split.find_first_of(" \t") != std::string::npos) reader.fail(field, expected);
   for (const auto& bound : {text.from, text.to}) {
     if (!bound) continue;
@@ -526,7 +539,7 @@ void read_validation_split(Reader& reader, const Field& field, DataConfig& data)
   if (!numeric && !text.empty() && (is_ascii_digit(text[0]) || text[0] == '-' || text[0] == '.'))
     reader.fail(field, fmt::format("expected a fraction in (0, 1) or a split like train[90%:], got '{}'", shown(text)));
   if (!numeric) {
-    check_split(reader, field, text);
+    check_split(reader, field, text, has_split_folders(data.dataset));
     data.validation_split = text;
     return;
   }
@@ -554,16 +567,51 @@ std::vector<std::string> read_class_names(Reader& reader, const Field& field) {
   return names;
 }
 
+// image_folder's keys: image_shape [H, W, C] (required; C 1 grayscale or 3 rgb), resize, on_bad_file.
+void read_image_folder_keys(Reader& reader, const Field& data_field, Section& section, DataConfig& data) {
+  const Field image_shape = section.require("image_shape");
+  data.image_shape_where = image_shape.where;
+  const YAML::Node& node = image_shape.node;
+  if (!node.IsSequence() || node.size() != 3)
+    reader.fail(image_shape, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
+                                         describe(node)));
+  for (size_t axis = 0; axis < 3; ++axis) {
+    const Field extent = reader.child(image_shape, node[axis], fmt::format("{}[{}]", image_shape.path, axis));
+    if (axis < 2) {
+      data.image_shape.push_back(int(integer(reader, extent, 1, 1 << 15)));
+    } else {
+      const std::int64_t channels = integer(reader, extent, 1, 3);
+      if (channels == 2) reader.fail(extent, "expected 1 (grayscale) or 3 (rgb) channels, got 2");
+      data.image_shape.push_back(int(channels));
+    }
+  }
+  if (auto resize = section.get("resize")) {
+    data.resize = choice(reader, *resize, {"bilinear", "nearest", "none"});
+    data.resize_where = resize->where;
+  } else {
+    data.resize_where = data_field.where;
+  }
+  if (auto on_bad_file = section.get("on_bad_file")) {
+    data.on_bad_file = choice(reader, *on_bad_file, {"error", "skip"});
+    data.on_bad_file_where = on_bad_file->where;
+  } else {
+    data.on_bad_file_where = data_field.where;
+  }
+}
+
 DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
   DataConfig data;
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes", "validation_split"});
+                   "image_shape", "classes", "validation_split", "resize", "on_bad_file"});
 
   const Field dataset = section.require("dataset");
-  const std::string dataset_name = choice(reader, dataset, {"mnist", "imdb", "text_folder"});
-  data.dataset = dataset_name == "mnist" ? Dataset::mnist : dataset_name == "imdb" ? Dataset::imdb : Dataset::text_folder;
+  const std::string dataset_name = choice(reader, dataset, {"mnist", "imdb", "text_folder", "image_folder"});
+  data.dataset = dataset_name == "mnist"         ? Dataset::mnist
+                 : dataset_name == "imdb"        ? Dataset::imdb
+                 : dataset_name == "text_folder" ? Dataset::text_folder
+                                                 : Dataset::image_folder;
   data.dataset_where = dataset.where;
 
   const Field path = section.require("path");
@@ -578,7 +626,7 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (auto split = section.get(key)) {
       *target = scalar(reader, *split, "a split name");
       *target_where = split->where;
-      check_split(reader, *split, *target, data.dataset == Dataset::text_folder);
+      check_split(reader, *split, *target, has_split_folders(data.dataset));
     }
   }
   data.validation_split_where = field.where;
@@ -605,8 +653,10 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
                                    to_string(data.dataset)));
   }
 
-  if (auto image_shape = section.get("image_shape")) {
-    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only dataset mnist has an image_shape");
+  if (data.dataset == Dataset::image_folder) {
+    read_image_folder_keys(reader, field, section, data);
+  } else if (auto image_shape = section.get("image_shape")) {
+    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only datasets mnist and image_folder have an image_shape");
     data.image_shape_where = image_shape->where;
     const YAML::Node& node = image_shape->node;
     const bool flat = node.IsScalar() && node.Scalar() == "flat";
@@ -619,6 +669,10 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
     if (square) data.image_shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
   } else {
     data.image_shape_where = field.where;
+  }
+  if (data.dataset != Dataset::image_folder) {
+    for (const char* key : {"resize", "on_bad_file"})
+      if (auto given = section.get(key)) reader.fail(*given, "only dataset image_folder has this key; remove it");
   }
 
   data.classes_where = field.where;
@@ -1738,6 +1792,11 @@ std::string dump_config(const Config& config) {
     out << false;
   out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
   if (!data.classes.empty()) out << YAML::Key << "classes" << YAML::Value << YAML::Flow << data.classes;
+  if (data.dataset == Dataset::image_folder) {
+    out << YAML::Key << "image_shape" << YAML::Value << YAML::Flow << data.image_shape;
+    out << YAML::Key << "resize" << YAML::Value << data.resize;
+    out << YAML::Key << "on_bad_file" << YAML::Value << data.on_bad_file;
+  }
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

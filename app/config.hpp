@@ -64,9 +64,11 @@ struct MeshConfig {
 // ---- data ----
 // mnist: MNIST-format IDX files. imdb: the aclImdb folder (a text folder with classes neg, pos).
 // text_folder: Keras' text_dataset_from_directory layout, PATH/<split>/<class>/.../*.txt, one example per
-// file; the splits are the folders under PATH (train_split, test_split name them, TFDS slices allowed) and
-// the classes the folders under a split (see data.classes).
-enum class Dataset { mnist, imdb, text_folder };
+// file. image_folder: PNG/JPEG files in class folders, PATH/<split>/<class>/*.png|jpg|jpeg (Keras'
+// image_dataset_from_directory; data/image_folder.hpp). For both folder data sets the splits are the
+// folders under PATH (train_split, test_split name them, TFDS slices allowed) and the classes the folders
+// under a split (see data.classes).
+enum class Dataset { mnist, imdb, text_folder, image_folder };
 
 // imdb and text_folder: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
 // [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
@@ -88,7 +90,8 @@ struct ShuffleConfig {
 struct DataConfig {
   Dataset dataset = Dataset::mnist;
   std::string path;  // as written (relative to the working directory); checked to exist
-  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]; text_folder: any folder
+  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]; text_folder and
+                                      // image_folder: any folder under path, e.g. train[:80%] and train[80%:]
   std::string test_split = "test";
   VectorizerConfig vectorizer;
   std::int64_t batch_size = 0;  // the GLOBAL batch, >= 1
@@ -97,7 +100,6 @@ struct DataConfig {
   // mesh dim on the batch axis, the other axes unsharded (layout_given false).
   std::vector<std::string> layout;
   bool layout_given = false;
-  std::vector<int> image_shape;  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]
   // data.validation_split: the examples validated during training (not trained on), one of
   //   a number f in (0, 1)  Keras' validation_split: the LAST f of the training split's examples (after
   //                         train_split's slice, before any shuffle: floor(n * (1 - f)) stay for training)
@@ -108,17 +110,29 @@ struct DataConfig {
   std::string validation_split;    // the string form ("" : not that form)
   bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
 
+  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]; {28, 28, 1} (NHWC).
+  // image_folder (required): [height, width, channels], channels 1 (grayscale) or 3 (rgb), Keras' color_mode
+  // (colour to gray by ITU-R 601 luma, gray replicated to rgb, alpha dropped: data/image_decode.hpp).
+  std::vector<int> image_shape;
+  // image_folder: how images of another size reach image_shape, as tf.image.resize (data/image_resize.hpp):
+  // bilinear (Keras' default), nearest, or none (every image must already be height x width: else an error
+  // naming the file and its size).
+  std::string resize = "bilinear";
+  // image_folder: a file that does not decode (corrupt, truncated, CMYK, wrong size under resize none, or a
+  // .bmp/.gif/.webp/.tif in a class folder) is an error naming it (error), or left out with a notice counting
+  // them and naming the first few (skip).
+  std::string on_bad_file = "error";
   // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
-  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders (text_folder) the
+  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders (text_folder, image_folder) the
   // folders to read, in label order (default: every subfolder of the training split, sorted by name, as
   // Keras; the test split must then have the same subfolders). Distinct, non-empty, at least 2.
   std::vector<std::string> classes;
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
-      layout_where, image_shape_where, classes_where, validation_split_where;
+      layout_where, image_shape_where, classes_where, validation_split_where, resize_where, on_bad_file_where;
 
-  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf) or
-  // {output_sequence_length} (int).
+  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf),
+  // {output_sequence_length} (int) or image_folder's image_shape.
   std::vector<std::int64_t> example_shape() const;
 };
 
@@ -407,8 +421,10 @@ std::string dump_config(const Config& config);
 
 std::string to_string(DeviceKind kind);
 std::string to_string(Dataset dataset);
-bool is_text(Dataset dataset);  // imdb, text_folder: texts through data.vectorizer
-// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
+bool is_text(Dataset dataset);            // imdb, text_folder: texts through data.vectorizer
+bool has_split_folders(Dataset dataset);  // text_folder, image_folder: a split is any folder under data.path
+// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell
+// (image_folder: its class folders, or data.classes).
 int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <vector>
 
 #include "core/error.hpp"
 #include "data/idx.hpp"
+#include "data/image_folder.hpp"
 #include "data/imdb.hpp"
 #include "data/split.hpp"
 #include "data/text_folder.hpp"
@@ -166,8 +169,11 @@ void check_disjoint(const Config& config, int64_t named_size) {
                                  data.validation_split, begin, end, train.name, data.train_split));
 }
 
-// MNIST: the validation examples, taken off `train` (a fraction) or loaded (a split string); null when none.
-std::unique_ptr<DatasetSource> mnist_validation(const Config& config, data::Dataset& train, int64_t train_named_size) {
+// Examples as Datasets (mnist, image_folder): the validation examples, taken off `train` (a fraction) or
+// loaded by load_split(split, where, &named_size) (a split string); null when none.
+std::unique_ptr<DatasetSource> dataset_validation(
+    const Config& config, data::Dataset& train, int64_t train_named_size,
+    const std::function<data::Dataset(const std::string&, const Where&, int64_t*)>& load_split) {
   const DataConfig& data = config.data;
   if (data.validation_fraction > 0) {
     const int64_t kept = kept_for_training(config, train.size());
@@ -177,7 +183,7 @@ std::unique_ptr<DatasetSource> mnist_validation(const Config& config, data::Data
   }
   if (data.validation_split.empty()) return nullptr;
   int64_t named_size = 0;
-  data::Dataset validation = load_mnist_split(config, data.validation_split, data.validation_split_where, &named_size);
+  data::Dataset validation = load_split(data.validation_split, data.validation_split_where, &named_size);
   check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split) ? train_named_size
                                                                                                           : named_size);
   return std::make_unique<DatasetSource>(std::move(validation), false, 0);
@@ -211,12 +217,100 @@ data::TextExamples validation_texts(const Config& config, data::TextExamples& tr
 
 }  // namespace
 
+data::ImageFolderOptions image_folder_options(const Config& config) {
+  data::ImageFolderOptions options;
+  options.height = config.data.image_shape.at(0);
+  options.width = config.data.image_shape.at(1);
+  options.channels = config.data.image_shape.at(2);
+  options.resize = image_resize_of(config);
+  options.skip_bad_files = config.data.on_bad_file == "skip";
+  options.classes = config.data.classes;
+  return options;
+}
+
+namespace {
+
+// One split of an image folder: the folder path/<name>, its files' slice decoded (only those), bad files
+// skipped with a notice when data.on_bad_file says so.
+// named_size: set to the split folder's file count (before the slice).
+data::ImageExamples load_image_folder_split(const Config& config, const std::string& split_text, const Where& where,
+                                            int64_t* named_size = nullptr) {
+  const std::string name = data::split_name(split_text);
+  const std::string folder = config.data.path + "/" + name;
+  std::error_code error;
+  if (!std::filesystem::is_directory(folder, error))
+    throw_config_error(where, fmt::format("split '{}': no folder '{}' (a split names a folder under data.path)", split_text, folder));
+  const data::ImageFolderOptions options = image_folder_options(config);
+  data::ClassFolderFiles listing = data::list_class_folders(folder, data::kImageExtensions, options.classes, options.tag);
+  if (named_size) *named_size = int64_t(listing.files.size());
+  data::SplitSlice slice = resolve_split(split_text, int64_t(listing.files.size()), where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
+  listing.files = std::vector<std::string>(listing.files.begin() + slice.begin, listing.files.begin() + slice.end);
+  listing.labels = std::vector<int32_t>(listing.labels.begin() + slice.begin, listing.labels.begin() + slice.end);
+  data::ImageExamples examples = data::decode_image_files(std::move(listing), options);
+  if (!examples.skipped.empty() && process_index() == 0) {
+    // data.on_bad_file: skip: never silent. The first few reasons name their files.
+    fmt::print(stderr, "notice: [image_folder] split '{}': skipped {} of {} files that do not decode (data.on_bad_file: skip):\n",
+               split_text, examples.skipped.size(), examples.skipped.size() + examples.labels.size());
+    for (size_t i = 0; i < std::min<size_t>(examples.skipped.size(), 5); ++i) fmt::print(stderr, "  {}\n", examples.skipped[i]);
+    if (examples.skipped.size() > 5) fmt::print(stderr, "  ... and {} more\n", examples.skipped.size() - 5);
+  }
+  return examples;
+}
+
+data::Dataset image_dataset(const Config& config, data::ImageExamples examples) {
+  const std::vector<int64_t> example = config.data.example_shape();
+  return data::Dataset::dense(std::move(examples.pixels), Shape(example.begin(), example.end()), std::move(examples.labels));
+}
+
+LoadedData load_image_folder(const Config& config, bool with_train) {
+  LoadedData loaded;
+  std::optional<data::ImageExamples> train;
+  int64_t named_size = 0;
+  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+  const std::vector<std::string> train_classes = train ? train->class_names : std::vector<std::string>{};
+  // Without data.classes each split names its own (sorted) folders: a split missing a class would shift every
+  // label after it.
+  const auto check_classes = [&](const std::vector<std::string>& classes, const std::string& split, const Where& where) {
+    if (!train || classes == train_classes) return;
+    throw_config_error(where, fmt::format("split '{}' has classes [{}] but the training split '{}' has [{}]; give both the "
+                                          "same class folders, or name the classes in data.classes",
+                                          split, fmt::join(classes, ", "), config.data.train_split,
+                                          fmt::join(train_classes, ", ")));
+  };
+  data::ImageExamples test = load_image_folder_split(config, config.data.test_split, config.data.test_split_where);
+  check_classes(test.class_names, config.data.test_split, config.data.test_split_where);
+  loaded.class_names = test.class_names;
+  loaded.num_classes = int(loaded.class_names.size());
+  if (train) {
+    data::Dataset train_set = image_dataset(config, std::move(*train));
+    loaded.validation = dataset_validation(config, train_set, named_size,
+                                           [&](const std::string& split, const Where& where, int64_t* size) {
+                                             data::ImageExamples validation = load_image_folder_split(config, split, where, size);
+                                             check_classes(validation.class_names, split, where);
+                                             return image_dataset(config, std::move(validation));
+                                           });
+    loaded.train = std::make_unique<DatasetSource>(std::move(train_set), config.data.shuffle.enabled, config.data.shuffle.seed);
+  }
+  loaded.test = std::make_unique<DatasetSource>(image_dataset(config, std::move(test)), false, 0);
+  return loaded;
+}
+
+}  // namespace
+
+data::Resize image_resize_of(const Config& config) {
+  return config.data.resize == "nearest" ? data::Resize::nearest
+         : config.data.resize == "none"  ? data::Resize::none
+                                         : data::Resize::bilinear;
+}
+
 data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
   const VectorizerConfig& vectorizer = config.data.vectorizer;
   return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
 }
 
 LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {
+  if (config.data.dataset == Dataset::image_folder) return load_image_folder(config, with_train);
   LoadedData loaded;
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;
@@ -226,7 +320,9 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
     if (with_train) {
       int64_t named_size = 0;
       data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where, &named_size);
-      loaded.validation = mnist_validation(config, train, named_size);
+      loaded.validation = dataset_validation(config, train, named_size, [&](const std::string& split, const Where& where, int64_t* size) {
+        return load_mnist_split(config, split, where, size);
+      });
       loaded.train = std::make_unique<DatasetSource>(std::move(train), shuffle, seed);
     }
     loaded.test = std::make_unique<DatasetSource>(

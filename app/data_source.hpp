@@ -1,6 +1,6 @@
-// Loads the config's data set (MNIST-format IDX files, or texts, the aclImdb folder or a text folder,
-// vectorized per data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the
-// training loop as a BatchSource. The split slices (train[:5000]) apply here.
+// Loads the config's data set (MNIST-format IDX files; texts, the aclImdb folder or a text folder,
+// vectorized per data.vectorizer.mode: TF-IDF rows or Keras-style token ids; or an image folder's PNG/JPEG
+// files) and presents each split to the training loop as a BatchSource. The split slices (train[:5000]) apply here.
 #pragma once
 #include <memory>
 #include <optional>
@@ -10,6 +10,7 @@
 #include "app/config.hpp"
 #include "core/train/batch_source.hpp"
 #include "data/dataset.hpp"
+#include "data/image_folder.hpp"
 #include "data/text_vectorizer.hpp"
 
 namespace dtrain {
@@ -64,6 +65,11 @@ std::vector<std::string> default_class_names(const Config& config);
 // int mode fewer is fine, as in Keras (ids stay below max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,
                      const std::optional<data::TextVectorizer>& vectorizer = std::nullopt);
+
+// config.data.resize (image_folder) as the data layer takes it.
+data::Resize image_resize_of(const Config& config);
+// image_folder's data settings (image_shape, resize, on_bad_file, classes) as the data layer takes them.
+data::ImageFolderOptions image_folder_options(const Config& config);
 
 // config.data.vectorizer as the data layer takes it.
 data::TextVectorizer::Settings vectorizer_settings(const Config& config);

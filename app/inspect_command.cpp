@@ -58,6 +58,23 @@ std::string classes_text(const std::vector<std::string>& names) {
   return fmt::format("{}, ..., {} ({} classes)", fmt::join(first, ", "), names.back(), names.size());
 }
 
+// "mnist data/mnist", or for an image folder "image_folder data/shapes: images 12x12x3 (rgb), resize bilinear,
+// on_bad_file error": the stored config's data section; "unknown" without a readable one.
+std::string data_text(const checkpoint::CheckpointMeta& meta) {
+  try {
+    const YAML::Node data = YAML::Load(meta.config)["data"];
+    const std::string dataset = data["dataset"].as<std::string>();
+    std::string text = fmt::format("{} {}", dataset, data["path"].as<std::string>());
+    if (dataset != "image_folder") return text;
+    const auto shape = data["image_shape"].as<std::vector<int64_t>>();
+    return text + fmt::format(": images {} ({}), resize {}, on_bad_file {}", fmt::join(shape, "x"),
+                              shape.at(2) == 1 ? "grayscale" : "rgb", data["resize"].as<std::string>(),
+                              data["on_bad_file"].as<std::string>());
+  } catch (const std::exception&) {
+    return "unknown (no readable config)";
+  }
+}
+
 int verify(const CommandOptions& options) {
   checkpoint::ReadLease lease;  // keeps the writer from deleting the checkpoint while it is read
   if (std::filesystem::is_directory(options.inspect_dir))
@@ -110,6 +127,7 @@ int run_inspect(const CommandOptions& options) {
   fmt::print("mesh: {}\n", meta.mesh);
   fmt::print("optimizer: {} ({} iterations)\n", meta.optimizer, meta.iterations);
   fmt::print("shuffle seed: {}\n", meta.shuffle_seed);
+  fmt::print("data: {}\n", data_text(meta));
   if (meta.vocabulary.empty()) fmt::print("vectorizer: none\n");
   else fmt::print("vectorizer: {}\n", vectorizer_text(meta));
   fmt::print("classes: {}\n", classes_text(meta.class_names));

@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
     if (name == "predict") {
       sub->add_option("texts", options.texts, "Raw texts to classify (IMDB models)");
       sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");
+      sub->add_option("--file", options.files,
+                      "A file to classify (repeatable): an image (.png, .jpg, .jpeg) for image models, a text (.txt) "
+                      "for text models")
+          ->allow_extra_args(false);  // one path per --file: a raw text after it stays a text
     }
     if (name == "inspect") {
       sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
@@ -158,8 +162,9 @@ int main(int argc, char** argv) {
     for (const auto& [sub, command] : subcommands) {
       if (!sub->parsed()) continue;
       options.command = command->name;
-      if (options.command == "predict" && options.texts.empty() == options.idx_file.empty())
-        throw dtrain::UsageError("predict: give either texts to classify or --idx FILE (one of them)");
+      if (options.command == "predict" &&
+          int(!options.texts.empty()) + int(!options.idx_file.empty()) + int(!options.files.empty()) != 1)
+        throw dtrain::UsageError("predict: give texts to classify, --file PATH ..., or --idx FILE (one kind of input)");
       refuse_unused_options(options);
       return command->run(options);
     }

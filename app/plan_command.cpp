@@ -123,6 +123,14 @@ void print_validation(const Config& config) {
   }
 }
 
+// The dataset kind, and for image folders how the files become inputs.
+std::string dataset_text(const Config& config) {
+  if (config.data.dataset != Dataset::image_folder) return to_string(config.data.dataset);
+  return fmt::format("image_folder {}: {}x{} {}, resize {}", config.data.path, config.data.image_shape[0],
+                     config.data.image_shape[1], config.data.image_shape[2] == 1 ? "grayscale" : "rgb",
+                     config.data.resize);
+}
+
 }  // namespace
 
 int run_plan(const CommandOptions& options) {
@@ -133,14 +141,15 @@ int run_plan(const CommandOptions& options) {
   one_step.eval_every_epoch = false;
   Engine engine = build_engine(config, one_step);
   const BuiltModel& built = engine.built;
-  // A text folder without data.classes has as many classes as its training split has subfolders: listed
-  // (no file is read) when data.path is there; else the model's output is not checked, and the plan says so.
+  // A class folder data set (text_folder, image_folder) without data.classes has as many classes as its
+  // training split has subfolders: listed (no file is read) when data.path is there; else the model's output
+  // is not checked, and the plan says so.
   int classes = classes_of(config);
   std::string classes_note;
   if (classes == 0) {
     const std::string folder = (std::filesystem::path(config.data.path) / data::split_name(config.data.train_split)).string();
     if (std::filesystem::is_directory(folder)) {
-      classes = int(data::class_folder_names(folder, "[text_folder]").size());
+      classes = int(data::class_folder_names(folder, "[" + to_string(config.data.dataset) + "]").size());
       classes_note = fmt::format(", the subfolders of {}", folder);
     } else {
       classes_note = fmt::format(": {} is not there to list, so the model's output is not checked", folder);
@@ -167,7 +176,7 @@ int run_plan(const CommandOptions& options) {
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
   fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)),
-             classes > 0 ? std::to_string(classes) : "unknown", to_string(config.data.dataset), classes_note);
+             classes > 0 ? std::to_string(classes) : "unknown", dataset_text(config), classes_note);
   if (config.train.accumulation_steps > 1)
     fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
                config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);

@@ -1,11 +1,16 @@
-// `dtrain predict --checkpoint DIR "text" ... | --idx FILE`: class probabilities for raw inputs, from the
-// checkpoint alone (its stored config builds the model, on a 1-device mesh; IMDB texts go through its
-// saved vectorizer, in its stored config's mode: a TF-IDF row, or a row of output_sequence_length token ids).
-// Prints one line per input: index, predicted class (its label), its name and probability (the checkpoint's
-// class names; older checkpoints: the data set's defaults), every class's probability:
+// `dtrain predict --checkpoint DIR "text" ... | --file PATH ... | --idx FILE`: class probabilities for raw
+// inputs, from the checkpoint alone (its stored config builds the model, on a 1-device mesh; texts go through
+// its saved vectorizer, in its stored config's mode: a TF-IDF row, or a row of output_sequence_length token
+// ids). --file takes image files (.png, .jpg, .jpeg: decoded, converted and resized as the training config's
+// data says) for image models and text files (.txt, one example each) for text models.
+// Prints one line per input: index (and the file, for --file), predicted class (its label), its name and
+// probability (the checkpoint's class names; older checkpoints: the data set's defaults), every class's
+// probability:
 //   0	class 1	pos 0.9999	probabilities 0.000100 0.999900
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
@@ -15,34 +20,110 @@
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
 #include "core/train/predict.hpp"
+#include "app/data_source.hpp"
 #include "data/idx.hpp"
+#include "data/image_decode.hpp"
+#include "data/image_folder.hpp"
 
 namespace dtrain {
 namespace {
 
+// The images an image model takes: height, width, channels and how to get there. image_folder: its data
+// settings; mnist: 28x28 gray (image_shape's first two extents, or square ones for a flat input: 784 = 28x28),
+// no resizing (the IDX images it learned from were all that size).
+data::ImageFolderOptions model_images(const Config& config) {
+  if (config.data.dataset == Dataset::image_folder) return image_folder_options(config);
+  const Shape example = config.data.example_shape();
+  data::ImageFolderOptions options;
+  options.channels = 1;
+  options.resize = data::Resize::none;
+  if (example.size() >= 2) {
+    options.height = example[0];
+    options.width = example[1];
+  } else {
+    options.height = options.width = int64_t(std::llround(std::sqrt(double(num_elements(example)))));
+  }
+  return options;
+}
+
+std::string lowercase_extension(const std::string& path) {
+  std::string extension = std::filesystem::path(path).extension().string();
+  for (char& c : extension) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return extension;
+}
+
+// The texts the model classifies, one row each, through the checkpoint's saved vectorizer.
+Tensor vectorize(const std::vector<std::string>& texts, const Config& config, const checkpoint::CheckpointIndex& index) {
+  const Shape example = config.data.example_shape();
+  std::optional<data::TextVectorizer> vectorizer = saved_vectorizer(index, config);
+  DTRAIN_CHECK(vectorizer.has_value(), "[predict] checkpoint {} holds no text vectorizer", index.folder);
+  DTRAIN_CHECK(vectorizer->example_shape() == example,
+               "[predict] the saved {} vectorizer makes inputs of shape {} but the model takes {}", vectorizer->mode(),
+               shape_string(vectorizer->example_shape()), shape_string(example));
+  const int64_t width = vectorizer->width();
+  Tensor inputs({int64_t(texts.size()), width});
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<float> row = vectorizer->transform_one(texts[i]);
+    std::copy(row.begin(), row.end(), inputs.data() + int64_t(i) * width);
+  }
+  return inputs;
+}
+
+// --file inputs: all images (for an image model) or all texts (for a text model), told by the extension.
+Tensor read_files(const std::vector<std::string>& files, const Config& config, const checkpoint::CheckpointIndex& index) {
+  const bool text_model = is_text(config.data.dataset);
+  size_t images = 0, texts = 0;
+  for (const std::string& file : files) {
+    const std::string extension = lowercase_extension(file);
+    const bool image = std::find(data::kImageExtensions.begin(), data::kImageExtensions.end(), extension) !=
+                       data::kImageExtensions.end();
+    DTRAIN_CHECK_USAGE(image || extension == ".txt",
+                       "[predict] --file '{}': not an image (.png, .jpg, .jpeg) or text (.txt) file", file);
+    images += image;
+    texts += !image;
+    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is an {} model, which takes {} files",
+                       file, index.folder, to_string(config.data.dataset),
+                       text_model ? "text (.txt)" : "image (.png, .jpg, .jpeg)");
+  }
+  if (texts > 0) {
+    std::vector<std::string> contents;
+    for (const std::string& file : files) {
+      const std::vector<uint8_t> bytes = data::read_file_bytes(file);
+      contents.emplace_back(bytes.begin(), bytes.end());
+    }
+    return vectorize(contents, config, index);
+  }
+  const data::ImageFolderOptions shape = model_images(config);
+  const Shape example = config.data.example_shape();
+  DTRAIN_CHECK_USAGE(shape.height * shape.width * shape.channels == num_elements(example),
+               "[predict] images of {}x{}x{} do not make the model's input {}", shape.height, shape.width,
+               shape.channels, shape_string(example));
+  Shape batch{int64_t(files.size())};
+  batch.insert(batch.end(), example.begin(), example.end());
+  Tensor inputs(batch);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const data::Image image = data::read_image(files[i], shape.channels);
+    data::image_to_input(image, shape.height, shape.width, shape.resize, files[i],
+                         inputs.data() + int64_t(i) * num_elements(example));
+  }
+  return inputs;
+}
+
 // The inputs as a [N, ...example] tensor.
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
+  if (!options.files.empty()) return read_files(options.files, config, index);
   if (!options.texts.empty()) {
     DTRAIN_CHECK_USAGE(is_text(config.data.dataset),
-                       "[predict] checkpoint {} is a {} model: give images with --idx FILE, not texts", index.folder,
-                       to_string(config.data.dataset));
-    std::optional<data::TextVectorizer> vectorizer = saved_vectorizer(index, config);
-    DTRAIN_CHECK(vectorizer.has_value(), "[predict] checkpoint {} holds no text vectorizer", index.folder);
-    DTRAIN_CHECK(vectorizer->example_shape() == example,
-                 "[predict] the saved {} vectorizer makes inputs of shape {} but the model takes {}", vectorizer->mode(),
-                 shape_string(vectorizer->example_shape()), shape_string(example));
-    const int64_t width = vectorizer->width();
-    Tensor inputs({int64_t(options.texts.size()), width});
-    for (size_t i = 0; i < options.texts.size(); ++i) {
-      std::vector<float> row = vectorizer->transform_one(options.texts[i]);
-      std::copy(row.begin(), row.end(), inputs.data() + int64_t(i) * width);
-    }
-    return inputs;
+                       "[predict] checkpoint {} is a {} model: give images with {}, not texts", index.folder,
+                       to_string(config.data.dataset),
+                       config.data.dataset == Dataset::mnist ? "--idx FILE or --file PATH" : "--file PATH");
+    return vectorize(options.texts, config, index);
   }
   DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist,
-                     "[predict] checkpoint {} is an {} model: give texts, not --idx", index.folder,
-                     to_string(config.data.dataset));
+                     "[predict] checkpoint {} is an {} model: give {}, not --idx", index.folder,
+                     to_string(config.data.dataset),
+                     is_text(config.data.dataset) ? "texts" : "image files with --file PATH");
   data::IdxImages images = data::read_idx_images(options.idx_file);
   // The images the model was trained on: image_shape's first two extents, or square ones for a flat input
   // (784 = 28x28); the pixel count alone would let a 56x14 image through to a 28x28 model.
@@ -107,7 +188,8 @@ int run_predict(const CommandOptions& options) {
       if (p[k] > p[best]) best = k;
       text += fmt::format("{}{:.6f}", k ? " " : "", p[k]);
     }
-    fmt::print("{}\tclass {}\t{} {:.4f}\tprobabilities {}\n", i, best, names[size_t(best)], p[best], text);
+    const std::string input = options.files.empty() ? std::to_string(i) : fmt::format("{}\t{}", i, options.files[size_t(i)]);
+    fmt::print("{}\tclass {}\t{} {:.4f}\tprobabilities {}\n", input, best, names[size_t(best)], p[best], text);
   }
   return 0;
 }

@@ -219,6 +219,22 @@ TEST_CASE("text_folder: the splits must have the same classes; a split is a fold
   const LoadedData validation = load_data(valid);
   CHECK(validation.test->num_examples() == 3);
   CHECK(validation.class_names == std::vector<std::string>{"ant", "bee", "cat"});
+  // data.validation_split: a fraction takes the training split's last examples; a folder must have its classes.
+  const Config fraction = parse_config(folder_config(temp.path, "{batch: 2}", "  test_split: valid\n  validation_split: 0.25\n"), "t.yaml", LoadOptions{});
+  const LoadedData held_out = load_data(fraction);
+  REQUIRE(held_out.validation);
+  CHECK(held_out.train->num_examples() == 9);
+  CHECK(held_out.validation->num_examples() == 3);
+  const Config valid_folder = parse_config(folder_config(temp.path, "{batch: 2}", "  test_split: valid\n  validation_split: valid\n"), "t.yaml", LoadOptions{});
+  const LoadedData validated = load_data(valid_folder);
+  REQUIRE(validated.validation);
+  CHECK(validated.train->num_examples() == 12);
+  CHECK(validated.validation->num_examples() == 6);
+  const std::string other_text = folder_config(temp.path, "{batch: 2}", "  test_split: valid\n  validation_split: test[:3]\n");
+  const Config other = parse_config(other_text, "t.yaml", LoadOptions{});
+  const std::string other_message = dtrain::testing::usage_error_message([&] { load_data(other); });
+  CHECK(contains(other_message, position("t.yaml", other_text, "test[:3]") + ": "));
+  CHECK(contains(other_message, "the validation split's classes [ant, cat] differ from the training split's [ant, bee, cat]"));
   // A split with no folder: a config error at the split.
   const std::string missing_text = folder_config(temp.path, "{batch: 2}", "  test_split: dev[:10]\n");
   const Config missing = parse_config(missing_text, "t.yaml", LoadOptions{});

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: the real `dtrain` binary with checkpoints on small generated MNIST-format IDX files: train ->
-# inspect -> eval on DP/MP/SP meshes (same loss/accuracy) -> resume -> predict; SIGKILL mid-save; error exits.
+# inspect -> eval on DP/MP/SP meshes (same loss/accuracy) -> resume -> predict (IDX and PNG files); SIGKILL mid-save; error exits.
 # Usage: checkpoint_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
@@ -55,7 +55,23 @@ for line in lines:
     p = [float(v) for v in line.split("probabilities ")[1].split()]
     assert len(p) == 10 and abs(sum(p) - 1) < 1e-4, line
 PY
+head -2 out | cut -f2- >predict_idx
 expect 2 "give images with --idx" -- predict --checkpoint ckpt "a text"
+# --file: the first two test images as 28x28 gray PNGs predict what --idx predicts for them.
+python3 - <<'PY'
+import struct, zlib
+data = open("data/t10k-images-idx3-ubyte", "rb").read()[16:]
+def chunk(kind, payload):
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload) & 0xffffffff)
+for i in range(2):
+    image = data[i * 784:(i + 1) * 784]
+    raw = b"".join(b"\0" + image[y * 28:(y + 1) * 28] for y in range(28))
+    with open(f"test{i}.png", "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+PY
+expect 0 "^1	test1.png	class [0-9]	probabilities" -- predict --checkpoint ckpt --file test0.png --file test1.png
+check "PNG files of the IDX images predict the same" test "$(cut -f3- out)" = "$(cat predict_idx)"
 
 # SIGKILL in the middle of writing the second checkpoint (each dataset write sleeps 300 ms).
 DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=300 "$dtrain" train --config dp.yaml --set checkpoint.dir=killed >kill.log 2>&1 &

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: the real `dtrain` binary on a small generated aclImdb tree with data.vectorizer mode int (token
 # ids, Keras TextVectorization output_mode='int') and, beside it, mode tf_idf: train -> inspect (mode, tokens,
-# sequence length) -> inspect --verify -> eval on two meshes -> predict raw texts -> resume; a config of the
+# sequence length) -> inspect --verify -> eval on two meshes -> predict raw texts and text files -> resume; a config of the
 # other mode and changed training texts are refused (exit 2).
 # Usage: text_ids_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
@@ -92,6 +92,13 @@ expect 0 "^vectorizer: tf_idf, 12 tokens$" -- inspect ckpt_tfidf
 check "idf weights beside the vocabulary in tf_idf mode" test "$(wc -l <run_tfidf/idf_weights.txt)" = 12
 expect 0 "accuracy" -- eval --config tfidf.yaml
 expect 0 "^0	class ([01])	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_tfidf "A great movie!"
+cp out predict_text
+# --file: a .txt file is one review, the same as that text given raw.
+printf 'A great movie!' >review.txt
+expect 0 "^0	review.txt	class [01]	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_tfidf --file review.txt
+check "a text file predicts what its text does" test "$(cut -f2- predict_text)" = "$(cut -f3- out)"
+expect 2 "^dtrain: error: \[predict\] --file 'photo.png': checkpoint .* is an imdb model, which takes text \(.txt\) files" -- \
+  predict --checkpoint ckpt_tfidf --file photo.png
 expect 0 "resuming" -- resume --config tfidf.yaml --set train.epochs=2
 
 # Changed training texts: the re-fitted vocabulary differs from the checkpoint's.
