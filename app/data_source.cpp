@@ -3,6 +3,7 @@
 #include <numeric>
 #include <vector>
 
+#include "app/array_source.hpp"
 #include "core/error.hpp"
 #include "data/idx.hpp"
 #include "data/imdb.hpp"
@@ -107,12 +108,20 @@ data::TextExamples load_imdb_split(const Config& config, const std::string& spli
 
 }  // namespace
 
+data::SplitSlice slice_of_split(const Config& config, const std::string& split_text, int64_t size, const Where& where) {
+  data::SplitSlice slice = resolve_split(split_text, size, where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
+  return slice;
+}
+
 data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
   const VectorizerConfig& vectorizer = config.data.vectorizer;
   return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
 }
 
 LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {
+  if (config.data.dataset == Dataset::arrays) return load_array_data(config, with_train);
+  if (config.data.dataset == Dataset::csv) return load_csv_data(config, with_train);
   LoadedData loaded;
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;

@@ -10,6 +10,7 @@
 #include "app/config.hpp"
 #include "core/train/batch_source.hpp"
 #include "data/dataset.hpp"
+#include "data/split.hpp"
 #include "data/text_vectorizer.hpp"
 
 namespace dtrain {
@@ -36,7 +37,7 @@ class DatasetSource : public train::BatchSource {
 };
 
 struct LoadedData {
-  std::unique_ptr<DatasetSource> train, test;
+  std::unique_ptr<train::BatchSource> train, test;  // DatasetSources, or ArraySources (dataset arrays)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;
   std::vector<std::string> class_names;  // num_classes names: data.classes, the folders', or the dataset's own
@@ -58,6 +59,10 @@ std::vector<std::string> default_class_names(const Config& config);
 // max_tokens, which sizes an embedding table).
 LoadedData load_data(const Config& config, bool with_train = true,
                      const std::optional<data::TextVectorizer>& vectorizer = std::nullopt);
+
+// The examples a split string selects of a split of `size` examples: a bad slice, or one that selects
+// nothing, is a config error at `where`.
+data::SplitSlice slice_of_split(const Config& config, const std::string& split_text, int64_t size, const Where& where);
 
 // config.data.vectorizer as the data layer takes it.
 data::TextVectorizer::Settings vectorizer_settings(const Config& config);
