@@ -13,6 +13,7 @@
 #include "data/array_file.hpp"
 #include "tests/array_files.hpp"
 #include "tests/temp_folder.hpp"
+#include "tests/training_fixture.hpp"
 #include "tests/usage_error.hpp"
 
 using namespace dtrain;
@@ -298,4 +299,83 @@ TEST_CASE("dataset arrays round-trips through dump_config, with the example shap
   CHECK(again.data.example_shape() == std::vector<int64_t>{4, 6});
   std::filesystem::remove(files.h5);  // the dump needs no file to know the shape
   CHECK(parse_config(dump_config(config), "dumped.yaml", options).data.example_shape() == std::vector<int64_t>{4, 6});
+}
+
+namespace {
+
+// 28x28 MNIST-like bytes a small model learns: noise below 128 plus a bright 6x6 square whose place is the label.
+void mnist_like(int64_t examples, std::vector<uint8_t>& images, std::vector<uint8_t>& labels) {
+  images.assign(size_t(examples * 784), 0);
+  labels.assign(size_t(examples), 0);
+  for (int64_t e = 0; e < examples; ++e) {
+    const int label = int(e * 7919 % 10);
+    labels[size_t(e)] = uint8_t(label);
+    for (int64_t i = 0; i < 784; ++i) images[size_t(e * 784 + i)] = uint8_t((e * 131 + i * 17 + (i * i) % 97) % 128);
+    const int top = 2 + (label / 5) * 12, left = 1 + (label % 5) * 5;
+    for (int r = top; r < top + 6; ++r)
+      for (int c = left; c < left + 6; ++c) images[size_t(e * 784 + r * 28 + c)] += 120;
+  }
+}
+
+std::vector<double> losses_of(const std::string& mesh_and_layouts, const std::string& dataset, const std::string& path,
+                              const std::string& data_keys) {
+  const Config config = parse_config(fmt::format(R"(mesh: {{dims: {}}}
+data:
+  dataset: {}
+  path: {}
+{}  batch_size: 32
+  shuffle: {{seed: 3}}
+  layout: [batch, unsharded, unsharded]
+model:
+  - {{flatten: {{}}}}
+  - {{dense: 32, activation: relu}}
+  - {{dense: 10}}
+layouts: {}
+train: {{epochs: 3, optimizer: {{adam: {{learning_rate: 0.01}}}}}}
+)",
+                                                 mesh_and_layouts.substr(0, mesh_and_layouts.find('|')), dataset, path,
+                                                 data_keys, mesh_and_layouts.substr(mesh_and_layouts.find('|') + 1)),
+                                     "equivalence.yaml");
+  LoadedData loaded = load_data(config);
+  MeshPtr mesh = build_mesh(config);
+  BuiltModel built = build_model(config, mesh, config.data.example_shape());
+  train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
+  dtrain::testing::QuietReporter quiet;
+  return trainer.train(*loaded.train, nullptr, quiet).step_losses;
+}
+
+}  // namespace
+
+TEST_CASE("MNIST as IDX files, as HDF5 arrays and as .npy files trains to bitwise the same losses on two meshes") {
+  TempFolder temp("arrays_mnist");
+  std::vector<uint8_t> images, labels;
+  mnist_like(256, images, labels);
+  std::filesystem::create_directories(temp / "idx");
+  dtrain::testing::write_idx((temp / "idx/train-images-idx3-ubyte").string(), (temp / "idx/train-labels-idx1-ubyte").string(),
+                             28, 28, images, labels);
+  dtrain::testing::write_idx((temp / "idx/t10k-images-idx3-ubyte").string(), (temp / "idx/t10k-labels-idx1-ubyte").string(),
+                             28, 28, images, labels);
+  const std::string h5 = (temp / "mnist.h5").string();
+  write_hdf5(h5, "/train/x", H5T_NATIVE_UINT8, {256, 28, 28}, images, true, 50);
+  write_hdf5(h5, "/train/y", H5T_NATIVE_UINT8, {256}, labels, false);
+  // float32 pixels / 255, stored: read as they are.
+  std::vector<float> scaled(images.size());
+  for (size_t i = 0; i < images.size(); ++i) scaled[i] = float(images[i]) / 255.0f;
+  write_hdf5(h5, "/floats/x", H5T_NATIVE_FLOAT, {256, 784}, scaled, false);
+  std::filesystem::create_directories(temp / "npy");
+  write_npy((temp / "npy/x.npy").string(), "|u1", {256, 28, 28}, images);
+  write_npy((temp / "npy/y.npy").string(), "|u1", {256}, labels);
+
+  for (const std::string mesh : {"{batch: 4}|{}", "{batch: 2, model: 2}|{dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}"}) {
+    CAPTURE(mesh);
+    const std::vector<double> idx = losses_of(mesh, "mnist", (temp / "idx").string(), "  image_shape: [28, 28]\n  test_split: train\n");
+    dtrain::testing::check_learns(idx, "IDX");
+    REQUIRE(idx.size() == 24);
+    const std::string split = "  test_split: train\n";
+    CHECK(losses_of(mesh, "arrays", h5, "  arrays: {train: {features: /train/x, labels: /train/y}, divide_by: 255}\n" + split) == idx);
+    CHECK(losses_of(mesh, "arrays", h5, "  arrays: {train: {features: /floats/x, labels: /train/y}, example_shape: [28, 28]}\n" + split) ==
+          idx);
+    CHECK(losses_of(mesh, "arrays", (temp / "npy").string(), "  arrays: {train: {features: x.npy, labels: y.npy}, divide_by: 255}\n" + split) ==
+          idx);
+  }
 }
