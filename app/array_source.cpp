@@ -70,7 +70,9 @@ struct ArraySplit {
 
 ArraySplit open_array_split(const Config& config, const std::string& split_text, const Where& where) {
   const ArraysConfig& arrays = config.data.arrays;
-  const ArraySplitConfig& files = arrays.splits.at(data::split_name(split_text));  // read_data checked the name
+  const std::string name = data::split_name(split_text);  // read_data checked it, but not eval's --split
+  if (!arrays.splits.count(name)) throw_config_error(where, fmt::format("data.arrays has no '{}' entry", name));
+  const ArraySplitConfig& files = arrays.splits.at(name);
   ArraySplit split;
   split.features = data::open_array(config.data.path, files.features);
   data::check_features(*split.features);
@@ -127,6 +129,9 @@ LoadedData load_array_data(const Config& config, bool with_train) {
 
 LoadedData load_csv_data(const Config& config, bool with_train) {
   const DataConfig& data = config.data;
+  for (const auto& [split, where] : {std::pair{data.train_split, data.train_split_where}, {data.test_split, data.test_split_where}})
+    if (data::split_name(split) != "train")  // read_data checked it, but not eval's --split
+      throw_config_error(where, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train[80%:] (got '{}')", split));
   std::vector<int64_t> lines;
   const data::Dataset all = data::read_csv(data.path, data.csv.label, data.csv.features, &lines);
   const data::SplitSlice train_slice = slice_of_split(config, data.train_split, all.size(), data.train_split_where);
