@@ -1,6 +1,6 @@
-// One dataset of an HDF5 file as an ArrayFile. read_rows selects the asked rows (merged into runs of
-// consecutive rows) and, for a 2-D dataset, only the asked columns: HDF5 reads those elements and no
-// others. HDF5 from Debian is not built thread-safe, so every call into it holds the process' one HDF5
+// One dataset of an HDF5 file as an ArrayFile. read_rows reads the asked rows (merged into runs of
+// consecutive rows, one hyperslab read per run) and, for a 2-D dataset, only the asked columns: HDF5 reads
+// those elements and no others (bench/array_read.cpp measures it). HDF5 from Debian is not built thread-safe, so every call into it holds the process' one HDF5
 // lock (checkpoint::h5::lock(), shared with the checkpoint writer); the conversion to floats runs after
 // it is released.
 #include <unistd.h>
@@ -62,7 +62,10 @@ class Hdf5Array : public ArrayFile {
   void open(const std::string& path, const std::string& dataset) {
     DTRAIN_CHECK_USAGE(H5Fis_hdf5(path.c_str()) > 0, "[hdf5] '{}' is {}", path,
                        ::access(path.c_str(), R_OK) != 0 ? "missing or unreadable" : "not an HDF5 file");
-    file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    // No sieve buffer: it would read 64 KiB around every row of a contiguous dataset (rows are read at random).
+    h5::Handle file_access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_sieve_buf_size(file_access, 0);
+    file_ = h5::Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, file_access), H5Fclose);
     DTRAIN_CHECK_USAGE(file_.get() >= 0, "[hdf5] cannot read '{}': {}", path, h5::last_error());
     DTRAIN_CHECK_USAGE(!dataset.empty() && h5::exists(file_, dataset), "[hdf5] '{}' has no dataset '{}'", path, dataset);
     h5::Handle access(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
@@ -114,17 +117,20 @@ class Hdf5Array : public ArrayFile {
       h5::Handle space(H5Dget_space(dataset_), H5Sclose);
       std::vector<hsize_t> start(shape_.size(), 0), count(shape_.begin(), shape_.end());
       if (cut_in_file) start[1] = hsize_t(column_begin), count[1] = hsize_t(width);
-      H5Sselect_none(space);
+      const hid_t memory_type = type_ == ElementType::uint8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
+      int64_t done = 0;
       for (const auto& [first, length] : runs) {
         start[0] = hsize_t(first), count[0] = hsize_t(length);
-        DTRAIN_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr) >= 0,
+        DTRAIN_CHECK(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) >= 0,
                      "[hdf5] cannot select rows of {}: {}", name_, h5::last_error());
-      }
-      const hsize_t memory_dims[1] = {hsize_t(distinct * read_width)};
-      h5::Handle memory(H5Screate_simple(1, memory_dims, nullptr), H5Sclose);
-      const hid_t memory_type = type_ == ElementType::uint8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT;
-      DTRAIN_CHECK_USAGE(H5Dread(dataset_, memory_type, memory, space, H5P_DEFAULT, buffer.data()) >= 0,
+        // A memory space of the selection's own shape: HDF5 then maps it to each chunk without building a
+        // per-chunk selection (which cost ~80 us a row on chunked datasets).
+        h5::Handle memory(H5Screate_simple(int(count.size()), count.data(), nullptr), H5Sclose);
+        DTRAIN_CHECK_USAGE(H5Dread(dataset_, memory_type, memory, space, H5P_DEFAULT,
+                                   buffer.data() + size_t(done * read_width) * element) >= 0,
                          "[hdf5] cannot read rows of {}: {}", name_, h5::last_error());
+        done += length;
+      }
     }
     for (size_t i = 0; i < rows.size(); ++i)
       convert_to_float(type_, buffer.data() + size_t(slot[i] * read_width + skip) * element, size_t(width), divide_by,
