@@ -379,3 +379,21 @@ TEST_CASE("MNIST as IDX files, as HDF5 arrays and as .npy files trains to bitwis
           idx);
   }
 }
+
+TEST_CASE("training on dataset arrays: every rank reads only its rows of each step") {
+  ArraysData files;
+  // The batch is sharded over `batch` and replicated over `model`: a device of each replica reads its shard.
+  for (const auto& [mesh, replicas] : {std::pair<std::string, int>{"{batch: 2}", 1}, {"{batch: 4}", 1}, {"{batch: 2, model: 2}", 2}}) {
+    CAPTURE(mesh);
+    Config config = arrays_config(files.h5, kHdf5Arrays);
+    config = parse_config(dump_config(config), "arrays.yaml", LoadOptions{{"mesh.dims=" + mesh, "train.max_steps=3", "train.eval_every_epoch=false"}});
+    LoadedData loaded = load_data(config);
+    MeshPtr built_mesh = build_mesh(config);
+    BuiltModel built = build_model(config, built_mesh, config.data.example_shape());
+    train::Trainer trainer(*built.model, built_mesh, input_specs(config), train_options(config));
+    dtrain::testing::QuietReporter quiet;
+    trainer.train(*loaded.train, nullptr, quiet);
+    // 3 steps of a global batch of 4: 12 rows per replica, whatever the number of batch shards.
+    CHECK(dynamic_cast<const ArraySource&>(*loaded.train).features().rows_read() == uint64_t(12 * replicas));
+  }
+}
