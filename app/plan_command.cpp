@@ -100,8 +100,8 @@ int run_plan(const CommandOptions& options) {
   one_step.eval_every_epoch = false;
   Engine engine = build_engine(config, one_step);
   const BuiltModel& built = engine.built;
-  const int classes = classes_of(config);
-  check_output_classes(config, *built.model, classes);
+  const int classes = classes_of(config);  // 0: arrays or csv without data.classes (the labels tell; plan reads none)
+  if (classes > 0) check_output_classes(config, *built.model, classes);
   const MeshPtr& mesh = engine.mesh;
   const Shape& example = engine.example;
   train::Trainer& trainer = *engine.trainer;
@@ -120,8 +120,10 @@ int run_plan(const CommandOptions& options) {
   }
   fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({})\n", shape_string(input_shape),
-             input.specs_string(), shape_string(input.local_shape(input_shape)), classes, to_string(config.data.dataset));
+  fmt::print("input x: global {} layout {} -> local {} per device; {} ({})\n", shape_string(input_shape),
+             input.specs_string(), shape_string(input.local_shape(input_shape)),
+             classes > 0 ? fmt::format("{} classes", classes) : std::string("classes from the training labels"),
+             to_string(config.data.dataset));
   if (config.train.accumulation_steps > 1)
     fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
                config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);

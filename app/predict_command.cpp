@@ -21,6 +21,10 @@ namespace {
 // The inputs as a [N, ...example] tensor.
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
+  DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist || config.data.dataset == Dataset::imdb,
+                     "[predict] checkpoint {} is a dataset {} model: predict reads IDX images (mnist) or texts (imdb); "
+                     "`dtrain eval --split` evaluates it on a split of its data",
+                     index.folder, to_string(config.data.dataset));
   if (!options.texts.empty()) {
     DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::imdb,
                        "[predict] checkpoint {} is a {} model: give images with --idx FILE, not texts", index.folder,

@@ -68,6 +68,7 @@ config csv "  dataset: csv
   test_split: train[96:]
   classes: [a, b, c, d]"
 
+expect 0 "local \(4,4,4\) per device; classes from the training labels \(arrays\)" -- plan --config npy.yaml
 expect 0 "test accuracy" -- train --config npy.yaml
 check "the .npy run learns the bright pixels (test accuracy >= 0.9)" python3 - <<'PY'
 import json
@@ -85,6 +86,8 @@ assert len(a) == 2 and all(abs(x - y) <= 1e-5 for x, y in zip(a, b)), (a, b)
 PY
 expect 0 "split train\[:16\]: .*\(16 examples\)" -- eval --config npy.yaml --split "train[:16]"
 expect 2 "--split validation: data.arrays has no 'validation' entry" -- eval --config npy.yaml --split validation
+expect 2 "checkpoint ckpt_npy/ckpt-24 is a dataset arrays model: predict reads IDX images \(mnist\) or texts" -- \
+  predict --checkpoint ckpt_npy --idx npy/test_x.npy
 expect 0 "resuming ckpt_npy/ckpt-24 " -- resume --config npy.yaml --set train.epochs=3
 
 # The same bytes as HDF5 datasets: the same losses as the .npy run, step for step.
@@ -127,7 +130,8 @@ expect 2 "--set data.arrays.train.features=cut_x.npy: data.arrays: \[npy\] 'npy/
 sed 's/False/True/' npy/test_x.npy >npy/fortran_x.npy
 expect 2 "'npy/fortran_x.npy' is stored in Fortran order" -- train --config npy.yaml --set "data.arrays.train.features=fortran_x.npy"
 
-# CSV: train, eval, and errors at FILE:LINE:COL.
+# CSV: plan, train, eval, and errors at FILE:LINE:COL.
+expect 0 "local \(4,16\) per device; 4 classes \(csv\)" -- plan --config csv.yaml
 expect 0 "test accuracy" -- train --config csv.yaml
 expect 0 "split train\[96:\]: .*\(32 examples\)" -- eval --config csv.yaml
 expect 2 "a CSV file is the one split 'train'" -- eval --config csv.yaml --split test
