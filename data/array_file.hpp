@@ -36,7 +36,8 @@ class ArrayFile {
   // A 1-D integer array (labels), whole.
   virtual std::vector<int64_t> read_integers() const = 0;
 
-  // The rows read_rows has fetched so far (what tests count: a rank reads only its rows).
+  // The rows read_rows has fetched from the file so far (what tests count: a rank reads only its rows); a row
+  // asked twice in one call counts once where the format fetches it once (HDF5).
   uint64_t rows_read() const { return rows_read_.load(); }
 
  protected:

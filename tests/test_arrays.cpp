@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <numeric>
+#include <set>
+#include <thread>
 
 #include "app/array_source.hpp"
 #include "app/config.hpp"
@@ -396,4 +398,60 @@ TEST_CASE("training on dataset arrays: every rank reads only its rows of each st
     // 3 steps of a global batch of 4: 12 rows per replica, whatever the number of batch shards.
     CHECK(dynamic_cast<const ArraySource&>(*loaded.train).features().rows_read() == uint64_t(12 * replicas));
   }
+}
+
+TEST_CASE("HDF5 and .npy reads from many threads at once give every thread its own rows") {
+  ArraysData files;
+  for (const bool hdf5 : {true, false}) {
+    CAPTURE(hdf5);
+    const std::unique_ptr<data::ArrayFile> array =
+        hdf5 ? data::open_hdf5_array(files.h5, "/train/x") : data::open_npy((files.temp / "x.npy").string());
+    std::vector<std::vector<float>> out(8);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&, t] {
+        for (int repeat = 0; repeat < 50; ++repeat) {
+          const std::vector<int64_t> rows{t, 19 - t, (t * 7) % 20};
+          out[size_t(t)].assign(3 * 24, -1.0f);
+          array->read_rows(rows, 0, 24, 0.0f, out[size_t(t)].data());
+        }
+      });
+    for (std::thread& thread : threads) thread.join();
+    for (int t = 0; t < 8; ++t)
+      CHECK(out[size_t(t)] == expected_block(files.values, 24, {t, 19 - t, (t * 7) % 20}, 0, 24, 0.0f));
+    // HDF5 fetches a repeated row once; the mapped file copies it again.
+    uint64_t fetched = 0;
+    for (int t = 0; t < 8; ++t) fetched += hdf5 ? std::set<int>{t, 19 - t, (t * 7) % 20}.size() : 3;
+    CHECK(array->rows_read() == 50 * fetched);
+  }
+}
+
+TEST_CASE("dataset arrays config keys: where they belong, what they need") {
+  ArraysData files;
+  std::string message;
+  const std::string mnist = "mesh: {dims: {batch: 1}}\ndata: {dataset: mnist, path: x, batch_size: 1, arrays: {}}\n"
+                            "model: [{dense: 10}]\ntrain: {optimizer: sgd}\n";
+  LoadOptions no_files;
+  no_files.check_data_path = false;
+  CHECK(thrown([&] { parse_config(mnist, "m.yaml", no_files); }, &message) == "usage");
+  CHECK(contains(message, "m.yaml:2:56: data.arrays: only dataset arrays reads this key; remove it"));
+  CHECK(thrown([&] { arrays_config(files.h5, "{}"); }, &message) == "usage");
+  CHECK(contains(message, "data.arrays: expected train and/or test"));
+  std::string zero = kHdf5Arrays;
+  zero.replace(zero.find("divide_by: 255"), 14, "divide_by: 0");
+  CHECK(thrown([&] { arrays_config(files.h5, zero); }, &message) == "usage");
+  CHECK(contains(message, "data.arrays.divide_by: expected a number > 0, got 0"));
+  CHECK(thrown([&] { parse_config("mesh: {dims: {batch: 1}}\ndata: {dataset: arrays, path: x.h5, batch_size: 1}\n"
+                                  "model: [{dense: 10}]\ntrain: {optimizer: sgd}\n", "a.yaml", no_files); },
+               &message) == "usage");
+  CHECK(contains(message, "missing required key 'arrays' (dataset arrays)"));
+  // Without the file (plan, or a checkpoint's config) the example shape must be given.
+  const std::string absent = (files.temp / "absent.h5").string();
+  CHECK(thrown([&] { parse_config(fmt::format("mesh: {{dims: {{batch: 1}}}}\ndata: {{dataset: arrays, path: {}, batch_size: 1, "
+                                              "arrays: {}}}\nmodel: [{{dense: 10}}]\ntrain: {{optimizer: sgd}}\n", absent, kHdf5Arrays),
+                                  "a.yaml", no_files); },
+               &message) == "usage");
+  CHECK(contains(message, "'" + absent + "' is not there to read the example shape from; give example_shape"));
+  CHECK(thrown([&] { arrays_config(absent, kHdf5Arrays); }, &message) == "usage");
+  CHECK(contains(message, "data.path: '" + absent + "' does not exist"));
 }
