@@ -1,6 +1,7 @@
 // Loads the config's data set (MNIST-format IDX files, or the aclImdb folder vectorized per
 // data.vectorizer.mode: TF-IDF rows or Keras-style token ids) and presents each split to the training loop
-// as a BatchSource. The split slices (train[:5000]) apply here.
+// as a BatchSource. The split slices (train[:5000]) apply here. Arrays (HDF5, .npy) and CSV files:
+// app/array_source.hpp.
 #pragma once
 #include <memory>
 #include <optional>
