@@ -3,6 +3,9 @@
 // rows; every defect of a file is a UsageError naming it (and the dataset); splits and class counts as in
 // the config.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <numeric>
@@ -454,4 +457,52 @@ TEST_CASE("dataset arrays config keys: where they belong, what they need") {
   CHECK(contains(message, "'" + absent + "' is not there to read the example shape from; give example_shape"));
   CHECK(thrown([&] { arrays_config(absent, kHdf5Arrays); }, &message) == "usage");
   CHECK(contains(message, "data.path: '" + absent + "' does not exist"));
+}
+
+namespace {
+
+// The bytes of `path` in the page cache (mincore of a fresh mapping: residency is the file's, not the mapping's).
+int64_t resident_bytes(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const size_t size = size_t(std::filesystem::file_size(path));
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> pages((size + page - 1) / page);
+  ::mincore(map, size, pages.data());
+  ::munmap(map, size);
+  ::close(fd);
+  int64_t resident = 0;
+  for (unsigned char in_core : pages) resident += (in_core & 1) * int64_t(page);
+  return resident;
+}
+
+}  // namespace
+
+TEST_CASE("needs a page cache that drops a file: reading rows of a mapped .npy file brings in only pages near them") {
+  TempFolder temp("arrays_resident");
+  const std::string path = (temp / "big.npy").string();
+  const int64_t rows = 64 * 1024, width = 1024;  // 64 MiB of uint8
+  {
+    std::vector<uint8_t> values(size_t(rows * width), 7);
+    write_npy(path, "|u1", {rows, width}, values);
+  }
+  // Written pages are dirty: sync them, then ask the kernel to drop them from the cache.
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  const int64_t file_bytes = int64_t(std::filesystem::file_size(path));
+  if (resident_bytes(path) > file_bytes / 8) {
+    MESSAGE("skipped: this file system keeps the file's pages in memory (tmpfs?), so residency proves nothing");
+    return;
+  }
+  const auto array = data::open_npy(path);
+  std::vector<int64_t> picked;
+  for (int64_t k = 0; k < 16; ++k) picked.push_back(k * 4001 % rows);
+  std::vector<float> out(picked.size() * size_t(width));
+  array->read_rows(picked, 0, width, 0.0f, out.data());
+  CHECK(out[0] == 7.0f);
+  // 16 rows of 1 KiB: their pages (and the header's), not the device's read-ahead window around each (which
+  // brought in the whole 64 MiB file before the mapping was marked MADV_RANDOM).
+  CHECK(resident_bytes(path) <= 16 * 2 * 4096 + 4096);
 }
