@@ -44,6 +44,8 @@ void check_row_read(const ArrayFile& array, std::span<const int64_t> rows, int64
 std::unique_ptr<ArrayFile> open_array(const std::string& location, const std::string& entry) {
   namespace fs = std::filesystem;
   if (fs::is_directory(location)) return open_npy((fs::path(location) / entry).string());
+  DTRAIN_CHECK_USAGE(fs::path(location).extension() != ".npy",
+                     "[arrays] '{}' is a .npy file; data.path is an HDF5 file or the folder of the .npy files", location);
   return open_hdf5_array(location, entry);
 }
 

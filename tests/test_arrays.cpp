@@ -117,6 +117,8 @@ TEST_CASE("labels of every integer dtype, in both formats, read as class ids") {
   write_npy((temp / "u8.npy").string(), "<u8", {3}, std::vector<uint64_t>{2, 0, 1});
   for (const char* name : {"u1.npy", "i4.npy", "u8.npy"})
     CHECK(data::open_array(temp.str(), name)->read_integers() == std::vector<int64_t>{2, 0, 1});
+  CHECK(usage_error_message([&] { data::open_array((temp / "u1.npy").string(), "x"); }) ==
+        "[arrays] '" + (temp / "u1.npy").string() + "' is a .npy file; data.path is an HDF5 file or the folder of the .npy files");
 }
 
 TEST_CASE("a bad .npy file is a UsageError naming it and what is wrong") {
