@@ -21,7 +21,7 @@ namespace h5 = checkpoint::h5;
 // The chunk cache of a dataset: HDF5's default (1 MiB) holds less than one chunk of many image sets, and
 // would then read every chunk again for each row of it.
 constexpr size_t kChunkCacheBytes = size_t(32) << 20;
-constexpr size_t kChunkCacheSlots = 12421;  // a prime, about 100 times the chunks that fit (HDF5's advice)
+constexpr size_t kChunkCacheSlots = 12421;  // a prime, several times the chunks that fit, as HDF5 advises
 
 ElementType element_type(hid_t type) {
   const H5T_class_t kind = H5Tget_class(type);
