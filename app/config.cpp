@@ -18,6 +18,8 @@
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
+#include "data/array_file.hpp"
+#include "data/csv.hpp"
 #include "data/split.hpp"
 
 namespace dtrain {
@@ -65,6 +67,8 @@ std::vector<std::int64_t> DataConfig::example_shape() const {
   if (dataset == Dataset::image_folder) return {image_shape.begin(), image_shape.end()};
   if (is_text(dataset))
     return {vectorizer.mode == "int" ? vectorizer.output_sequence_length : vectorizer.max_tokens};
+  if (dataset == Dataset::arrays) return arrays.example_shape;
+  if (dataset == Dataset::csv) return {std::int64_t(csv.features.size())};
   if (image_shape.empty()) return {784};
   return {image_shape.begin(), image_shape.end()};
 }
@@ -87,6 +91,8 @@ std::string to_string(Dataset dataset) {
     case Dataset::imdb: return "imdb";
     case Dataset::text_folder: return "text_folder";
     case Dataset::image_folder: return "image_folder";
+    case Dataset::arrays: return "arrays";
+    case Dataset::csv: return "csv";
   }
   return "?";
 }
@@ -599,19 +605,143 @@ void read_image_folder_keys(Reader& reader, const Field& data_field, Section& se
   }
 }
 
+// data.arrays (dataset arrays). The example shape is the features' (read from the file when it is there),
+// or the one given, which must hold as many elements.
+ArraysConfig read_arrays(Reader& reader, const Field& field, const std::string& path) {
+  ArraysConfig arrays;
+  arrays.where = field.where;
+  Section section(reader, field, {"train", "test", "divide_by", "example_shape"});
+  for (const char* split : {"train", "test"}) {
+    const std::optional<Field> entry = section.get(split);
+    if (!entry) continue;
+    Section files(reader, *entry, {"features", "labels"});
+    ArraySplitConfig config;
+    config.where = entry->where;
+    for (auto [key, target] : {std::pair{"features", &config.features}, std::pair{"labels", &config.labels}}) {
+      const Field value = files.require(key);
+      *target = scalar(reader, value, "an HDF5 dataset path or a .npy file name");
+      if (target->empty()) reader.fail(value, "expected an HDF5 dataset path or a .npy file name, got an empty string");
+      if (std::string(key) == "features") config.features_where = value.where;
+    }
+    arrays.splits[split] = config;
+  }
+  if (arrays.splits.empty())
+    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
+  if (auto divide_by = section.get("divide_by")) arrays.divide_by = positive_number(reader, *divide_by);
+  arrays.example_shape_where = field.where;
+  if (auto shape = section.get("example_shape")) {
+    if (!shape->node.IsSequence() || shape->node.size() == 0)
+      reader.fail(*shape, fmt::format("expected a list of extents, e.g. [28, 28, 1], got {}", describe(shape->node)));
+    for (size_t i = 0; i < shape->node.size(); ++i)
+      arrays.example_shape.push_back(
+          integer(reader, reader.child(*shape, shape->node[i], fmt::format("{}[{}]", shape->path, i)), 1, kMaxTensorElements));
+    arrays.example_shape_given = true;
+    arrays.example_shape_where = shape->where;
+  }
+  const ArraySplitConfig& first = arrays.splits.count("train") ? arrays.splits.at("train") : arrays.splits.at("test");
+  if (!std::filesystem::exists(path)) {
+    if (!arrays.example_shape_given)
+      reader.fail(field, fmt::format("'{}' is not there to read the example shape from; give example_shape", path));
+    return arrays;
+  }
+  Shape stored;
+  try {
+    const std::unique_ptr<data::ArrayFile> features = data::open_array(path, first.features);
+    data::check_features(*features);
+    stored = Shape(features->shape().begin() + 1, features->shape().end());
+  } catch (const UsageError& error) {
+    reader.fail(first.features_where, "data.arrays", error.what());
+  }
+  if (!arrays.example_shape_given) {
+    arrays.example_shape.assign(stored.begin(), stored.end());
+  } else if (num_elements(Shape(arrays.example_shape)) != num_elements(stored)) {
+    reader.fail(arrays.example_shape_where, "data.arrays.example_shape",
+                fmt::format("{} does not hold the examples of shape {} in '{}' ({})", shape_string(arrays.example_shape),
+                            shape_string(stored), path, first.features));
+  }
+  return arrays;
+}
+
+// data.csv (dataset csv): the label and feature columns, checked against the header row when the file is there.
+CsvConfig read_csv_columns(Reader& reader, const Field& field, const std::string& path) {
+  CsvConfig csv;
+  csv.where = field.where;
+  Section section(reader, field, {"label", "features"});
+  const Field label = section.require("label");
+  csv.label = scalar(reader, label, "a column name");
+  csv.label_where = label.where;
+  if (csv.label.empty()) reader.fail(label, "expected a column name, got an empty string");
+  csv.features_where = field.where;
+  std::vector<Field> feature_fields;
+  if (auto features = section.get("features")) {
+    if (!features->node.IsSequence() || features->node.size() == 0)
+      reader.fail(*features, fmt::format("expected a list of column names, got {}", describe(features->node)));
+    for (size_t i = 0; i < features->node.size(); ++i) {
+      const Field item = reader.child(*features, features->node[i], fmt::format("{}[{}]", features->path, i));
+      const std::string name = scalar(reader, item, "a column name");
+      if (name == csv.label) reader.fail(item, fmt::format("'{}' is the label column", shown(name)));
+      if (std::find(csv.features.begin(), csv.features.end(), name) != csv.features.end())
+        reader.fail(item, fmt::format("column '{}' is named twice", shown(name)));
+      csv.features.push_back(name);
+      feature_fields.push_back(item);
+    }
+    csv.features_given = true;
+    csv.features_where = features->where;
+  }
+  if (!std::filesystem::exists(path)) {
+    if (!csv.features_given)
+      reader.fail(field, fmt::format("'{}' is not there to read the feature columns from; list them in features", path));
+    return csv;
+  }
+  std::vector<std::string> header;
+  try {
+    header = data::read_csv_header(path);
+  } catch (const UsageError& error) {
+    reader.fail(field, error.what());
+  }
+  auto check_column = [&](const Field& at, const std::string& name) {
+    if (std::find(header.begin(), header.end(), name) == header.end())
+      reader.fail(at, fmt::format("'{}' has no column '{}'{} (columns: {})", path, shown(name), suggestion(name, header),
+                                  one_of(header)));
+  };
+  check_column(label, csv.label);
+  for (size_t i = 0; i < feature_fields.size(); ++i) check_column(feature_fields[i], csv.features[i]);
+  if (!csv.features_given)
+    for (const std::string& name : header)
+      if (name != csv.label) csv.features.push_back(name);
+  if (csv.features.empty()) reader.fail(label, fmt::format("'{}' has no column besides the label", path));
+  return csv;
+}
+
+// The split names each dataset has: mnist and imdb train and test, arrays those data.arrays gives, csv
+// only train (TFDS' name for a data set of one split, which test_split slices too).
+void check_split_name(Reader& reader, const DataConfig& data, const std::string& split, const Where& where,
+                      const std::string& key) {
+  const std::string name = data::split_name(split);
+  if (data.dataset == Dataset::csv && name != "train")
+    reader.fail(where, "data." + key,
+                fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
+                            "test_split: train[80%:] (got '{}')", shown(split)));
+  if (data.dataset == Dataset::arrays && !data.arrays.splits.count(name))
+    reader.fail(where, "data." + key, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
+}
+
 DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
   DataConfig data;
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes", "validation_split", "resize", "on_bad_file"});
+                   "image_shape", "classes", "validation_split", "resize", "on_bad_file", "arrays", "csv"});
 
   const Field dataset = section.require("dataset");
-  const std::string dataset_name = choice(reader, dataset, {"mnist", "imdb", "text_folder", "image_folder"});
-  data.dataset = dataset_name == "mnist"         ? Dataset::mnist
-                 : dataset_name == "imdb"        ? Dataset::imdb
-                 : dataset_name == "text_folder" ? Dataset::text_folder
-                                                 : Dataset::image_folder;
+  const std::string dataset_name =
+      choice(reader, dataset, {"mnist", "imdb", "text_folder", "image_folder", "arrays", "csv"});
+  data.dataset = dataset_name == "mnist"          ? Dataset::mnist
+                 : dataset_name == "imdb"         ? Dataset::imdb
+                 : dataset_name == "text_folder"  ? Dataset::text_folder
+                 : dataset_name == "image_folder" ? Dataset::image_folder
+                 : dataset_name == "arrays"       ? Dataset::arrays
+                                                  : Dataset::csv;
   data.dataset_where = dataset.where;
 
   const Field path = section.require("path");
@@ -631,6 +761,25 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   }
   data.validation_split_where = field.where;
   if (auto validation = section.get("validation_split")) read_validation_split(reader, *validation, data);
+
+  // Arrays and CSV files are read now, for their example shape: a missing path is an error first.
+  if (options.check_data_path && (data.dataset == Dataset::arrays || data.dataset == Dataset::csv) &&
+      !std::filesystem::exists(data.path))
+    reader.fail(path, fmt::format("'{}' does not exist", data.path));
+  for (auto [key, kind, target] : {std::tuple{"arrays", Dataset::arrays, 0}, std::tuple{"csv", Dataset::csv, 1}}) {
+    const std::optional<Field> given = section.get(key);
+    if (given && data.dataset != kind) reader.fail(*given, fmt::format("only dataset {} reads this key; remove it", key));
+    if (!given && data.dataset == kind)
+      reader.fail(field, fmt::format("missing required key '{}' (dataset {}), e.g. {}", key, key,
+                                     kind == Dataset::arrays ? "{train: {features: /train/x, labels: /train/y}}"
+                                                             : "{label: species}"));
+    if (given && target == 0) data.arrays = read_arrays(reader, *given, data.path);
+    if (given && target == 1) data.csv = read_csv_columns(reader, *given, data.path);
+  }
+  check_split_name(reader, data, data.train_split, data.train_split_where, "train_split");
+  check_split_name(reader, data, data.test_split, data.test_split_where, "test_split");
+  if (!data.validation_split.empty())
+    check_split_name(reader, data, data.validation_split, data.validation_split_where, "validation_split");
 
   if (auto vectorizer = section.get("vectorizer")) {
     if (!is_text(data.dataset))
@@ -1797,6 +1946,17 @@ std::string dump_config(const Config& config) {
     out << YAML::Key << "resize" << YAML::Value << data.resize;
     out << YAML::Key << "on_bad_file" << YAML::Value << data.on_bad_file;
   }
+  if (data.dataset == Dataset::arrays) {
+    out << YAML::Key << "arrays" << YAML::Value << YAML::BeginMap;
+    for (const auto& [split, files] : data.arrays.splits)
+      out << YAML::Key << split << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "features" << YAML::Value
+          << files.features << YAML::Key << "labels" << YAML::Value << files.labels << YAML::EndMap;
+    if (data.arrays.divide_by > 0) out << YAML::Key << "divide_by" << YAML::Value << data.arrays.divide_by;
+    out << YAML::Key << "example_shape" << YAML::Value << YAML::Flow << data.arrays.example_shape << YAML::EndMap;
+  }
+  if (data.dataset == Dataset::csv)
+    out << YAML::Key << "csv" << YAML::Value << YAML::BeginMap << YAML::Key << "label" << YAML::Value << data.csv.label
+        << YAML::Key << "features" << YAML::Value << YAML::Flow << data.csv.features << YAML::EndMap;
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

@@ -67,8 +67,9 @@ struct MeshConfig {
 // file. image_folder: PNG/JPEG files in class folders, PATH/<split>/<class>/*.png|jpg|jpeg (Keras'
 // image_dataset_from_directory; data/image_folder.hpp). For both folder data sets the splits are the
 // folders under PATH (train_split, test_split name them, TFDS slices allowed) and the classes the folders
-// under a split (see data.classes).
-enum class Dataset { mnist, imdb, text_folder, image_folder };
+// under a split (see data.classes). arrays: features and labels from an HDF5 file or .npy files (ArraysConfig).
+// csv: one CSV file with a header row (CsvConfig).
+enum class Dataset { mnist, imdb, text_folder, image_folder, arrays, csv };
 
 // imdb and text_folder: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
 // [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
@@ -85,6 +86,42 @@ struct ShuffleConfig {
   bool enabled = false;  // absent section: examples in the data set's own order
   std::uint64_t seed = 0;
   Where where;
+};
+
+// dataset arrays: features and labels stored as arrays whose first axis counts the examples, either
+// datasets of an HDF5 file (data.path the file; features and labels are dataset paths in it, e.g.
+// /train/x) or .npy files (data.path a folder; features and labels are file names relative to it, e.g.
+// train_x.npy). `data.arrays: {train: {features: X, labels: Y}, test: {...}, divide_by: 255, example_shape:
+// [28, 28, 1]}`; train or test may be left out (a split that names it is then an error). Features float32 or
+// uint8 of any shape [N, ...]; they reach the model as float32, as stored (Keras gets what was saved), or
+// divided by divide_by (> 0) when given: uint8 pixels with divide_by 255 are MNIST's IDX floats bit for bit.
+// Labels: a 1-D integer array (any integer dtype) of N class ids. The features stay on disk (.npy mapped,
+// HDF5 read by hyperslab per batch); each rank reads only its rows. The class count is data.classes' when
+// given, else the largest training label + 1; every label must lie below it.
+struct ArraySplitConfig {
+  std::string features, labels;
+  Where where, features_where;
+};
+struct ArraysConfig {
+  std::map<std::string, ArraySplitConfig> splits;  // "train", "test"
+  double divide_by = 0;                            // 0: as stored
+  // One example's shape: the features' shape past the first axis (read from the file when not given), or
+  // a shape of as many elements (e.g. [28, 28, 1] for [N, 784] pixels).
+  std::vector<std::int64_t> example_shape;
+  bool example_shape_given = false;
+  Where where, example_shape_where;
+};
+
+// dataset csv: data.path one CSV file with a header row (RFC 4180; data/csv.hpp), read into memory.
+// `data.csv: {label: COLUMN, features: [COLUMN, ...]}`: label (required) names the column of class ids
+// (whole numbers >= 0); features picks the feature columns in order (default: every other column). The file
+// is TFDS' one split `train`: test_split slices it too (train_split: train[:80%], test_split: train[80%:]).
+// The class count as for arrays.
+struct CsvConfig {
+  std::string label;
+  std::vector<std::string> features;  // resolved from the header row when not given
+  bool features_given = false;
+  Where where, label_where, features_where;
 };
 
 struct DataConfig {
@@ -127,12 +164,14 @@ struct DataConfig {
   // folders to read, in label order (default: every subfolder of the training split, sorted by name, as
   // Keras; the test split must then have the same subfolders). Distinct, non-empty, at least 2.
   std::vector<std::string> classes;
+  ArraysConfig arrays;  // dataset arrays
+  CsvConfig csv;        // dataset csv
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
       layout_where, image_shape_where, classes_where, validation_split_where, resize_where, on_bad_file_where;
 
   // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf),
-  // {output_sequence_length} (int) or image_folder's image_shape.
+  // {output_sequence_length} (int), image_folder's image_shape, arrays.example_shape, or {csv feature columns}.
   std::vector<std::int64_t> example_shape() const;
 };
 
@@ -424,7 +463,7 @@ std::string to_string(Dataset dataset);
 bool is_text(Dataset dataset);            // imdb, text_folder: texts through data.vectorizer
 bool has_split_folders(Dataset dataset);  // text_folder, image_folder: a split is any folder under data.path
 // The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell
-// (image_folder: its class folders, or data.classes).
+// (image_folder: its class folders, or data.classes; arrays, csv: their labels).
 int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "app/array_source.hpp"
 #include "core/error.hpp"
 #include "data/idx.hpp"
 #include "data/image_folder.hpp"
@@ -137,10 +138,10 @@ data::TextExamples load_text_split(const Config& config, const std::string& spli
   return examples;
 }
 
+}  // namespace
+
 // ---- data.validation_split ----
 
-// Keras' validation_split: of n training examples the first floor(n * (1 - fraction)) stay for training, the
-// rest are validated. Both parts must hold examples.
 int64_t kept_for_training(const Config& config, int64_t n) {
   const DataConfig& data = config.data;
   const auto kept = int64_t(std::floor(double(n) * (1.0 - data.validation_fraction)));
@@ -153,8 +154,6 @@ int64_t kept_for_training(const Config& config, int64_t n) {
   return kept;
 }
 
-// A validation slice of the training split's own examples would be trained on too (silent leakage): refuse an
-// overlap. named_size: the size of the split both name.
 void check_disjoint(const Config& config, int64_t named_size) {
   const DataConfig& data = config.data;
   if (data::split_name(data.validation_split) != data::split_name(data.train_split)) return;
@@ -168,6 +167,8 @@ void check_disjoint(const Config& config, int64_t named_size) {
                                  "split leaves out (e.g. train_split: train[:90%] with validation_split: train[90%:])",
                                  data.validation_split, begin, end, train.name, data.train_split));
 }
+
+namespace {
 
 // Examples as Datasets (mnist, image_folder): the validation examples, taken off `train` (a fraction) or
 // loaded by load_split(split, where, &named_size) (a split string); null when none.
@@ -304,6 +305,12 @@ data::Resize image_resize_of(const Config& config) {
                                          : data::Resize::bilinear;
 }
 
+data::SplitSlice slice_of_split(const Config& config, const std::string& split_text, int64_t size, const Where& where) {
+  data::SplitSlice slice = resolve_split(split_text, size, where);
+  check_not_empty(config, split_text, slice.end - slice.begin, where);
+  return slice;
+}
+
 data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
   const VectorizerConfig& vectorizer = config.data.vectorizer;
   return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
@@ -311,6 +318,8 @@ data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
 
 LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {
   if (config.data.dataset == Dataset::image_folder) return load_image_folder(config, with_train);
+  if (config.data.dataset == Dataset::arrays) return load_array_data(config, with_train);
+  if (config.data.dataset == Dataset::csv) return load_csv_data(config, with_train);
   LoadedData loaded;
   const bool shuffle = config.data.shuffle.enabled;
   const uint64_t seed = config.data.shuffle.seed;

@@ -1,6 +1,7 @@
 // Loads the config's data set (MNIST-format IDX files; texts, the aclImdb folder or a text folder,
 // vectorized per data.vectorizer.mode: TF-IDF rows or Keras-style token ids; or an image folder's PNG/JPEG
-// files) and presents each split to the training loop as a BatchSource. The split slices (train[:5000]) apply here.
+// files) and presents each split to the training loop as a BatchSource. The split slices (train[:5000]) apply
+// here. Arrays (HDF5, .npy) and CSV files: app/array_source.hpp.
 #pragma once
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "core/train/batch_source.hpp"
 #include "data/dataset.hpp"
 #include "data/image_folder.hpp"
+#include "data/split.hpp"
 #include "data/text_vectorizer.hpp"
 
 namespace dtrain {
@@ -37,8 +39,8 @@ class DatasetSource : public train::BatchSource {
 };
 
 struct LoadedData {
-  std::unique_ptr<DatasetSource> train, test;
-  std::unique_ptr<DatasetSource> validation;  // data.validation_split's examples (null when none, or !with_train)
+  std::unique_ptr<train::BatchSource> train, test;  // DatasetSources, or ArraySources (dataset arrays)
+  std::unique_ptr<train::BatchSource> validation;   // data.validation_split's examples (null when none, or !with_train)
   std::optional<data::TextVectorizer> vectorizer;  // imdb: fitted on the training split (or given)
   int num_classes = 0;                   // class_names.size()
   std::vector<std::string> class_names;  // label k's name: data.classes, the folders', or the dataset's own
@@ -70,6 +72,17 @@ LoadedData load_data(const Config& config, bool with_train = true,
 data::Resize image_resize_of(const Config& config);
 // image_folder's data settings (image_shape, resize, on_bad_file, classes) as the data layer takes them.
 data::ImageFolderOptions image_folder_options(const Config& config);
+// The examples a split string selects of a split of `size` examples: a bad slice, or one that selects
+// nothing, is a config error at `where`.
+data::SplitSlice slice_of_split(const Config& config, const std::string& split_text, int64_t size, const Where& where);
+
+// data.validation_split's parts, for every data set:
+// Keras' validation_split (a fraction): of n training examples the first floor(n * (1 - fraction)) stay for
+// training, the rest are validated. Both parts must hold examples: else a config error at the key.
+int64_t kept_for_training(const Config& config, int64_t n);
+// A split string: a validation slice of the training split's own examples would be trained on too (silent
+// leakage): an overlap is a config error at the key. named_size: the size of the split both name.
+void check_disjoint(const Config& config, int64_t named_size);
 
 // config.data.vectorizer as the data layer takes it.
 data::TextVectorizer::Settings vectorizer_settings(const Config& config);

@@ -143,10 +143,12 @@ int run_plan(const CommandOptions& options) {
   const BuiltModel& built = engine.built;
   // A class folder data set (text_folder, image_folder) without data.classes has as many classes as its
   // training split has subfolders: listed (no file is read) when data.path is there; else the model's output
-  // is not checked, and the plan says so.
+  // is not checked, and the plan says so. Arrays and CSV files without data.classes: their labels tell.
   int classes = classes_of(config);
   std::string classes_note;
-  if (classes == 0) {
+  if (classes == 0 && !has_split_folders(config.data.dataset)) {
+    classes_note = ": the training labels tell, and plan reads none";
+  } else if (classes == 0) {
     const std::string folder = (std::filesystem::path(config.data.path) / data::split_name(config.data.train_split)).string();
     if (std::filesystem::is_directory(folder)) {
       classes = int(data::class_folder_names(folder, "[" + to_string(config.data.dataset) + "]").size());

@@ -112,6 +112,10 @@ Tensor read_files(const std::vector<std::string>& files, const Config& config, c
 // The inputs as a [N, ...example] tensor.
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
+  DTRAIN_CHECK_USAGE(config.data.dataset != Dataset::arrays && config.data.dataset != Dataset::csv,
+                     "[predict] checkpoint {} is a dataset {} model: predict reads images (IDX, PNG, JPEG) and texts; "
+                     "`dtrain eval --split` evaluates it on a split of its data",
+                     index.folder, to_string(config.data.dataset));
   if (!options.files.empty()) return read_files(options.files, config, index);
   if (!options.texts.empty()) {
     DTRAIN_CHECK_USAGE(is_text(config.data.dataset),

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     const Shape example = config.data.example_shape();
     const bool text = config.data.dataset == Dataset::imdb;
     BuiltModel built = build_model(config, mesh, example);
-    std::unique_ptr<DatasetSource> source;
+    std::unique_ptr<train::BatchSource> source;
     if (real_data) {
       LoadedData data = load_data(config);
       check_output_classes(config, *built.model, data.num_classes);

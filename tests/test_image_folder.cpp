@@ -239,9 +239,9 @@ TEST_CASE("image_folder load_data: splits are folders, slices of one folder, cla
   std::vector<float> rows(12 * 64);
   std::vector<int64_t> ids(9);
   std::iota(ids.begin(), ids.end(), 0);
-  loaded.train->dataset().densify(ids, 0, 9, 0, 64, rows.data());
+  loaded.train->fill_features(ids, 0, 9, 0, 64, rows.data());
   ids.resize(3);
-  loaded.test->dataset().densify(ids, 0, 3, 0, 64, rows.data() + 9 * 64);
+  loaded.test->fill_features(ids, 0, 3, 0, 64, rows.data() + 9 * 64);
   CHECK(same_bits(rows, whole.pixels));
 
   // A split names a folder: a missing one is an error at the split.
@@ -270,7 +270,7 @@ TEST_CASE("image_folder load_data: splits are folders, slices of one folder, cla
   CHECK(fraction.validation->num_examples() == 4);
   std::vector<float> held_out(4 * 64);
   std::vector<int64_t> four{0, 1, 2, 3};
-  fraction.validation->dataset().densify(four, 0, 4, 0, 64, held_out.data());
+  fraction.validation->fill_features(four, 0, 4, 0, 64, held_out.data());
   CHECK(same_bits(held_out, std::vector<float>(whole.pixels.begin() + 5 * 64, whole.pixels.begin() + 9 * 64)));
   const std::string other = replace(text, "  batch_size: 2", "  validation_split: test\n  batch_size: 2");
   message = message_of([&] { load_data(parse_config(other, "t.yaml", no_path_check())); });

@@ -122,7 +122,7 @@ TEST_CASE("text_folder: 3 classes trained end to end; eval's per-class counts ma
 
   // By hand: the model's outputs for the test texts, vectorized with the saved vocabulary.
   const LoadedData data = load_data(one, false, saved_vectorizer(index, one));
-  const data::Dataset& test = data.test->dataset();
+  const data::Dataset& test = dynamic_cast<const DatasetSource&>(*data.test).dataset();  // texts load as a DatasetSource
   std::vector<int64_t> all(size_t(test.size()));
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   Tensor inputs({test.size(), test.columns()});

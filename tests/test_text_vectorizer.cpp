@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// load_data's IMDB splits are in-memory datasets.
+const data::Dataset& dataset_of(const train::BatchSource& source) { return dynamic_cast<const DatasetSource&>(source).dataset(); }
+
 const std::vector<std::string> kDocs{
     "A great movie, I loved it!", "Bad film. Boring, boring, boring.", "great great acting; weak plot",
     "the plot was fine <br /> the ending was not", "Loved the acting, hated the ending and the plot and the music"};
@@ -152,17 +155,17 @@ TEST_CASE("load_data with vectorizer mode int: dense rows of output_sequence_len
   CHECK(loaded.vectorizer->vocabulary() == reference.vocabulary());
   for (const auto* split : {loaded.train.get(), loaded.test.get()}) {
     CHECK(split->example_shape() == Shape{10});
-    CHECK(!split->dataset().is_sparse());
+    CHECK(!dataset_of(*split).is_sparse());
     CHECK(split->compressed_features({}, 0, 0, 0, 10) == nullptr);  // dense: no compressed batches
   }
   CHECK(loaded.train->num_examples() == 24);
-  CHECK(loaded.train->dataset().dense_features() == reference.transform(train.texts));
-  CHECK(loaded.train->dataset().labels() == train.labels);
-  CHECK(loaded.test->dataset().dense_features() == reference.transform(test.texts));
-  CHECK(loaded.test->dataset().labels() == test.labels);
+  CHECK(dataset_of(*loaded.train).dense_features() == reference.transform(train.texts));
+  CHECK(dataset_of(*loaded.train).labels() == train.labels);
+  CHECK(dataset_of(*loaded.test).dense_features() == reference.transform(test.texts));
+  CHECK(dataset_of(*loaded.test).labels() == test.labels);
   // Test words never trained on are "[UNK]" (1); short reviews are padded with 0; every id is below max_tokens.
   bool unknown = false, padded = false;
-  for (float id : loaded.test->dataset().dense_features()) {
+  for (float id : dataset_of(*loaded.test).dense_features()) {
     unknown = unknown || id == 1.0f;
     padded = padded || id == 0.0f;
     CHECK(id < 1000.0f);
@@ -173,7 +176,7 @@ TEST_CASE("load_data with vectorizer mode int: dense rows of output_sequence_len
   // The test split alone, vectorized by a given (saved) vectorizer: the same rows.
   LoadedData test_only = load_data(config, false, loaded.vectorizer);
   CHECK(!test_only.train);
-  CHECK(test_only.test->dataset().dense_features() == loaded.test->dataset().dense_features());
+  CHECK(dataset_of(*test_only.test).dense_features() == dataset_of(*loaded.test).dense_features());
   // A given vectorizer of another sequence length than the config's input: a usage error naming the config.
   const auto other = data::TextVectorizer::fit(train.texts, train.labels, {"int", 1000, 7});
   std::string message;

@@ -52,7 +52,7 @@ std::string mnist_config(const std::string& path, const std::string& data) {
 }
 
 // The examples' indexes in their IDX split (their first pixel, stored as a value in [0, 1]).
-std::vector<int> indexes(const DatasetSource& source) {
+std::vector<int> indexes(const train::BatchSource& source) {
   const int64_t n = source.num_examples();
   std::vector<int64_t> ids(size_t(n), 0);
   std::iota(ids.begin(), ids.end(), 0);
