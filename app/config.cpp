@@ -513,7 +513,7 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape"});
+                   "image_shape", "prefetch"});
 
   const Field dataset = section.require("dataset");
   data.dataset = choice(reader, dataset, {"mnist", "imdb"}) == "mnist" ? Dataset::mnist : Dataset::imdb;
@@ -574,6 +574,12 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   const Field batch_size = section.require("batch_size");
   data.batch_size = integer(reader, batch_size, 1);
   data.batch_size_where = batch_size.where;
+
+  data.prefetch_where = field.where;
+  if (auto prefetch = section.get("prefetch")) {
+    data.prefetch = integer(reader, *prefetch, 0, 256);
+    data.prefetch_where = prefetch->where;
+  }
 
   if (auto shuffle = section.get("shuffle")) {
     data.shuffle.where = shuffle->where;
@@ -1563,6 +1569,7 @@ std::string dump_config(const Config& config) {
   else
     out << false;
   out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
+  if (data.prefetch != 0) out << YAML::Key << "prefetch" << YAML::Value << data.prefetch;
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

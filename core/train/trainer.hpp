@@ -38,6 +38,9 @@ struct TrainOptions {
   // over batch_size / accumulation_steps examples each (batch_size stays the step's global batch; the loss
   // of each micro-batch is weighted by its share of the step, so the sums equal one big batch's).
   int64_t accumulation_steps = 1;
+  // Input batches (micro-batches when accumulating) each rank has read ahead on worker threads while it
+  // computes (batch_prefetch.hpp); 0: each rank reads its own at the step. The same bits either way.
+  int64_t prefetch = 0;
 };
 
 // Where a run stands: enough to continue it exactly.
