@@ -97,9 +97,10 @@ struct DataConfig {
   // Training batches (micro-batches under train.accumulation_steps) each device has read ahead, 0..256: a
   // worker thread reads them (the source's values densified and cut to the device's block) while the step
   // computes; 0 (default): each device reads its block at the start of the step. The same batches in the
-  // same order either way, so the same results bit for bit. Off by default: on the 2-core CI machine the
-  // reading of the in-memory MNIST and IMDB data takes 1-4% of a step (bench_input_pipeline), and a third
-  // thread made an IMDB step about 5-10% slower; it pays where reading is slow or cores are spare.
+  // same order either way, so the same results bit for bit. Off by default: on the 2-core CI machine reading
+  // the in-memory data is 1/88 of an MNIST step and 1/5 of an IMDB TF-IDF one (bench_input_pipeline), and
+  // with both cores busy with the devices' threads a third one measured from 11% slower to 18% faster on
+  // imdb_dp, by the machine's load; it pays where reading is slow or cores are spare.
   std::int64_t prefetch = 0;
 
   Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,

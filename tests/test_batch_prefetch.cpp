@@ -195,7 +195,10 @@ TEST_CASE("a source's error while reading ahead is the run's error, at the step 
       const Run run = train_small(mesh, depth, -1, corrupt);
       CHECK(run.usage_error);  // a data error stays one (exit 2), whatever thread read it
       CHECK(contains(run.error, fmt::format("corrupt.idx: example {} is truncated", bad)));
-      CHECK(run.steps_reported == 14);  // steps 1..14 ran: the error came when step 15 took its batch
+      // Steps 1..14 ran: the error came when step 15 took its batch. Device 0's model peer reads the same rows
+      // and may fail first, ending the run before device 0 reports step 14.
+      CHECK(run.steps_reported <= 14);
+      CHECK(run.steps_reported >= (mesh == "{batch: 8}" ? 14 : 13));
       CHECK(thread_count() == threads);
       // Stopped by max_steps before that batch: the run never takes it, and nothing throws.
       const Run stopped = train_small(mesh, depth, 14, corrupt);
