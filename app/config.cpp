@@ -731,7 +731,8 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   data.where = field.where;
   Section section(reader, field,
                   {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes", "validation_split", "resize", "on_bad_file", "arrays", "csv"});
+                   "image_shape", "classes", "validation_split", "resize", "on_bad_file", "arrays", "csv",
+                   "prefetch"});
 
   const Field dataset = section.require("dataset");
   const std::string dataset_name =
@@ -837,6 +838,12 @@ DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh,
   const Field batch_size = section.require("batch_size");
   data.batch_size = integer(reader, batch_size, 1);
   data.batch_size_where = batch_size.where;
+
+  data.prefetch_where = field.where;
+  if (auto prefetch = section.get("prefetch")) {
+    data.prefetch = integer(reader, *prefetch, 0, 256);
+    data.prefetch_where = prefetch->where;
+  }
 
   if (auto shuffle = section.get("shuffle")) {
     data.shuffle.where = shuffle->where;
@@ -1957,6 +1964,7 @@ std::string dump_config(const Config& config) {
   if (data.dataset == Dataset::csv)
     out << YAML::Key << "csv" << YAML::Value << YAML::BeginMap << YAML::Key << "label" << YAML::Value << data.csv.label
         << YAML::Key << "features" << YAML::Value << YAML::Flow << data.csv.features << YAML::EndMap;
+  if (data.prefetch != 0) out << YAML::Key << "prefetch" << YAML::Value << data.prefetch;
   if (data.dataset == Dataset::mnist) {
     out << YAML::Key << "image_shape" << YAML::Value;
     if (data.image_shape.empty())

@@ -321,6 +321,7 @@ train::TrainOptions train_options(const Config& config) {
   options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
   options.accumulation_steps = config.train.accumulation_steps;
   options.validation = validation_options(config);
+  options.prefetch = config.data.prefetch;
   const OptimizerConfig optimizer = config.train.optimizer;
   options.make_optimizer = [optimizer] { return make_optimizer(optimizer); };
   return options;

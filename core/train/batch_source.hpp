@@ -1,5 +1,7 @@
 // What the training loop needs from a data set, without knowing where it came from: its size, one
 // example's shape, and filling one rank's block of a global batch (rows x feature columns) and labels.
+// With data.prefetch the fills run on a worker thread, outside the rank's fiber (no current_device()), while
+// other ranks' fills run on theirs: they must be safe to call at once from several threads.
 #pragma once
 #include <cstdint>
 #include <memory>

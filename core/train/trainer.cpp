@@ -18,6 +18,8 @@
 #include "core/kernels/upload.hpp"
 #include "core/ops/ops.hpp"
 #include "core/train/class_counts.hpp"
+#include "core/train/batch_block.hpp"
+#include "core/train/batch_prefetch.hpp"
 #include "core/train/step_totals.hpp"
 #include "core/train/stop_signals.hpp"
 
@@ -28,110 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-struct Batch {
-  DTensor x, labels;
-  int64_t size;
-};
-
-// A rank's input values, kept from one batch to the next. A TF-IDF batch is mostly zeros: when nothing
-// holds the last batch any more, its non-zeros are zeroed and the new ones written, instead of zero-filling
-// the whole block (38 KB a rank in an IMDB step, 4% of the step).
-struct InputBuffer {
-  Tensor dense;                                // no non-zeros list attached: unique() says nobody else holds it
-  std::shared_ptr<const CompressedRows> rows;  // the values in `dense` that are not zero
-};
-
-// A GPU rank's block of a batch, filled in pinned host memory and uploaded on a copy stream (upload.hpp):
-// features and labels in one buffer, one copy.
-Batch upload_batch(const BatchSource& source, std::span<const int64_t> ids, const Shape& global, const Shape& local,
-                   int64_t row_begin, int64_t row_end, int64_t column_begin, int64_t column_end, const Layout& layout,
-                   const Place& place, kernels::HostToDevice& upload) {
-  const int64_t features = num_elements(local), rows = row_end - row_begin;
-  float* staging = upload.next(size_t(features + rows));
-  auto compressed =
-      local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
-  if (compressed) {
-    write_dense(*compressed, staging);
-  } else {
-    source.fill_features(ids, row_begin, row_end, column_begin, column_end, staging);
-  }
-  source.fill_labels(ids, row_begin, row_end, staging + features);
-  Tensor both = Tensor::uninitialized({features + rows}, place);
-  upload.upload(both.buffer(), size_t(features + rows));
-  Tensor x = both.slice_view(0, local);
-  // The non-zeros go along: the GPU's sparse GEMM gives the CPU's bits.
-  if (compressed) x = Tensor::with_compressed_rows(std::move(x), std::move(compressed));
-  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
-  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, both.slice_view(features, {rows})), global[0]};
-}
-
-// make_batch for an image input sharded along its spatial axes (rows / columns of a band): whole examples of
-// this rank's rows are read, then its block is cut from them (on the host; a GPU rank moves the block up).
-Batch make_block_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
-                       const Shape& global, const Shape& local, const Shape& offset, kernels::HostToDevice* upload) {
-  const int64_t row_begin = offset[0], row_end = row_begin + local[0];
-  Shape rows_shape = global;
-  rows_shape[0] = local[0];
-  Tensor rows = Tensor::uninitialized(rows_shape);
-  source.fill_features(ids, row_begin, row_end, 0, num_elements(source.example_shape()), rows.data());
-  Shape block_offset = offset;
-  block_offset[0] = 0;
-  Tensor x = slice_block(rows, block_offset, local);
-  Tensor y({local[0]});
-  source.fill_labels(ids, row_begin, row_end, y.data());
-  if (upload != nullptr) {
-    const Place place = current_device().place;
-    x = x.to(place);
-    y = y.to(place);
-  }
-  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
-  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
-}
-
-// This rank's block of the global batch `ids` for the input layout (`reuse`: this rank's buffer, or null). A
-// rank on a GPU passes `upload`, through which the block goes to the rank's device.
-Batch make_batch(const BatchSource& source, std::span<const int64_t> ids, const Layout& layout, int rank,
-                 InputBuffer* reuse = nullptr, kernels::HostToDevice* upload = nullptr) {
-  Shape global{int64_t(ids.size())};
-  for (int64_t extent : source.example_shape()) global.push_back(extent);
-  const Shape local = layout.local_shape(global), offset = layout.local_offset(global, rank);
-  const int64_t row_begin = offset[0], row_end = row_begin + local[0];
-  int64_t column_begin = 0, column_end = num_elements(source.example_shape());
-  if (global.size() == 2) {
-    column_begin = offset[1];
-    column_end = column_begin + local[1];
-  }
-  bool example_axes_sharded = false;
-  for (size_t axis = 1; global.size() > 2 && axis < global.size(); ++axis)
-    example_axes_sharded = example_axes_sharded || local[axis] != global[axis];
-  if (example_axes_sharded) return make_block_batch(source, ids, layout, rank, global, local, offset, upload);
-  if (upload != nullptr) {
-    return upload_batch(source, ids, global, local, row_begin, row_end, column_begin, column_end, layout,
-                        current_device().place, *upload);
-  }
-  Tensor x;
-  auto rows = local.size() == 2 ? source.compressed_features(ids, row_begin, row_end, column_begin, column_end) : nullptr;
-  if (rows) {  // the dense values from the non-zeros just listed (in cache), not from the source again
-    if (reuse && reuse->rows && reuse->dense.shape() == local && reuse->dense.unique()) {
-      clear_nonzeros(*reuse->rows, reuse->dense.data());
-      write_nonzeros(*rows, reuse->dense.data());
-      x = reuse->dense;
-    } else {
-      x = Tensor::uninitialized(local);
-      write_dense(*rows, x.data());
-    }
-    if (reuse) *reuse = {x, rows};
-    x = Tensor::with_compressed_rows(std::move(x), std::move(rows));
-  } else {
-    x = Tensor::uninitialized(local);  // every value is written here
-    source.fill_features(ids, row_begin, row_end, column_begin, column_end, x.data());
-  }
-  Tensor y({row_end - row_begin});
-  source.fill_labels(ids, row_begin, row_end, y.data());
-  Layout label_layout({layout.spec(0)}, layout.mesh_ptr());
-  return {DTensor(global, layout, x), DTensor({global[0]}, label_layout, y), global[0]};
 }
 
 // Summed loss and number of correct predictions of one batch as a pair [loss, correct], each rank holding
@@ -218,14 +116,6 @@ std::pair<int, int64_t> injected_failure() {
   long long step = -1;
   if (text == nullptr || std::sscanf(text, "%d:%lld", &rank, &step) != 2) return {-1, -1};
   return {rank, int64_t(step)};
-}
-
-// How many batches of a training epoch run: a last partial batch only when the batch shards divide it.
-int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial) {
-  const int64_t remainder = examples % batch_size;
-  const bool run_partial = remainder > 0 && remainder % shards == 0;
-  *dropped_partial = remainder > 0 && !run_partial;
-  return examples / batch_size + (run_partial ? 1 : 0);
 }
 
 // One rank's evaluation pass in inference mode over every example; the metrics are whole-mesh totals. A
@@ -445,6 +335,9 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
   const auto [failing_rank, failing_step] = injected_failure();
   const StopSignals signals;  // until this returns: a first SIGINT/SIGTERM/SIGHUP stops the run after its step
   TrainResult result;
+  // data.prefetch: the ranks' next batches are read ahead on a worker thread (one for this process's ranks).
+  std::optional<BatchPrefetch> prefetch;
+  if (options_.prefetch > 0) prefetch.emplace(int(options_.prefetch));
   run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
     const bool reports = device.rank == 0;
     RankRun run(model_, options_, hooks, device);
@@ -454,7 +347,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     const Group& everyone = device.group(device.mesh->dim_names());
     const auto at_max_steps = [&] { return options_.max_steps >= 0 && position.step >= options_.max_steps; };
 
-    InputBuffer input;
+    HostBlock input;  // this rank's last batch, filled again
     // A GPU rank: batches go up through pinned memory, and the steps' totals stay on the device until a look
     // of the stop check (about every 50 ms), the end of an epoch, a stop or a save reads them back.
     const bool on_gpu = device.place.is_cuda();
@@ -496,6 +389,13 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         reporter.on_notice(fmt::format("train.max_steps = {} and the run is at step {} already: no step to run",
                                        options_.max_steps, position.step));
       }
+    }
+    std::optional<BatchPrefetch::Reader> prefetched;
+    if (prefetch && !stopped) {
+      prefetched.emplace(*prefetch, BatchPlan{&train_data, layout, device.rank, options_.batch_size,
+                                              options_.batch_size / options_.accumulation_steps, options_.epochs,
+                                              position.epoch, position.batch_in_epoch,
+                                              options_.max_steps < 0 ? -1 : options_.max_steps - position.step});
     }
     for (; !stopped && position.epoch < options_.epochs; ++position.epoch, position.batch_in_epoch = 0) {
       const std::vector<int64_t> order = train_data.order(position.epoch);
@@ -543,8 +443,10 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         std::optional<DTensor> step_totals_sum;
         for (int64_t micro_begin = 0; micro_begin < size; micro_begin += micro) {
           const int64_t micro_size = std::min(micro, size - micro_begin);
-          Batch batch = make_batch(train_data, std::span(order).subspan(begin + micro_begin, micro_size), layout,
-                                   device.rank, &input, upload.get());
+          const std::span<const int64_t> ids = std::span(order).subspan(begin + micro_begin, micro_size);
+          Batch batch = prefetched ? to_batch(prefetched->next(ids), micro_size, train_data.example_shape(), layout,
+                                              upload.get())
+                                   : make_batch(train_data, ids, layout, device.rank, &input, upload.get());
           nn::ForwardContext context{params, true, uint64_t(position.step)};
           Var logits = model_.forward(Var(batch.x), context);
           Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});

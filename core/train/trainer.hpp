@@ -42,6 +42,9 @@ struct TrainOptions {
   int64_t accumulation_steps = 1;
   // With a validation split (train()'s validation_data): when to evaluate it, early stopping, keep-best.
   ValidationOptions validation;
+  // Input batches (micro-batches when accumulating) each rank has read ahead on worker threads while it
+  // computes (batch_prefetch.hpp); 0: each rank reads its own at the step. The same bits either way.
+  int64_t prefetch = 0;
 };
 
 // Where a run stands: enough to continue it exactly.
