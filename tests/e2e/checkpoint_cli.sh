@@ -70,7 +70,7 @@ for i in range(2):
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 8, 0, 0, 0, 0))
                 + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 PY
-expect 0 "^1	test1.png	class [0-9]	probabilities" -- predict --checkpoint ckpt --file test0.png --file test1.png
+expect 0 "^1	test1.png	class [0-9]	[0-9] [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt --file test0.png --file test1.png
 check "PNG files of the IDX images predict the same" test "$(cut -f3- out)" = "$(cat predict_idx)"
 
 # SIGKILL in the middle of writing the second checkpoint (each dataset write sleeps 300 ms).
