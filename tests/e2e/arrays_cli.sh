@@ -5,14 +5,7 @@
 # dataset, line and column.
 # Usage: arrays_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$lib/cli.sh"  # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
 
 # 96 training and 32 test examples of 4x4 uint8 "images": pixel k of an example of label L is bright when
 # k % 4 == L. Raw bytes (for h5import), .npy files (NumPy's format 1.0 header, no numpy needed) and a CSV.

@@ -6,14 +6,7 @@
 # predict refuses a text file for an image model.
 # Usage: image_folder_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$lib/cli.sh"  # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
 
 # PNGs written here (zlib, no imaging library); JPEGs written by libjpeg (tests/image_files.hpp's write_jpeg,
 # quality 75), kept as base64: a 12x12 mostly-red, -green and -blue one and a 12x12 gray one.

@@ -7,15 +7,7 @@
 # checkpoint's vectorizer (no re-fit, even on other texts) and so does its resume.
 # Usage: init_from_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-source "$lib/cli.sh"  # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
 source "$lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml (Adam, checkpoints in ckpt/)
 
 # Every file of a checkpoint dir with its checksum (the readers' lease file aside: a lock, no content).

@@ -5,14 +5,7 @@
 # eval with other class names and a test split with other classes refused (exit 2).
 # Usage: text_folder_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$lib/cli.sh"  # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
 
 # texts/{train,test}/{sports,arts,science}/<i>.txt: each class leans on its own words; files at any depth
 # count, other extensions and files beside the class folders do not.

@@ -5,14 +5,7 @@
 # other mode and changed training texts are refused (exit 2).
 # Usage: text_ids_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-source "$lib/cli.sh"  # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
 
 # 32 reviews a folder for training, 16 for testing; "great" leans positive, "bad" negative.
 python3 - <<'PY'

@@ -7,17 +7,9 @@
 # every example on meshes that do not divide the last batch.
 # Usage: train_stops.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$here/lib/tally.sh"
-
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-source "$here/lib/cli.sh"  # expect, check, latest
-source "$here/lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml (8 steps an epoch)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
+source "$lib/mnist_fixture.sh"  # data/, config() and dp/mp/sp.yaml (8 steps an epoch)
 
 # drive.py LOG SIGNAL@WHEN... -- COMMAND...: runs COMMAND (output to LOG) with SIGINT, SIGTERM, SIGHUP, SIGUSR1 at
 # their default actions, and sends each SIGNAL (TERM, INT, HUP, USR1; NAME:R: to $dtrain's process of MPI rank R,

@@ -8,17 +8,9 @@
 # restore_best_weights are config errors (exit 2).
 # Usage: validation_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-source "$here/lib/tally.sh"
-
 command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-source "$here/lib/cli.sh"  # expect, check, latest
-source "$here/lib/mnist_fixture.sh"  # data/ (512 training images), mp.yaml (batch 64)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
+source "$lib/mnist_fixture.sh"  # data/ (512 training images), mp.yaml (batch 64)
 
 # The last quarter of train (128 images, train[75%:]) validated every 2 steps; min_delta 10 makes no
 # validation after the first an improvement, so patience 1 stops the run after the second (step 4).
