@@ -1,7 +1,11 @@
 #include "app/run_outputs.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "core/comm/mpi.hpp"
 
@@ -21,9 +25,17 @@ std::optional<train::MetricsLog> open_run_dir(const Config& config,
 }  // namespace
 
 std::string mesh_line(const Engine& engine) {
-  if (engine.placement.processes == 1) return engine.mesh->describe();
-  return fmt::format("{} (over {} processes: {})", engine.mesh->describe(), engine.placement.processes,
-                     engine.placement.describe());
+  std::string mesh = engine.mesh->describe();
+  if (engine.devices == Place::Kind::Cuda) {
+    // The mesh's own device labels are the host's: a GPU run says which GPU each of its devices runs on.
+    std::vector<std::string> dims;
+    for (int i = 0; i < engine.mesh->num_dims(); ++i)
+      dims.push_back(fmt::format("{}: {}", engine.mesh->dim_names()[size_t(i)], engine.mesh->dim_sizes()[size_t(i)]));
+    mesh = fmt::format("{{{}}} on {} GPU device{} ({})", fmt::join(dims, ", "), engine.mesh->size(),
+                       engine.mesh->size() == 1 ? "" : "s", gpu_line(engine.placement));
+  }
+  if (engine.placement.processes == 1) return mesh;
+  return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
 }
 
 std::string describe_mesh_string(const std::string& mesh) {

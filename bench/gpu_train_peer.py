@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The peer of bench/gpu_train.sh: the same training steps in PyTorch eager on one CUDA GPU.
+"""The peer of bench/gpu_train.sh: the same training steps in PyTorch eager (or, with --compile, the model
+through torch.compile; the warm-up steps compile it) on one CUDA GPU.
 
   mnist : configs/mnist_core_dp.yaml, 784-700-500-10 ReLU MLP, Xavier-uniform weights, Adam(1e-3, betas
           0.9/0.999, eps 1e-7), mean cross-entropy, batch 128
@@ -13,11 +14,11 @@ back once, after the timed steps; the timer stops after torch.cuda.synchronize()
 MNIST steps train on the first 5,000 images of the IDX files (the config's train[:5000]), else on random
 pixels (the step time does not depend on the values).
 
-Prints one JSON line: {"peer": "pytorch eager cuda", "model", "device", "batch", "steps", "seconds",
+Prints one JSON line: {"peer": "pytorch eager cuda" (or "pytorch compile cuda"), "model", "device", "batch", "steps", "seconds",
 "examples_per_s", "last_loss", "torch"}; examples_per_s is over all timed steps (a mean).
 Without a CUDA device it prints {"skipped": "no GPU"} and exits 0.
 
-  python3 bench/gpu_train_peer.py --model mnist --steps 300 [--mnist-dir ../shared/data/mnist]
+  python3 bench/gpu_train_peer.py --model mnist --steps 300 [--mnist-dir ../shared/data/mnist] [--compile]
 """
 import argparse
 import gzip
@@ -71,13 +72,15 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--mnist-dir", default="")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (its warm-up compiles)")
     args = parser.parse_args()
+    peer = "pytorch compile cuda" if args.compile else "pytorch eager cuda"
 
     import torch
     import torch.nn.functional as F
 
     if not torch.cuda.is_available():
-        print(json.dumps({"peer": "pytorch eager cuda", "model": args.model, "skipped": "no GPU"}))
+        print(json.dumps({"peer": peer, "model": args.model, "skipped": "no GPU"}))
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -86,6 +89,7 @@ def main():
     net, make_optimizer, batch, features, classes, reduction = build(torch, args.model)
     net = net.to(device)
     optimizer = make_optimizer(net.parameters())
+    forward = torch.compile(net) if args.compile else net
 
     examples = batch * 20  # bench_train_step's generated set: 20 batches
     data = "generated"
@@ -106,7 +110,7 @@ def main():
         xb = x_all[j * batch:(j + 1) * batch].to(device, non_blocking=True)
         yb = y_all[j * batch:(j + 1) * batch].to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(xb), yb, reduction=reduction)
+        loss = F.cross_entropy(forward(xb), yb, reduction=reduction)
         loss.backward()
         optimizer.step()
         return loss
@@ -119,7 +123,7 @@ def main():
         loss = step(i)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    print(json.dumps({"peer": "pytorch eager cuda", "model": args.model, "device": torch.cuda.get_device_name(device),
+    print(json.dumps({"peer": peer, "model": args.model, "device": torch.cuda.get_device_name(device),
                       "torch": torch.__version__, "data": data, "batch": batch, "steps": args.steps,
                       "seconds": round(seconds, 6), "examples_per_s": round(args.steps * batch / seconds, 1),
                       "last_loss": float(loss)}), flush=True)

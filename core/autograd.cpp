@@ -86,8 +86,12 @@ void backward(const Var& loss) {
     stack.pop_back();
   }
 
+  // The seed d loss / d loss = 1 lies where the loss does: on a GPU rank a host seed would reach the CUDA
+  // kernels of the first gradient as a host pointer.
   const DTensor& value = loss.value();
-  loss.state()->backward_pending = DTensor({}, value.layout(), Tensor({}, 1.0f));
+  Tensor seed = Tensor::uninitialized({}, value.local().place());
+  seed.fill(1.0f);
+  loss.state()->backward_pending = DTensor({}, value.layout(), seed);
   for (VarState* state = first; state != nullptr; state = state->backward_next) {
     if (!state->backward_pending) continue;
     DTensor pending = std::move(*state->backward_pending);
@@ -102,6 +106,9 @@ void backward(const Var& loss) {
       continue;
     }
     const Node& node = *state->producer;
+    // A gradient lies where its value does; one elsewhere would reach the kernels as a foreign pointer.
+    DTRAIN_CHECK(grad.local().place() == state->value.local().place(), "[backward] the gradient of {} is at {}, its value at {}",
+                 node.op, grad.local().place().describe(), state->value.local().place().describe());
     Gradients input_grads = node.vjp(grad);
     DTRAIN_CHECK(input_grads.size() == node.inputs.size(), "[backward] {} returned {} gradients for {} inputs", node.op,
                  input_grads.size(), node.inputs.size());

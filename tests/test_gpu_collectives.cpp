@@ -5,7 +5,9 @@
 // real device memory. Also the collective kernels' passes, mismatches and abort.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -231,15 +233,25 @@ std::vector<std::vector<float>> run_all(const MeshPtr& mesh, const std::vector<s
   return results;
 }
 
+// The same bits, except that any NaN equals any NaN: a sum with a NaN is a NaN whose payload is the hardware's
+// (x86 keeps the operand's, 0x7fc00000; a GPU's arithmetic gives its canonical 0x7fffffff), not the op's.
+bool same_value_bits(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_value_bits(a[i], b[i])) return false;
+  return true;
 }
 
 // The first op and element where two ranks' result streams differ, for the message.
 std::string first_difference(const std::vector<float>& got, const std::vector<float>& want) {
   for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
-      return fmt::format("element {} of the stream: {} vs {}", i, got[i], want[i]);
+    if (!same_value_bits(got[i], want[i]))
+      return fmt::format("element {} of the stream: {} vs {} (bits {:08x} vs {:08x})", i, got[i], want[i],
+                         std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]));
   return fmt::format("lengths {} vs {}", got.size(), want.size());
 }
 

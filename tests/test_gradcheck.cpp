@@ -120,3 +120,21 @@ TEST_CASE("record: the node lives with its output; vjps return Gradients or a st
     CHECK_THROWS_WITH(record("five", scalar(1.0f), {a, a, a, a, a}, identity), "[inline_vector] more than 4 elements");
   });
 }
+
+TEST_CASE("backward: a gradient that lies elsewhere than its value is an error naming the op and both places") {
+  // A GPU rank's gradient on the host (or the reverse) would reach the kernels as a foreign pointer; backward
+  // stops at the first node whose incoming gradient is not where its value is.
+  MeshPtr single = make_mesh({"x"}, {1});
+  run_spmd(single, [&](DeviceContext&) {
+    const Layout layout = Layout::replicated(single, 0);
+    auto scalar = [&](float v) { return DTensor({}, layout, Tensor({}, v)); };
+    Var a(scalar(2.0f), true);
+    Var middle = record("middle", scalar(2.0f), {a}, [](const DTensor& g) -> Gradients { return {g}; });
+    // This vjp hands back a gradient labelled as CUDA memory (host bytes: the check compares places only).
+    Var loss = record("misplaced", scalar(2.0f), {middle}, [&](const DTensor&) -> Gradients {
+      return {DTensor({}, layout, Tensor::adopt({}, std::shared_ptr<float[]>(new float[1]{1.0f}), Place::cuda(0)))};
+    });
+    CHECK_THROWS_WITH(backward(loss), "[backward] the gradient of middle is at cuda:0, its value at cpu");
+    CHECK_FALSE(a.has_grad());
+  });
+}

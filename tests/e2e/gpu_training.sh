@@ -21,7 +21,8 @@ cd "$work"
 source "$here/lib/cli.sh"  # expect, check
 source "$here/lib/mnist_fixture.sh"  # data/
 
-# gpu_config NAME DEVICES MESH: mnist_core_dp's model (784-64-32-10, Glorot, Adam 1e-3, mean loss), 6 steps.
+# gpu_config NAME DEVICES MESH: mnist_core_dp's model (784-64-32-10, Glorot, Adam 1e-3, mean loss), 6 steps, each
+# a row of metrics.jsonl (log_every: 1; the default, 100, would leave none to compare).
 gpu_config() {
   cat >"$1.yaml" <<YAML
 mesh: {dims: $3, devices: $2}
@@ -30,7 +31,7 @@ model:
   - {dense: 64, activation: relu, init: {glorot_uniform: {seed: [22, 23]}}}
   - {dense: 32, activation: relu, init: {glorot_uniform: {seed: [22, 23]}}}
   - {dense: 10, init: {glorot_uniform: {seed: [22, 23]}}}
-train: {epochs: 1, max_steps: 6, optimizer: {adam: {learning_rate: 0.001}}}
+train: {epochs: 1, max_steps: 6, log_every: 1, optimizer: {adam: {learning_rate: 0.001}}}
 checkpoint: {dir: $1-ckpt, every: epoch, max_to_keep: 1}
 run_dir: $1-run
 YAML
