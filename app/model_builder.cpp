@@ -249,14 +249,6 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
   return engine;
 }
 
-std::string Engine::devices_line() const {
-  const std::string line = devices == Place::Kind::Cpu
-                               ? fmt::format("{} virtual CPU devices", mesh->size())
-                               : fmt::format("{} devices on GPUs ({})", mesh->size(), gpu_line(placement));
-  if (placement.processes == 1) return line;
-  return fmt::format("{} over {} processes: {}", line, placement.processes, placement.describe());
-}
-
 void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {
   Shape input{config.data.batch_size};
   for (int64_t extent : config.data.example_shape()) input.push_back(extent);

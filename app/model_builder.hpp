@@ -45,10 +45,6 @@ struct Engine {
   Shape example;  // one example without the batch axis
   BuiltModel built;
   std::unique_ptr<train::Trainer> trainer;
-
-  // For the start-up line: "8 virtual CPU devices" (or which GPU each of this process's devices runs on) and,
-  // under mpirun, which process holds which.
-  std::string devices_line() const;
 };
 Engine build_engine(const Config& config, train::TrainOptions options);
 
