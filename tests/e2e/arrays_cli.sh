@@ -83,6 +83,30 @@ expect 2 "checkpoint ckpt_npy/ckpt-24 is a dataset arrays model: predict reads i
   predict --checkpoint ckpt_npy --idx npy/test_x.npy
 expect 0 "resuming ckpt_npy/ckpt-24 " -- resume --config npy.yaml --set train.epochs=3
 
+# Under mpirun -np 2 (one device a process) with a validation split: each process reads its own rows of the
+# .npy files, and the run gives the per-step losses and validations of one process.
+if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
+  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  held=(--set data.validation_split=0.25 --set train.validation_every=4)
+  expect 0 "validation at step 4: val_loss" -- train --config npy.yaml "${held[@]}" --set checkpoint.dir=ckpt_one --run-dir run_one
+  rc=0
+  timeout 120 mpirun --oversubscribe -np 2 "$dtrain" train --config npy.yaml "${held[@]}" --set checkpoint.dir=ckpt_two \
+    --run-dir run_two </dev/null >out 2>&1 || rc=$?
+  check "mpirun -np 2 train on .npy arrays with a validation split exits 0 ($(tail -3 out))" test $rc = 0
+  check "one and two processes: the same per-step losses and validations (1e-5)" python3 - <<'PY'
+import json
+def rows(path, split):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if r.get("split") == split}
+for split, count in (("train_steps", 18), ("validation", 4)):
+    one, two = rows("run_one/metrics.jsonl", split), rows("run_two/metrics.jsonl", split)
+    assert len(one) == count and one.keys() == two.keys(), (split, sorted(one), sorted(two))
+    assert all(abs(one[s] - two[s]) <= 1e-5 * max(1.0, abs(one[s])) for s in one), (split, one, two)
+PY
+else
+  echo "note: no mpirun or no MPI build: the mpirun case is not run"
+fi
+
 # The same bytes as HDF5 datasets: the same losses as the .npy run, step for step.
 if command -v h5import >/dev/null; then
   for name in train_x train_y test_x test_y; do
