@@ -101,15 +101,6 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
   return slice.begin == 0 && slice.end == all.size() ? std::move(all) : all.slice(slice.begin, slice.end);
 }
 
-// A class folder name goes into eval's and predict's lines and the checkpoint: no control characters.
-void check_printable_names(const data::TextExamples& examples, const std::string& folder) {
-  for (const std::string& name : examples.class_names) {
-    const bool printable = std::none_of(name.begin(), name.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
-    DTRAIN_CHECK_USAGE(printable, "[text_folder] class folder '{}/{}' has a control character in its name", folder,
-                       name);
-  }
-}
-
 // One text split, sliced: aclImdb's train or test (imdb), or the folder PATH/<name> (text_folder).
 data::TextExamples load_text_split(const Config& config, const std::string& split_text, const Where& where,
                                    int64_t* named_size = nullptr) {
@@ -126,7 +117,6 @@ data::TextExamples load_text_split(const Config& config, const std::string& spli
       throw_config_error(where, fmt::format("split '{}' has no folder '{}' (dataset text_folder reads {}/<split>/<class>/*.txt)",
                                             name, folder, config.data.path));
     examples = data::read_text_folder(folder, config.data.classes, "[text_folder]");
-    check_printable_names(examples, folder);
   }
   if (named_size) *named_size = int64_t(examples.texts.size());
   data::SplitSlice slice = resolve_split(split_text, int64_t(examples.texts.size()), where);
@@ -173,7 +163,7 @@ namespace {
 // Examples as Datasets (mnist, image_folder): the validation examples, taken off `train` (a fraction) or
 // loaded by load_split(split, where, &named_size) (a split string); null when none.
 std::unique_ptr<DatasetSource> dataset_validation(
-    const Config& config, data::Dataset& train, int64_t train_named_size,
+    const Config& config, data::Dataset& train,
     const std::function<data::Dataset(const std::string&, const Where&, int64_t*)>& load_split) {
   const DataConfig& data = config.data;
   if (data.validation_fraction > 0) {
@@ -185,14 +175,13 @@ std::unique_ptr<DatasetSource> dataset_validation(
   if (data.validation_split.empty()) return nullptr;
   int64_t named_size = 0;
   data::Dataset validation = load_split(data.validation_split, data.validation_split_where, &named_size);
-  check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split) ? train_named_size
-                                                                                                          : named_size);
+  check_disjoint(config, named_size);
   return std::make_unique<DatasetSource>(std::move(validation), false, 0);
 }
 
 // Texts (imdb, text_folder): the validation texts, taken off `train` before the vectorizer is fitted (a
 // fraction) or loaded (a split string: a text folder's then has the training split's classes); empty when none.
-data::TextExamples validation_texts(const Config& config, data::TextExamples& train, int64_t train_named_size) {
+data::TextExamples validation_texts(const Config& config, data::TextExamples& train) {
   const DataConfig& data = config.data;
   data::TextExamples validation;
   if (data.validation_fraction > 0) {
@@ -209,9 +198,7 @@ data::TextExamples validation_texts(const Config& config, data::TextExamples& tr
                          fmt::format("the validation split's classes [{}] differ from the training split's [{}] (give "
                                      "data.classes to pick the same folders in both)",
                                      fmt::join(validation.class_names, ", "), fmt::join(train.class_names, ", ")));
-    check_disjoint(config, data::split_name(data.validation_split) == data::split_name(data.train_split)
-                               ? train_named_size
-                               : named_size);
+    check_disjoint(config, named_size);
   }
   return validation;
 }
@@ -267,8 +254,7 @@ data::Dataset image_dataset(const Config& config, data::ImageExamples examples) 
 LoadedData load_image_folder(const Config& config, bool with_train) {
   LoadedData loaded;
   std::optional<data::ImageExamples> train;
-  int64_t named_size = 0;
-  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.data.train_split_where);
   const std::vector<std::string> train_classes = train ? train->class_names : std::vector<std::string>{};
   // Without data.classes each split names its own (sorted) folders: a split missing a class would shift every
   // label after it.
@@ -285,7 +271,7 @@ LoadedData load_image_folder(const Config& config, bool with_train) {
   loaded.num_classes = int(loaded.class_names.size());
   if (train) {
     data::Dataset train_set = image_dataset(config, std::move(*train));
-    loaded.validation = dataset_validation(config, train_set, named_size,
+    loaded.validation = dataset_validation(config, train_set,
                                            [&](const std::string& split, const Where& where, int64_t* size) {
                                              data::ImageExamples validation = load_image_folder_split(config, split, where, size);
                                              check_classes(validation.class_names, split, where);
@@ -327,9 +313,8 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
     loaded.num_classes = classes_of(config);
     loaded.class_names = default_class_names(config);
     if (with_train) {
-      int64_t named_size = 0;
-      data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where, &named_size);
-      loaded.validation = dataset_validation(config, train, named_size, [&](const std::string& split, const Where& where, int64_t* size) {
+      data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where);
+      loaded.validation = dataset_validation(config, train, [&](const std::string& split, const Where& where, int64_t* size) {
         return load_mnist_split(config, split, where, size);
       });
       loaded.train = std::make_unique<DatasetSource>(std::move(train), shuffle, seed);
@@ -342,10 +327,9 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
   const bool folder_names = config.data.dataset == Dataset::text_folder;
   loaded.class_names = default_class_names(config);
   if (with_train) {
-    int64_t named_size = 0;
-    data::TextExamples train = load_text_split(config, config.data.train_split, config.data.train_split_where, &named_size);
+    data::TextExamples train = load_text_split(config, config.data.train_split, config.data.train_split_where);
     if (folder_names) loaded.class_names = train.class_names;
-    data::TextExamples validation = validation_texts(config, train, named_size);
+    data::TextExamples validation = validation_texts(config, train);
     if (vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
       loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
       loaded.vectorizer = vectorizer;

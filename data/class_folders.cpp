@@ -65,6 +65,11 @@ ClassFolderFiles list_class_folders(const std::string& folder, const std::vector
   ClassFolderFiles listing;
   listing.folder = folder;
   listing.class_names = classes.empty() ? class_folder_names(folder, tag) : classes;
+  // A class name goes into eval's and predict's tab-separated lines and the checkpoint: no control characters.
+  for (const std::string& name : listing.class_names) {
+    const bool printable = std::none_of(name.begin(), name.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
+    DTRAIN_CHECK_USAGE(printable, "{} class folder '{}/{}' has a control character in its name", tag, folder, name);
+  }
   struct File {
     int32_t label;
     std::string path;

@@ -22,7 +22,8 @@ struct ClassFolderFiles {
 };
 
 // `tag` starts every message ("[imdb]", "[text_folder]"). UsageError naming the path when the folder is
-// missing or unreadable, when a given class has no folder, when there are no class folders, or when no
+// missing or unreadable, when a given class has no folder, when there are no class folders, when a class
+// name has a control character (it would break eval's and predict's lines), or when no
 // file with such an extension is found (a class folder with none is an error too: a class with no
 // example cannot be learned, and its label would silently shift nothing).
 ClassFolderFiles list_class_folders(const std::string& folder, const std::vector<std::string_view>& extensions,

@@ -90,6 +90,11 @@ TEST_CASE("class folders: errors name the path") {
   fs::remove(temp.path / "empty");
   fs::create_symlink(temp.path / "missing", temp.path / "b" / "broken.txt");
   CHECK(message_of([&] { list_class_folders(root, {".txt"}, {}, "[t]"); }).find("broken.txt") != std::string::npos);
+  fs::remove(temp.path / "b" / "broken.txt");
+  // A class name with a control character, for every kind of file (here images).
+  make_classes(temp.path, {"c\td"}, 1);
+  CHECK(message_of([&] { list_class_folders(root, {".png"}, {}, "[image_folder]"); }) ==
+        "[image_folder] class folder '" + root + "/c\td' has a control character in its name");
 }
 
 namespace {
