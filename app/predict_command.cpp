@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "app/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
@@ -28,21 +29,25 @@
 namespace dtrain {
 namespace {
 
+// The images an mnist model was trained on: image_shape's first two extents, or square ones for a flat input
+// (784 = 28x28); {0, 0} when a flat width is no square. The pixel count alone would let a 56x14 image through
+// to a 28x28 model.
+std::pair<int64_t, int64_t> mnist_image_size(const Shape& example) {
+  if (example.size() >= 2) return {example[0], example[1]};
+  const auto side = int64_t(std::llround(std::sqrt(double(num_elements(example)))));
+  return side * side == num_elements(example) ? std::pair{side, side} : std::pair<int64_t, int64_t>{0, 0};
+}
+
 // The images an image model takes: height, width, channels and how to get there. image_folder: its data
-// settings; mnist: 28x28 gray (image_shape's first two extents, or square ones for a flat input: 784 = 28x28),
-// no resizing (the IDX images it learned from were all that size).
+// settings; mnist: its image size in gray, no resizing (the IDX images it learned from were all that size).
 data::ImageFolderOptions model_images(const Config& config) {
   if (config.data.dataset == Dataset::image_folder) return image_folder_options(config);
-  const Shape example = config.data.example_shape();
   data::ImageFolderOptions options;
   options.channels = 1;
   options.resize = data::Resize::none;
-  if (example.size() >= 2) {
-    options.height = example[0];
-    options.width = example[1];
-  } else {
-    options.height = options.width = int64_t(std::llround(std::sqrt(double(num_elements(example)))));
-  }
+  const auto [rows, cols] = mnist_image_size(config.data.example_shape());
+  options.height = rows;
+  options.width = cols;
   return options;
 }
 
@@ -72,20 +77,17 @@ Tensor vectorize(const std::vector<std::string>& texts, const Config& config, co
 // --file inputs: all images (for an image model) or all texts (for a text model), told by the extension.
 Tensor read_files(const std::vector<std::string>& files, const Config& config, const checkpoint::CheckpointIndex& index) {
   const bool text_model = is_text(config.data.dataset);
-  size_t images = 0, texts = 0;
   for (const std::string& file : files) {
     const std::string extension = lowercase_extension(file);
     const bool image = std::find(data::kImageExtensions.begin(), data::kImageExtensions.end(), extension) !=
                        data::kImageExtensions.end();
     DTRAIN_CHECK_USAGE(image || extension == ".txt",
                        "[predict] --file '{}': not an image (.png, .jpg, .jpeg) or text (.txt) file", file);
-    images += image;
-    texts += !image;
     DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is an {} model, which takes {} files",
                        file, index.folder, to_string(config.data.dataset),
                        text_model ? "text (.txt)" : "image (.png, .jpg, .jpeg)");
   }
-  if (texts > 0) {
+  if (text_model) {  // every file is a .txt (checked above)
     std::vector<std::string> contents;
     for (const std::string& file : files) {
       const std::vector<uint8_t> bytes = data::read_file_bytes(file);
@@ -129,16 +131,7 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
                      to_string(config.data.dataset),
                      is_text(config.data.dataset) ? "texts" : "image files with --file PATH");
   data::IdxImages images = data::read_idx_images(options.idx_file);
-  // The images the model was trained on: image_shape's first two extents, or square ones for a flat input
-  // (784 = 28x28); the pixel count alone would let a 56x14 image through to a 28x28 model.
-  int64_t rows = 0, cols = 0;
-  if (example.size() >= 2) {
-    rows = example[0];
-    cols = example[1];
-  } else {
-    const auto side = int64_t(std::llround(std::sqrt(double(num_elements(example)))));
-    if (side * side == num_elements(example)) rows = cols = side;
-  }
+  const auto [rows, cols] = mnist_image_size(example);
   const bool fits = rows > 0 ? images.rows == rows && images.cols == cols
                              : images.rows * images.cols == num_elements(example);
   DTRAIN_CHECK_USAGE(fits, "[predict] {} holds {}x{} images but the model takes {} (input {})", options.idx_file,
