@@ -44,8 +44,8 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-// Whether this build and machine can start processes; says why not (doctest prints it; ctest reads
-// "skipped:" as SKIPPED, see CMakeLists.txt).
+// Whether this build and machine can start processes; says why not. Only "needs mpirun: ..." cases call it:
+// each has a ctest entry of its own that reads "skipped:" as SKIPPED (CMakeLists.txt).
 bool can_launch() {
 #ifndef DTRAIN_HAS_MPI
   MESSAGE("skipped: dtrain was built without MPI");
@@ -183,20 +183,27 @@ void check_collectives_across_processes() {
 
 }  // namespace
 
-TEST_CASE("collectives across 2 and 4 processes equal the in-process ones on every group of 6 meshes") {
+TEST_CASE("needs mpirun: collectives across 2 and 4 processes equal the in-process ones on every group of 6 meshes") {
   if (mpi_launched()) return check_collectives_across_processes();
   if (!can_launch()) return;
-  launch(2, "collectives across 2 and 4 processes*");
-  launch(4, "collectives across 2 and 4 processes*");
+  launch(2, "needs mpirun: collectives across 2 and 4 processes*");
+  launch(4, "needs mpirun: collectives across 2 and 4 processes*");
 }
 
-TEST_CASE("collectives over TCP only (the path between machines) equal the in-process ones") {
+TEST_CASE("needs mpirun: collectives over TCP only (the path between machines) equal the in-process ones") {
   if (mpi_launched()) return check_collectives_across_processes();
   if (!can_launch()) return;
-  launch(2, "collectives over TCP only*", "--mca btl self,tcp");
+  launch(2, "needs mpirun: collectives over TCP only*", "--mca btl self,tcp");
 }
 
-TEST_CASE("placement: contiguous device blocks, and a process count that does not divide the mesh is refused") {
+TEST_CASE("placement: one process holds every device") {
+  const Placement alone = placement_of(8);
+  CHECK(alone.processes == 1);
+  CHECK(alone.local == 8);
+  CHECK(alone.describe() == "process 0: devices 0-7");
+}
+
+TEST_CASE("needs mpirun: placement gives contiguous device blocks, and a process count that does not divide the mesh is refused") {
   if (mpi_launched()) {
     const Placement placement = placement_of(8);
     CHECK(placement.local == 8 / process_count());
@@ -208,12 +215,8 @@ TEST_CASE("placement: contiguous device blocks, and a process count that does no
                          doctest::Contains(refusal.c_str()), UsageError);
     return;
   }
-  const Placement alone = placement_of(8);
-  CHECK(alone.processes == 1);
-  CHECK(alone.local == 8);
-  CHECK(alone.describe() == "process 0: devices 0-7");
   if (!can_launch()) return;
-  launch(2, "placement:*");
+  launch(2, "needs mpirun: placement gives*");
 }
 
 // Reference losses come from the launching process (one process, every rank in it); each process count
@@ -245,7 +248,7 @@ std::vector<double> train_case(const TrainingCase& training) {
 
 }  // namespace
 
-TEST_CASE("the shipped MNIST and IMDB configs give the same per-step losses on 1, 2, 4 and 8 processes") {
+TEST_CASE("needs mpirun: the shipped MNIST and IMDB configs give the same per-step losses on 1, 2, 4 and 8 processes") {
   const char* reference_file = std::getenv("DTRAIN_TEST_REFERENCE_LOSSES");
   if (mpi_launched()) {
     REQUIRE(reference_file != nullptr);
@@ -279,7 +282,7 @@ TEST_CASE("the shipped MNIST and IMDB configs give the same per-step losses on 1
   }
   if (!can_launch()) return;
   for (int processes : {2, 4, 8})
-    launch(processes, "the shipped MNIST and IMDB configs*", "", "DTRAIN_TEST_REFERENCE_LOSSES='" + path + "'");
+    launch(processes, "needs mpirun: the shipped MNIST and IMDB configs*", "", "DTRAIN_TEST_REFERENCE_LOSSES='" + path + "'");
 }
 
 // A checkpoint saved under one process count restores bitwise under another, onto every mesh: variables,
@@ -317,7 +320,7 @@ const MeshCase& mesh_case(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("checkpoints move between 1, 2 and 4 processes and between meshes, bitwise") {
+TEST_CASE("needs mpirun: checkpoints move between 1, 2 and 4 processes and between meshes, bitwise") {
   const char* folder = std::getenv("DTRAIN_TEST_CHECKPOINTS");
   if (mpi_launched()) {
     REQUIRE(folder != nullptr);
@@ -336,8 +339,8 @@ TEST_CASE("checkpoints move between 1, 2 and 4 processes and between meshes, bit
   TempFolder root("mpi_checkpoints");
   save_on(mesh_case("{8}"), (root / "from1").string());
   const std::string environment = "DTRAIN_TEST_CHECKPOINTS='" + root.str() + "'";
-  launch(4, "checkpoints move between*", "", environment);
-  launch(2, "checkpoints move between*", "", environment);
+  launch(4, "needs mpirun: checkpoints move between*", "", environment);
+  launch(2, "needs mpirun: checkpoints move between*", "", environment);
   check_restores((root / "from2").string());  // written by 2 processes, read by one, onto {1}, {8}, {4,2}, {2,2,2}
   check_restores((root / "from4").string());
 }

@@ -1,4 +1,4 @@
-// The CPU MetricKernels and their reference: counting is exact either way, so both are the plain loop.
+// The CPU MetricKernels (the reference, written independently, is in metrics_reference.cpp).
 #include "core/kernels/metrics.hpp"
 
 namespace dtrain::kernels {
@@ -17,12 +17,6 @@ class CpuMetrics final : public MetricKernels {
 
 template <>
 const MetricKernels& cpu_kernels<MetricKernels>() {
-  static const CpuMetrics kernels;
-  return kernels;
-}
-
-template <>
-const MetricKernels& reference_kernels<MetricKernels>() {
   static const CpuMetrics kernels;
   return kernels;
 }

@@ -113,6 +113,8 @@ if [[ -n $can_reseal ]]; then
     expect 1 "^dtrain: error: .*cannot read $file" -- $args
     check "dtrain $args: no HDF5-DIAG" bash -c '! grep -q HDF5-DIAG out'
   done
+else
+  skip_part "resealed corrupt checkpoints (no libxxhash.so.0 for python3)"
 fi
 
 report

@@ -121,10 +121,10 @@ if [[ -n $can_reseal ]]; then
     check "inspect --verify passed the files before the damaged one" grep -q "^ok shard-2-of-8.h5 " out
     check "inspect --verify ends with a verdict" grep -q "^verdict: damaged" out
   else
-    echo "skipped: the Fletcher-32 check (no python3 with h5py)"
+    skip_part "the Fletcher-32 check (no python3 with h5py)"
   fi
 else
-  echo "skipped: the forged-manifest checks (no libxxhash.so.0 for python3)"
+  skip_part "the forged-manifest checks (no libxxhash.so.0 for python3)"
 fi
 check "the good checkpoint still evaluates as before" bash -c "$dtrain eval --config sp.yaml --checkpoint $good 2>&1 | cmp -s - eval_good"
 

@@ -91,7 +91,7 @@ for piece in bars:
     assert len(piece) < 80, (len(piece), piece)
 PY
 else
-  echo "skipped: the pseudo-terminal check (no working script(1))"
+  skip_part "the pseudo-terminal check (no working script(1))"
 fi
 
 # ---- scripts/plot_metrics.py ----
@@ -109,6 +109,6 @@ if [[ -n $mpl_python ]]; then
     test -s run/metrics.png
   check "plot_metrics draws a run dir holding an eval row only" "$mpl_python" "$plot" run_eval --out eval.png >/dev/null
 else
-  echo "skipped: drawing with plot_metrics (no python3 with matplotlib)"
+  skip_part "drawing with plot_metrics (no python3 with matplotlib)"
 fi
 report

@@ -190,7 +190,7 @@ for name in names:
 assert not differ, "; ".join(differ)
 PY
 else
-  echo "skipped: h5py checks (no python3 with h5py)"
+  skip_part "h5py checks (no python3 with h5py)"
 fi
 # One checkpoint evaluated under P = 1, 2, 4, 8 on each mesh: the numbers printed by P=1 on that mesh, and
 # within 1e-5 of each other across meshes.

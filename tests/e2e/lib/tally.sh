@@ -1,10 +1,15 @@
-# The pass/fail tally of the end-to-end scripts (sourced): ok, bad MESSAGE, and report, which prints the
-# summary line and is the script's exit status.
+# The pass/fail tally of the end-to-end scripts (sourced): ok, bad MESSAGE, skip_part WHY, and report, which
+# prints the summary line and ends the script: 1 when a check failed; else 77 (ctest: SKIPPED) when a part
+# could not run here, so a script that left checks out never reads as a pass; else 0.
 passed=0
 failed=0
+skipped=0
 ok() { passed=$((passed + 1)); }
 bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+skip_part() { skipped=$((skipped + 1)); echo "skipped: $*"; }
 report() {
-  echo "$passed passed, $failed failed"
-  [[ $failed == 0 ]]
+  echo "$passed passed, $failed failed, $skipped skipped"
+  if ((failed > 0)); then exit 1; fi
+  if ((skipped > 0)); then exit 77; fi
+  exit 0
 }
