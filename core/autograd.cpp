@@ -127,6 +127,5 @@ void backward(const Var& loss) {
 
 NoGradGuard::NoGradGuard() : previous_(grad_enabled_here()) { set_grad_enabled(false); }
 NoGradGuard::~NoGradGuard() { set_grad_enabled(previous_); }
-bool grad_enabled() { return grad_enabled_here(); }
 
 }  // namespace dtrain

@@ -142,6 +142,5 @@ class NoGradGuard {
  private:
   bool previous_;
 };
-bool grad_enabled();
 
 }  // namespace dtrain

@@ -256,7 +256,7 @@ TEST_CASE("needs a GPU: the CUDA embedding kernels give the reference's bits") {
     return;
   }
   auto upload = [](const Values& v) { return dtrain::testing::upload(v); };
-  auto download = [](const std::shared_ptr<dtrain::testing::DeviceBuffer>& b, int64_t count) {
+  auto download = [](const std::shared_ptr<dtrain::testing::DeviceValues>& b, int64_t count) {
     return dtrain::testing::download(b, count);
   };
   const EmbeddingKernels& gpu = cuda_kernels<EmbeddingKernels>(0, "test");

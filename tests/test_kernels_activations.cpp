@@ -185,7 +185,7 @@ TEST_CASE("needs a GPU: the CUDA activation and layer-norm kernels match the ref
     return;
   }
   auto upload = [](const Values& v) { return dtrain::testing::upload(v); };
-  auto download = [](const std::shared_ptr<dtrain::testing::DeviceBuffer>& b, int64_t count) {
+  auto download = [](const std::shared_ptr<dtrain::testing::DeviceValues>& b, int64_t count) {
     return dtrain::testing::download(b, count);
   };
   uint32_t seed = 1;

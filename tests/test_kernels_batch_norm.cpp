@@ -13,10 +13,12 @@
 #include "core/kernels/batch_norm.hpp"
 #include "core/kernels/batch_norm_body.hpp"
 #include "core/kernels/cuda.hpp"
+#include "tests/device_buffers.hpp"
 
 namespace {
 
 using namespace dtrain::kernels;
+using dtrain::testing::DeviceValues;
 
 struct Block {
   int64_t rows, features;
@@ -208,31 +210,6 @@ TEST_CASE("batch norm per-value bodies compute the formulas") {
   CHECK(sum_gx == 14.0f);
   CHECK(batch_norm::input_gradient(7.0f, 2.0f, 0.5f, 1.0f, 1.5f) == 1.5f);  // 0.5 * (7 - 1 - 2 * 1.5)
 }
-
-namespace {
-
-// A device copy of host values, freed at scope exit.
-class DeviceValues {
- public:
-  explicit DeviceValues(const std::vector<float>& host) : size_(host.size()), device_(cuda_alloc(host.size())) {
-    cuda_copy_to_device(device_, host.data(), size_);
-  }
-  ~DeviceValues() { cuda_free(device_); }
-  DeviceValues(const DeviceValues&) = delete;
-  DeviceValues& operator=(const DeviceValues&) = delete;
-  float* get() { return device_; }
-  std::vector<float> download() const {
-    std::vector<float> host(size_);
-    cuda_copy_from_device(host.data(), device_, size_);
-    return host;
-  }
-
- private:
-  size_t size_;
-  float* device_;
-};
-
-}  // namespace
 
 TEST_CASE("needs a GPU: batch norm CUDA kernels match the reference") {
   if (cuda_device_count() == 0) {

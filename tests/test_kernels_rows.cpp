@@ -258,7 +258,7 @@ TEST_CASE("needs a GPU: the CUDA row kernels match the reference") {
     return;
   }
   auto upload = [](const Values& v) { return dtrain::testing::upload(v); };
-  auto download = [](const std::shared_ptr<dtrain::testing::DeviceBuffer>& b, int64_t count) {
+  auto download = [](const std::shared_ptr<dtrain::testing::DeviceValues>& b, int64_t count) {
     return dtrain::testing::download(b, count);
   };
   const RowKernels& gpu = cuda_kernels<RowKernels>(0, "test");

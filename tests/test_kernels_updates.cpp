@@ -12,10 +12,12 @@
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/updates.hpp"
 #include "core/kernels/updates_body.hpp"
+#include "tests/device_buffers.hpp"
 
 namespace {
 
 using namespace dtrain::kernels;
+using dtrain::testing::DeviceValues;
 
 // Empty, single, odd, around vector widths, and long.
 const std::vector<int64_t> kSizes = {0, 1, 3, 8, 17, 1000, 4099};
@@ -216,31 +218,6 @@ TEST_CASE("update bodies compute the formulas") {
   updates::adam(step, w, 4.0f, m, v, w);
   CHECK(w == out);
 }
-
-namespace {
-
-// A device copy of host values, freed at scope exit.
-class DeviceValues {
- public:
-  explicit DeviceValues(const std::vector<float>& host) : size_(host.size()), device_(cuda_alloc(host.size())) {
-    cuda_copy_to_device(device_, host.data(), size_);
-  }
-  ~DeviceValues() { cuda_free(device_); }
-  DeviceValues(const DeviceValues&) = delete;
-  DeviceValues& operator=(const DeviceValues&) = delete;
-  float* get() { return device_; }
-  std::vector<float> download() const {
-    std::vector<float> host(size_);
-    cuda_copy_from_device(host.data(), device_, size_);
-    return host;
-  }
-
- private:
-  size_t size_;
-  float* device_;
-};
-
-}  // namespace
 
 TEST_CASE("needs a GPU: update CUDA kernels match the reference") {
   if (cuda_device_count() == 0) {

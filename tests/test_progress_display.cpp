@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -216,20 +217,44 @@ TEST_CASE("Mesh::describe is the short form people read; to_string stays DTensor
   CHECK(Mesh({"batch"}, {2}).to_string() == "|batch=2|0,1|0,1|CPU:0,CPU:1");
 }
 
-TEST_CASE("the terminal progress line is redrawn at most every 50 ms, the first and the last step always") {
+// Redraws counted on a clock the test steps: `step_ms` per step.
+std::string epoch_on_clock(int64_t batches, int step_ms) {
   std::FILE* out = std::tmpfile();
   REQUIRE(out != nullptr);
   train::ProgressReporter reporter(out, true, 100, nullptr);
   reporter.set_width(80);
-  run_epoch(reporter, 0, 625);  // 625 steps in far less than 50 ms each
+  std::chrono::steady_clock::time_point now{};
+  reporter.set_clock([&] { return now; });
+  reporter.on_epoch_begin(0, 3, batches);
+  for (int64_t b = 1; b <= batches; ++b) {
+    now += std::chrono::milliseconds(step_ms);
+    reporter.on_step({0, b, b, batches, 32, 2.0 / double(b), 0.5, 0.001});
+  }
+  reporter.on_split_end({"train", 0, batches, 32 * batches, 1.0, 0.5, 32000.0, 0.6});
   const std::string text = read_all(out);
   std::fclose(out);
+  return text;
+}
+
+size_t redraws_in(const std::string& text) {
   size_t redraws = 0;
   for (size_t at = text.find('\r'); at != std::string::npos; at = text.find('\r', at + 1)) ++redraws;
-  CHECK(redraws >= 2);
-  CHECK(redraws < 100);
-  CHECK(text.find("\r  1/625 [") != std::string::npos);
-  CHECK(text.find("\r625/625 [==========") != std::string::npos);
+  return redraws;
+}
+
+TEST_CASE("the terminal progress line is redrawn at most every 50 ms, the first and the last step always") {
+  // Steps that take no time: the first and the last step only.
+  const std::string instant = epoch_on_clock(625, 0);
+  CHECK(redraws_in(instant) == 2);
+  CHECK(instant.find("\r  1/625 [") != std::string::npos);
+  CHECK(instant.find("\r625/625 [==========") != std::string::npos);
+  // 1 ms steps: step 1, then each step 50 ms after the last redraw (51, 101, ..., 601), then step 625.
+  const std::string fast = epoch_on_clock(625, 1);
+  CHECK(redraws_in(fast) == 14);
+  CHECK(fast.find("\r 51/625 [") != std::string::npos);
+  CHECK(fast.find("\r 50/625 [") == std::string::npos);
+  // Steps slower than the interval: every one.
+  CHECK(redraws_in(epoch_on_clock(20, 60)) == 20);
 }
 
 TEST_CASE("metrics.jsonl train_steps rows carry the schedule's rate of their last step") {

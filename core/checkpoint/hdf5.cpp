@@ -61,22 +61,6 @@ std::string last_error() {
   return message;
 }
 
-namespace {
-herr_t append_message(unsigned position, const H5E_error2_t* error, void* data) {
-  auto& text = *static_cast<std::string*>(data);
-  if (error->desc == nullptr) return 0;
-  if (!text.empty()) text += "; ";
-  text += error->desc;
-  return 0;
-}
-}  // namespace
-
-std::string error_stack() {
-  std::string text;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, append_message, &text);
-  return text;
-}
-
 hid_t check_id(hid_t id, const std::string& what) {
   if (id < 0) {
     const std::string cause = last_error();
@@ -86,11 +70,6 @@ hid_t check_id(hid_t id, const std::string& what) {
 }
 
 void check_status(herr_t status, const std::string& what) { check_id(status < 0 ? -1 : 0, what); }
-
-Handle create_file(const std::string& path) {
-  return checked(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-                 fmt::format("cannot create {}", path));
-}
 
 Handle open_file(const std::string& path) {
   // A larger sieve buffer turns strided hyperslab reads (a block that cuts across a shard's rows) into

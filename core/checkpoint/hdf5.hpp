@@ -42,13 +42,10 @@ class Handle {
 
 // The innermost message on this thread's HDF5 error stack ("" when empty).
 std::string last_error();
-// Every message on this thread's HDF5 error stack, innermost first, joined by "; ".
-std::string error_stack();
 // Throws Error("[checkpoint] <what>: <HDF5 message>") when the call failed.
 hid_t check_id(hid_t id, const std::string& what);
 void check_status(herr_t status, const std::string& what);
 
-Handle create_file(const std::string& path);
 // Read-only; throws Error naming the file when it is not a complete HDF5 file.
 Handle open_file(const std::string& path);
 

@@ -14,15 +14,12 @@
 namespace dtrain::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::string duration_text(double seconds) {
   if (seconds >= 3600) return fmt::format("{}:{:02d}:{:02d}", int(seconds / 3600), int(seconds / 60) % 60, int(seconds) % 60);
   if (seconds >= 60) return fmt::format("{}:{:02d}", int(seconds / 60), int(seconds) % 60);
   return fmt::format("{}s", int(seconds + 0.5));
 }
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 int digits(int64_t value) { return int(fmt::formatted_size("{}", value)); }
 
@@ -92,7 +89,7 @@ void ProgressReporter::on_notice(const std::string& text) {
 
 void ProgressReporter::on_epoch_begin(int64_t epoch, int64_t epochs, int64_t) {
   epochs_ = epochs;
-  epoch_start_ = row_start_ = Clock::now();
+  epoch_start_ = row_start_ = now_();
   loss_sum_ = correct_sum_ = 0;
   examples_ = steps_ = 0;
   row_loss_ = row_correct_ = 0;
@@ -109,7 +106,7 @@ void ProgressReporter::write_steps_row(int64_t epoch, int64_t step) {
                                    learning_rate_ ? learning_rate_(step - 1) : std::numeric_limits<double>::quiet_NaN(),
                              seconds > 0 ? double(row_examples_) / seconds : 0.0, seconds});
   }
-  row_start_ = Clock::now();
+  row_start_ = now_();
   row_loss_ = row_correct_ = 0;
   row_examples_ = row_steps_ = 0;
 }
@@ -131,7 +128,7 @@ void ProgressReporter::on_step(const StepMetrics& m) {
   const int width = line_width();
   const bool redraw_due = !line_open_ || last || seconds_since(last_redraw_) >= redraw_interval_;
   if (terminal_ && redraw_due) {
-    last_redraw_ = std::chrono::steady_clock::now();
+    last_redraw_ = now_();
     const std::string count = fmt::format("{:>{}}/{}", m.batch_in_epoch, digits(m.batches_in_epoch), m.batches_in_epoch);
     const double eta = per_step * double(m.batches_in_epoch - m.batch_in_epoch);
     // Padded, so the bar keeps its width while these change.
@@ -201,6 +198,10 @@ void ProgressReporter::on_split_end(const SplitMetrics& m) {
     if (m.split == "train" && learning_rate_) rate = learning_rate_(m.step - 1);
     metrics_->write(row, rate);
   }
+}
+
+double ProgressReporter::seconds_since(std::chrono::steady_clock::time_point start) const {
+  return std::chrono::duration<double>(now_() - start).count();
 }
 
 }  // namespace dtrain::train

@@ -48,6 +48,10 @@ class ProgressReporter : public Reporter {
     learning_rate_ = [rate](int64_t) { return rate; };
   }
   void set_learning_rate(std::function<double(int64_t)> schedule) { learning_rate_ = std::move(schedule); }
+  // The clock every duration is read from (default: steady_clock): tests step it themselves, so what they
+  // check depends on the steps, never on how fast the machine runs them.
+  using Now = std::function<std::chrono::steady_clock::time_point()>;
+  void set_clock(Now now) { now_ = std::move(now); }
 
   void on_notice(const std::string& text) override;
   void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) override;
@@ -56,6 +60,7 @@ class ProgressReporter : public Reporter {
 
  private:
   int line_width() const;  // 0: no limit
+  double seconds_since(std::chrono::steady_clock::time_point start) const;
   void write_steps_row(int64_t epoch, int64_t step);
 
   std::FILE* out_;
@@ -75,6 +80,7 @@ class ProgressReporter : public Reporter {
   bool line_open_ = false;
   double redraw_interval_ = 0.05;
   std::chrono::steady_clock::time_point last_redraw_;
+  Now now_ = [] { return std::chrono::steady_clock::now(); };
 };
 
 }  // namespace dtrain::train
