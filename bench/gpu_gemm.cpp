@@ -39,8 +39,11 @@
 #include "core/error.hpp"
 
 #ifdef DTRAIN_HAS_CUDA
+#include <cublas_v2.h>  // types only: the peer's functions are looked up at run time (Peer)
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
 #include "core/kernels/cuda.hpp"
-#include "core/kernels/cuda_check.hpp"
 #include "core/kernels/device_memory.hpp"
 #include "core/kernels/gemm.hpp"
 #include "core/tensor.hpp"
@@ -57,6 +60,66 @@ void skipped(const std::string& why) {
 #ifdef DTRAIN_HAS_CUDA
 
 constexpr int kDevice = 0;
+
+#define DTRAIN_STRING(x) DTRAIN_STRING_(x)
+#define DTRAIN_STRING_(x) #x
+
+template <class Function>
+Function symbol(void* library, const char* name) {
+  auto function = reinterpret_cast<Function>(::dlsym(library, name));
+  DTRAIN_CHECK(function != nullptr, "[bench_gpu_gemm] no {}: {}", name, ::dlerror());
+  return function;
+}
+
+void* open_library(const std::string& name) {
+  void* library = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  DTRAIN_CHECK(library != nullptr, "[bench_gpu_gemm] {}", ::dlerror());
+  return library;
+}
+
+// The peer's CUDA runtime and cuBLAS calls, looked up in the libraries dtrain's CUDA backend library already
+// loaded (the same sonames): this program, like dtrain, links no CUDA library. Made after the backend is loaded.
+struct Peer {
+  void* runtime = open_library("libcudart.so." + std::to_string(CUDART_VERSION / 1000));
+  void* blas = open_library("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
+#define DTRAIN_PEER(library, name) decltype(&::name) name = symbol<decltype(&::name)>(library, DTRAIN_STRING(name));
+  DTRAIN_PEER(runtime, cudaGetErrorString)
+  DTRAIN_PEER(runtime, cudaEventCreate)
+  DTRAIN_PEER(runtime, cudaEventDestroy)
+  DTRAIN_PEER(runtime, cudaEventRecord)
+  DTRAIN_PEER(runtime, cudaEventSynchronize)
+  DTRAIN_PEER(runtime, cudaEventElapsedTime)
+  DTRAIN_PEER(runtime, cudaGetDeviceProperties)
+  DTRAIN_PEER(runtime, cudaStreamSynchronize)
+  DTRAIN_PEER(blas, cublasGetStatusString)
+  DTRAIN_PEER(blas, cublasCreate)
+  DTRAIN_PEER(blas, cublasDestroy)
+  DTRAIN_PEER(blas, cublasSetMathMode)
+  DTRAIN_PEER(blas, cublasSetStream)
+  DTRAIN_PEER(blas, cublasSgemm)
+#undef DTRAIN_PEER
+};
+
+const Peer& peer() {
+  static const Peer instance;
+  return instance;
+}
+
+#define CHECK_CUDA(call)                                                                                \
+  do {                                                                                                  \
+    const cudaError_t status = peer().call;                                                             \
+    DTRAIN_CHECK(status == cudaSuccess, "[bench_gpu_gemm] {} failed: {}", #call, peer().cudaGetErrorString(status)); \
+  } while (0)
+#define CHECK_CUBLAS(call)                                                                              \
+  do {                                                                                                  \
+    const cublasStatus_t status = peer().call;                                                          \
+    DTRAIN_CHECK(status == CUBLAS_STATUS_SUCCESS, "[bench_gpu_gemm] {} failed: {}", #call,             \
+                 peer().cublasGetStatusString(status));                                                 \
+  } while (0)
+
+// dtrain's kernels run here on the legacy default stream (no rank stream is set outside a run's fibers), so the
+// peer and the timing events use it too.
+constexpr cudaStream_t kStream = nullptr;
 
 struct Case {
   bool trans_a = false, trans_b = false;
@@ -161,11 +224,11 @@ void spot_check(const Case& c, const Operands& o, const std::string& who) {
 class DirectBlas {
  public:
   DirectBlas() {
-    DTRAIN_CHECK_CUBLAS(cublasCreate(&handle_));
-    DTRAIN_CHECK_CUBLAS(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
-    DTRAIN_CHECK_CUBLAS(cublasSetStream(handle_, kernels::current_stream()));
+    CHECK_CUBLAS(cublasCreate(&handle_));
+    CHECK_CUBLAS(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+    CHECK_CUBLAS(cublasSetStream(handle_, kStream));
   }
-  ~DirectBlas() { cublasDestroy(handle_); }
+  ~DirectBlas() { peer().cublasDestroy(handle_); }
   DirectBlas(const DirectBlas&) = delete;
   DirectBlas& operator=(const DirectBlas&) = delete;
 
@@ -173,7 +236,7 @@ class DirectBlas {
     const float one = 1.0f, zero = 0.0f;
     const cublasOperation_t op_a = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int ldb = int(c.trans_b ? c.k : c.n), lda = int(c.trans_a ? c.m : c.k);
-    DTRAIN_CHECK_CUBLAS(
+    CHECK_CUBLAS(
         cublasSgemm(handle_, op_b, op_a, int(c.n), int(c.m), int(c.k), &one, b, ldb, a, lda, &zero, out, int(c.n)));
   }
 
@@ -190,29 +253,28 @@ void dtrain_gemm(const Case& c, const Operands& o) {
     gemm.gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, o.a_device.get(), o.b_device.get(), 0.0f, o.c_device.get());
 }
 
-// Seconds of `calls` back-to-back runs of `run`, between two events on the current stream.
+// Seconds of `calls` back-to-back runs of `run`, between two events on the stream the kernels use.
 class EventTimer {
  public:
   EventTimer() {
-    DTRAIN_CHECK_CUDA(cudaEventCreate(&start_));
-    DTRAIN_CHECK_CUDA(cudaEventCreate(&stop_));
+    CHECK_CUDA(cudaEventCreate(&start_));
+    CHECK_CUDA(cudaEventCreate(&stop_));
   }
   ~EventTimer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
+    peer().cudaEventDestroy(start_);
+    peer().cudaEventDestroy(stop_);
   }
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
 
   template <class Run>
   double seconds(int calls, Run run) {
-    const cudaStream_t stream = kernels::current_stream();
-    DTRAIN_CHECK_CUDA(cudaEventRecord(start_, stream));
+    CHECK_CUDA(cudaEventRecord(start_, kStream));
     for (int call = 0; call < calls; ++call) run();
-    DTRAIN_CHECK_CUDA(cudaEventRecord(stop_, stream));
-    DTRAIN_CHECK_CUDA(cudaEventSynchronize(stop_));
+    CHECK_CUDA(cudaEventRecord(stop_, kStream));
+    CHECK_CUDA(cudaEventSynchronize(stop_));
     float ms = 0.0f;
-    DTRAIN_CHECK_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
     return double(ms) * 1e-3;
   }
 
@@ -252,7 +314,7 @@ Timing measure(const Case& c, const Operands& o, const DirectBlas& blas, EventTi
 
 std::string device_name() {
   cudaDeviceProp properties{};
-  DTRAIN_CHECK_CUDA(cudaGetDeviceProperties(&properties, kDevice));
+  CHECK_CUDA(cudaGetDeviceProperties(&properties, kDevice));
   return properties.name;
 }
 
@@ -315,7 +377,7 @@ void run_allocator(const std::vector<Case>& cases, const std::string& device) {
       live.push_back(std::move(out));
     }
   };
-  auto wait = [] { DTRAIN_CHECK_CUDA(cudaStreamSynchronize(kernels::current_stream())); };
+  auto wait = [] { CHECK_CUDA(cudaStreamSynchronize(kStream)); };
   for (int warm = 0; warm < 5; ++warm) step();
   wait();
   constexpr int kSteps = 1000;

@@ -193,7 +193,9 @@ void run_gpu_ranks(const MeshPtr& mesh, const Placement& placement, const std::v
 
 std::string devices_unavailable(Place::Kind devices) {
   if (devices == Place::Kind::Cpu) return "";
-  if (!kernels::cuda_built()) return "devices: gpu, but this dtrain was built without CUDA";
+  // "this dtrain was built without CUDA", or the library that cannot be loaded and why (dlerror's text).
+  if (const std::string problem = kernels::cuda_backend_problem(); !problem.empty())
+    return "devices: gpu, but " + problem;
   if (kernels::cuda_device_count() == 0) return "devices: gpu, but no CUDA device is visible";
   return "";
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds dtrain (Release) into build/ (or $1). The CUDA backend is built when nvcc is
-# found (it is looked for in /usr/local/cuda too); MPI when OpenMPI is installed.
+# found (it is looked for in /usr/local/cuda too), as build/libdtrain_cuda.so beside dtrain, which loads it
+# from there; MPI when OpenMPI is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${1:-build}"

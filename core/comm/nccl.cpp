@@ -546,8 +546,10 @@ void initialize(NcclGroup& group) {
 
 }  // namespace
 
-std::shared_ptr<NcclGroups> nccl_groups(const MeshPtr& mesh, const Placement& placement,
-                                        const std::vector<Place>& places, const std::atomic<bool>* stop) {
+// The CUDA backend library's side of nccl.hpp (core/kernels/cuda_backend.hpp).
+std::shared_ptr<NcclGroups> kernels::cuda_library::nccl_groups(MeshPtr mesh, const Placement& placement,
+                                                               const std::vector<Place>& places,
+                                                               const std::atomic<bool>* stop) {
   DTRAIN_CHECK(int(places.size()) == placement.local, "[comm] {} places for a process of {} ranks", places.size(),
                placement.local);
   static std::mutex mutex;
@@ -584,9 +586,10 @@ std::shared_ptr<NcclGroups> nccl_groups(const MeshPtr& mesh, const Placement& pl
   return groups;
 }
 
-std::unique_ptr<Communicator> nccl_communicator(int rank, const Placement& placement, const Place& place,
-                                                std::unique_ptr<Communicator> local,
-                                                std::shared_ptr<NcclGroups> groups) {
+std::unique_ptr<Communicator> kernels::cuda_library::nccl_communicator(int rank, const Placement& placement,
+                                                                       const Place& place,
+                                                                       std::unique_ptr<Communicator> local,
+                                                                       std::shared_ptr<NcclGroups> groups) {
   return std::make_unique<NcclCommunicator>(rank, placement, place, std::move(local), std::move(groups));
 }
 

@@ -10,7 +10,8 @@
 // thread follows every NCCL call still running on the GPU: one still running after comm.timeout_s, or an
 // asynchronous NCCL error, aborts the group's communicator (ncclCommAbort) and the group's next call throws.
 //
-// Built from nccl.cpp when DTRAIN_WITH_CUDA (DTRAIN_HAS_NCCL), else from no_nccl.cpp, which says so.
+// nccl.cpp is part of the CUDA backend library (libdtrain_cuda.so); the functions below forward to it
+// (core/kernels/cuda_loader.cpp), and say why where the library was not built or cannot be loaded.
 #pragma once
 #include <atomic>
 #include <memory>

@@ -71,9 +71,13 @@ class CudaActivations final : public ActivationKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const ActivationKernels& cuda_kernels<ActivationKernels>(int device, const char* op) {
+const ActivationKernels& family<ActivationKernels>(int device, const char* op) {
   return family_on<CudaActivations>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -108,9 +108,13 @@ class CudaBatchNorm final : public BatchNormKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const BatchNormKernels& cuda_kernels<BatchNormKernels>(int device, const char* op) {
+const BatchNormKernels& family<BatchNormKernels>(int device, const char* op) {
   return family_on<CudaBatchNorm>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

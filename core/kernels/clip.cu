@@ -71,9 +71,13 @@ class CudaClip final : public ClipKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const ClipKernels& cuda_kernels<ClipKernels>(int device, const char* op) {
+const ClipKernels& family<ClipKernels>(int device, const char* op) {
   return family_on<CudaClip>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -149,9 +149,13 @@ class CudaCollective final : public CollectiveKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const CollectiveKernels& cuda_kernels<CollectiveKernels>(int device, const char* op) {
+const CollectiveKernels& family<CollectiveKernels>(int device, const char* op) {
   return family_on<CudaCollective>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

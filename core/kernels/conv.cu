@@ -57,9 +57,13 @@ class CudaConv final : public ConvKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const ConvKernels& cuda_kernels<ConvKernels>(int device, const char* op) {
+const ConvKernels& family<ConvKernels>(int device, const char* op) {
   return family_on<CudaConv>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -35,9 +35,13 @@ class CudaCopy final : public CopyKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const CopyKernels& cuda_kernels<CopyKernels>(int device, const char* op) {
+const CopyKernels& family<CopyKernels>(int device, const char* op) {
   return family_on<CudaCopy>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -1,5 +1,5 @@
-// The CUDA devices and the calling rank's stream (GEMM's cuBLAS code is in gemm.cu). Errors name the call,
-// file:line and CUDA's own text.
+// The CUDA devices and the calling rank's stream behind cuda.hpp (GEMM's cuBLAS code is in gemm.cu). Errors name
+// the call, file:line and CUDA's own text.
 #include "core/kernels/cuda.hpp"
 #include "core/kernels/cuda_check.hpp"
 
@@ -39,6 +39,8 @@ cudaStream_t current_stream() {
   return rank->stream;
 }
 
+namespace cuda_library {
+
 void use_rank_stream(int device, int index) {
   static std::mutex mutex;
   static auto* streams = new std::map<std::pair<int, int>, RankStream>();  // never freed: see the header
@@ -64,8 +66,6 @@ void use_default_stream() { fibers::local(fibers::Slot::CudaStream) = nullptr; }
 
 void synchronize_rank_stream() { DTRAIN_CHECK_CUDA(cudaStreamSynchronize(current_stream())); }
 
-bool cuda_built() { return true; }
-
 int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -76,5 +76,7 @@ int cuda_device_count() {
 }
 
 void cuda_set_device(int device) { DTRAIN_CHECK_CUDA(cudaSetDevice(device)); }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

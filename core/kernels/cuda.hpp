@@ -1,18 +1,23 @@
 // The CUDA devices and each rank's stream (the kernels are families in dispatch.hpp; GEMM's is gemm.hpp);
-// device memory is in device_memory.hpp. Built from cuda.cu when DTRAIN_WITH_CUDA, else from no_cuda.cpp, whose
-// functions throw "[<function>] has no GPU build" (only cuda_device_count() answers, with 0). Calls act on the
-// calling thread's current device.
+// device memory is in device_memory.hpp. These functions forward to the CUDA backend library, loaded on the first
+// call that needs it (cuda_backend.hpp); where it was not built or cannot be loaded they throw and say why
+// ("[<function>] has no GPU build", "[<function>] cannot load the CUDA backend: ..."), except
+// cuda_device_count(), which answers 0. Calls act on the calling thread's current device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/kernels/device_memory.hpp"  // cuda_alloc and the copies
 
 namespace dtrain::kernels {
 
-// Whether this dtrain was built with CUDA (cuda.cu: true; no_cuda.cpp: false).
+// Whether this dtrain was built with its CUDA backend library (whether or not it can be loaded here).
 bool cuda_built();
-// Visible CUDA devices; 0 when there is none, no driver or no CUDA build. Never throws.
+// Why the CUDA backend cannot be used here ("this dtrain was built without CUDA", "the CUDA backend cannot be
+// loaded: <dlerror>"), or "" once it is loaded. Loads it on the first call; never throws.
+std::string cuda_backend_problem();
+// Visible CUDA devices; 0 when there is none, no driver, no CUDA build or no loadable backend. Never throws.
 int cuda_device_count();
 // Makes `device` current for this thread's later calls.
 void cuda_set_device(int device);

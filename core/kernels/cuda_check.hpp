@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/kernels/cuda_backend.hpp"  // cuda_library: what the library defines
 
 #define DTRAIN_CHECK_CUDA(call)                                                                       \
   do {                                                                                                \

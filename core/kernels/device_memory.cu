@@ -1,5 +1,6 @@
 // Device memory from each device's default cudaMallocAsync pool, which keeps what is freed: after the first
-// training step, allocations are served from the pool's cache and the driver is not asked again.
+// training step, allocations are served from the pool's cache and the driver is not asked again. Behind
+// device_memory.hpp's forwarders (cuda_loader.cpp).
 #include "core/kernels/device_memory.hpp"
 
 #include <algorithm>
@@ -36,7 +37,7 @@ DevicePool& ready_pool(int device) {
   DTRAIN_CHECK(device >= 0 && device < kMaxDevices, "[tensor] no device cuda:{}", device);
   DevicePool& entry = pools()[device];
   std::call_once(entry.ready, [&] {
-    const int count = cuda_device_count();
+    const int count = cuda_library::cuda_device_count();
     DTRAIN_CHECK(device < count, "[tensor] no device cuda:{}: {} CUDA device(s) visible", device, count);
     DTRAIN_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&entry.pool, device));
     uint64_t keep_everything = UINT64_MAX;
@@ -128,6 +129,8 @@ __global__ void fill_kernel(float* values, float value, size_t count) {
 
 }  // namespace
 
+namespace cuda_library {
+
 DeviceMemoryStats cuda_memory_stats(int device) {
   DevicePool& entry = ready_pool(device);
   DeviceMemoryStats stats;
@@ -201,5 +204,7 @@ void cuda_copy_to_device(float* device_values, const float* host, size_t count) 
 void cuda_copy_from_device(float* host, const float* device_values, size_t count) {
   cuda_copy_to_host(current_device(), host, device_values, count);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -4,8 +4,8 @@
 // Allocation and free are ordered on the calling thread's current_stream() (cuda_check.hpp), which must
 // belong to the device asked for (or be the legacy default stream, which follows the current device).
 //
-// Built from device_memory.cu when DTRAIN_WITH_CUDA, else from no_cuda.cpp, whose functions throw
-// "[tensor] has no GPU build" (or the helper's own name); cuda_device_count() answers 0 there.
+// In the CUDA backend library (device_memory.cu, cuda_backend.hpp); without it these throw "[tensor] has no GPU
+// build" or "[tensor] cannot load the CUDA backend: ..." (or the helper's own name).
 #pragma once
 #include <cstddef>
 #include <cstdint>

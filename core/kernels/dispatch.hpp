@@ -3,9 +3,9 @@
 // scalar reference that tests compare both against. An op asks kernels_for<Family>(place, "op") for the
 // implementation of its data's place; core/ops keep the SPMD rule, this call and the vjp only.
 //
-// Each family defines cpu_kernels<F>() and reference_kernels<F>() in its .cpp and cuda_kernels<F>() in its .cu.
-// A build without CUDA gets every cuda_kernels<F>() from no_cuda.cpp, the one place that says "[op] has no
-// GPU build": no #ifdef anywhere else.
+// Each family defines cpu_kernels<F>() and reference_kernels<F>() in its .cpp, its CUDA side in its .cu, in the CUDA
+// backend library loaded at run time (cuda_backend.hpp); cuda_kernels<F>() forwards there (cuda_loader.cpp), the one
+// place that says "[op] has no GPU build" or why the library cannot load: no #ifdef, no CUDA library in a CPU run.
 #pragma once
 #include "core/place.hpp"
 

@@ -48,9 +48,13 @@ class CudaDropout final : public DropoutKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const DropoutKernels& cuda_kernels<DropoutKernels>(int device, const char* op) {
+const DropoutKernels& family<DropoutKernels>(int device, const char* op) {
   return family_on<CudaDropout>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -86,9 +86,13 @@ class CudaElementwise final : public ElementwiseKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const ElementwiseKernels& cuda_kernels<ElementwiseKernels>(int device, const char* op) {
+const ElementwiseKernels& family<ElementwiseKernels>(int device, const char* op) {
   return family_on<CudaElementwise>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

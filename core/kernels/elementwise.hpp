@@ -39,7 +39,7 @@ class ElementwiseKernels {
   virtual void fill(float* y, int64_t n, float value) const = 0;
 };
 
-// cuda_kernels<ElementwiseKernels> is declared by dispatch.hpp only: no_cuda.cpp instantiates it there.
+// cuda_kernels<ElementwiseKernels> is declared by dispatch.hpp only: cuda_loader.cpp specializes it there.
 template <>
 const ElementwiseKernels& cpu_kernels<ElementwiseKernels>();
 template <>

@@ -54,9 +54,13 @@ class CudaEmbedding final : public EmbeddingKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const EmbeddingKernels& cuda_kernels<EmbeddingKernels>(int device, const char* op) {
+const EmbeddingKernels& family<EmbeddingKernels>(int device, const char* op) {
   return family_on<CudaEmbedding>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

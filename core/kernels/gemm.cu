@@ -109,9 +109,13 @@ class CudaGemm final : public GemmKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const GemmKernels& cuda_kernels<GemmKernels>(int device, const char* op) {
+const GemmKernels& family<GemmKernels>(int device, const char* op) {
   return family_on<CudaGemm>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

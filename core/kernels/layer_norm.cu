@@ -89,9 +89,13 @@ class CudaLayerNorm final : public LayerNormKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const LayerNormKernels& cuda_kernels<LayerNormKernels>(int device, const char* op) {
+const LayerNormKernels& family<LayerNormKernels>(int device, const char* op) {
   return family_on<CudaLayerNorm>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

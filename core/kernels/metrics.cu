@@ -31,9 +31,13 @@ class CudaMetrics final : public MetricKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const MetricKernels& cuda_kernels<MetricKernels>(int device, const char* op) {
+const MetricKernels& family<MetricKernels>(int device, const char* op) {
   return family_on<CudaMetrics>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

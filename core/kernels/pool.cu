@@ -58,9 +58,13 @@ class CudaPool final : public PoolKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const PoolKernels& cuda_kernels<PoolKernels>(int device, const char* op) {
+const PoolKernels& family<PoolKernels>(int device, const char* op) {
   return family_on<CudaPool>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

@@ -123,9 +123,13 @@ class CudaRows final : public RowKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const RowKernels& cuda_kernels<RowKernels>(int device, const char* op) {
+const RowKernels& family<RowKernels>(int device, const char* op) {
   return family_on<CudaRows>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

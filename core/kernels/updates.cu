@@ -61,9 +61,13 @@ class CudaUpdates final : public UpdateKernels {
 
 }  // namespace
 
+namespace cuda_library {
+
 template <>
-const UpdateKernels& cuda_kernels<UpdateKernels>(int device, const char* op) {
+const UpdateKernels& family<UpdateKernels>(int device, const char* op) {
   return family_on<CudaUpdates>(device, op);
 }
+
+}  // namespace cuda_library
 
 }  // namespace dtrain::kernels

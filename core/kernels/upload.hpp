@@ -2,7 +2,7 @@
 // of one batch overlaps the kernels of the step before: two staging slots, each fenced by an event, so the
 // host fills one while the copy from the other may still run, and the rank's stream waits (on the GPU, not
 // the host) for a batch's copy before its first kernel reads it.
-// Built from upload.cu when DTRAIN_WITH_CUDA, else from no_cuda.cpp ("[upload] has no GPU build").
+// The staging is the CUDA backend library's (upload.cu); this class forwards to it (cuda_loader.cpp).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -23,9 +23,16 @@ class HostToDevice {
   // calling rank's stream (current_stream()), on the copy stream; that stream's later kernels wait for it.
   void upload(float* device_values, size_t count);
 
+  // What the CUDA backend library implements (upload.cu): the two calls above.
+  class Staging {
+   public:
+    virtual ~Staging() = default;
+    virtual float* next(size_t count) = 0;
+    virtual void upload(float* device_values, size_t count) = 0;
+  };
+
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<Staging> staging_;
 };
 
 }  // namespace dtrain::kernels
