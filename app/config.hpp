@@ -379,7 +379,7 @@ struct TrainConfig {
   // micro-batch. Steps, metrics and checkpoints count optimizer steps. BatchNorm's batch statistics and
   // Dropout's masks are per micro-batch.
   std::int64_t accumulation_steps = 1;
-  // Fine-tuning, `dtrain train` only (app/init_from.hpp): train.init_from names a checkpoint (a checkpoint
+  // Fine-tuning, `dtrain train` only (engine/init_from.hpp): train.init_from names a checkpoint (a checkpoint
   // dir, read through its `latest`, or one DIR/ckpt-N folder) whose model variables (the trainable ones and
   // the rest: BatchNorm's moving statistics) start this fresh run, on any mesh and layouts; not its
   // optimizer slots, step or data position (this config's optimizer and schedule start at step 0). Every

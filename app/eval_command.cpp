@@ -6,11 +6,11 @@
 // row with a "classes" list (run dir: --run-dir, else the config's).
 #include <cstdio>
 
-#include "app/checkpoint_hooks.hpp"
+#include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
-#include "app/run_outputs.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
+#include "engine/run_outputs.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"

@@ -8,14 +8,14 @@
 #include <map>
 
 #include "app/commands.hpp"
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/format.hpp"
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/gpu_assignment.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "data/class_folders.hpp"
 #include "data/split.hpp"
 

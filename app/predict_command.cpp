@@ -13,15 +13,15 @@
 #include <filesystem>
 #include <utility>
 
-#include "app/checkpoint_hooks.hpp"
+#include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
-#include "app/model_builder.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
 #include "core/train/predict.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "data/idx.hpp"
 #include "data/image_decode.hpp"
 #include "data/image_folder.hpp"

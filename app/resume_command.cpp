@@ -14,13 +14,13 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "app/checkpoint_dir.hpp"
-#include "app/checkpoint_hooks.hpp"
+#include "engine/checkpoint_dir.hpp"
+#include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
-#include "app/data_source.hpp"
-#include "app/init_from.hpp"
-#include "app/model_builder.hpp"
-#include "app/run_outputs.hpp"
+#include "engine/data_source.hpp"
+#include "engine/init_from.hpp"
+#include "engine/model_builder.hpp"
+#include "engine/run_outputs.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
 

@@ -2,18 +2,18 @@
 // `checkpoint.every`), report test accuracy. A fresh run with a new run id: it refuses a checkpoint dir
 // that holds anything unless --overwrite, and even then the old checkpoints go only once the run's first
 // checkpoint is committed. With train.init_from (--init-from) it fine-tunes: the run starts from a
-// checkpoint's variables (app/init_from.hpp), still a fresh run of this config.
+// checkpoint's variables (engine/init_from.hpp), still a fresh run of this config.
 #include <atomic>
 #include <cstdio>
 #include <memory>
 
-#include "app/checkpoint_dir.hpp"
-#include "app/checkpoint_hooks.hpp"
+#include "engine/checkpoint_dir.hpp"
+#include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
-#include "app/data_source.hpp"
-#include "app/init_from.hpp"
-#include "app/model_builder.hpp"
-#include "app/run_outputs.hpp"
+#include "engine/data_source.hpp"
+#include "engine/init_from.hpp"
+#include "engine/model_builder.hpp"
+#include "engine/run_outputs.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "app/array_source.hpp"
+#include "engine/array_source.hpp"
 #include "bench/bench_util.hpp"
 #include "tests/array_files.hpp"
 

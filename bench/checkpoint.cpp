@@ -16,7 +16,7 @@
 #include <string>
 
 #include "app/config.hpp"
-#include "app/model_builder.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/manifest.hpp"
 #include "core/checkpoint/reader.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench/bench_util.hpp"
-#include "core/kernels/dropout.hpp"
+#include "core/kernels/dropout/dropout.hpp"
 #include "core/random.hpp"
 
 using namespace dtrain;

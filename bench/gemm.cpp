@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
-#include "core/kernels/gemm_blocked.hpp"
-#include "core/kernels/gemm_sparse.hpp"
+#include "core/kernels/gemm/gemm_engine.hpp"
+#include "core/kernels/gemm/gemm_blocked.hpp"
+#include "core/kernels/gemm/gemm_sparse.hpp"
 
 namespace {
 

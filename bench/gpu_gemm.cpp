@@ -43,9 +43,9 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/device_memory.hpp"
-#include "core/kernels/gemm.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
+#include "core/kernels/gemm/gemm.hpp"
 #include "core/tensor.hpp"
 #endif
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/error.hpp"
 #include "core/train/batch_block.hpp"
 #include "core/train/batch_prefetch.hpp"

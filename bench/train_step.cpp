@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/comm/mpi.hpp"
 #include "core/error.hpp"
 

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/gpu_assignment.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/tensor.hpp"
 
 namespace dtrain {

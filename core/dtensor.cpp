@@ -4,7 +4,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/copy.hpp"
+#include "core/kernels/copy/copy.hpp"
 
 namespace dtrain {
 namespace {

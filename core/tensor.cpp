@@ -7,7 +7,7 @@
 
 #include "core/buffer_pool.hpp"
 #include "core/error.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 
 namespace dtrain {
 namespace {

@@ -1,7 +1,7 @@
 // A local dense float32 buffer with a row-major shape, in host memory or on a CUDA device (its place()).
 // Copies share the buffer (cheap, like a handle); clone() makes a deep copy and to() one at another place.
 // Host storage is 64-byte aligned for SIMD kernels (core/buffer_pool.hpp); device storage comes from the
-// caching, stream-ordered pool of core/kernels/device_memory.hpp. The host accessors (data(), operator[],
+// caching, stream-ordered pool of core/kernels/cuda/device_memory.hpp. The host accessors (data(), operator[],
 // to_vector()) refuse values at a CUDA place; buffer(), clone(), fill(), reshaped(), slice_view() work anywhere.
 #pragma once
 #include <cassert>

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 
 namespace dtrain::testing {
 

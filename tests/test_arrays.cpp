@@ -12,9 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "app/array_source.hpp"
+#include "engine/array_source.hpp"
 #include "app/config.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "data/array_file.hpp"
 #include "tests/array_files.hpp"
 #include "tests/temp_folder.hpp"

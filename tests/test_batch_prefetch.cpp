@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "app/config.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/train/batch_prefetch.hpp"
 #include "tests/config_errors.hpp"
 #include "tests/training_fixture.hpp"

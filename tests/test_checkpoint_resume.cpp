@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"

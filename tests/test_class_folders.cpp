@@ -8,7 +8,7 @@
 #include <map>
 
 #include "app/config.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "data/class_folders.hpp"
 #include "data/text_folder.hpp"
 #include "tests/config_errors.hpp"

@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "app/config.hpp"
-#include "core/kernels/clip.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/clip/clip.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/optim/optimizer.hpp"
 #include "tests/config_errors.hpp"
 #include "tests/spmd_harness.hpp"

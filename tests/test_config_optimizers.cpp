@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "app/config.hpp"
-#include "app/model_builder.hpp"
+#include "engine/model_builder.hpp"
 #include "tests/config_errors.hpp"
 
 using namespace dtrain;

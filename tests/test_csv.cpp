@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "app/config.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "data/csv.hpp"
 #include "tests/temp_folder.hpp"
 #include "tests/usage_error.hpp"

@@ -1,4 +1,4 @@
-// The CUDA backend library as the core sees it (core/kernels/cuda_backend.hpp), on every machine: a build without
+// The CUDA backend library as the core sees it (core/kernels/cuda/cuda_backend.hpp), on every machine: a build without
 // CUDA says so; a CUDA build loads libdtrain_cuda.so from beside this program, every symbol it needs resolved in
 // this executable, unless a CUDA library it needs is not installed here. The e2e script cuda_backend.sh covers
 // the libraries dtrain must refuse (missing, not a library, another version, a missing dependency).
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/kernels/dispatch.hpp"
-#include "core/kernels/gemm.hpp"
+#include "core/kernels/gemm/gemm.hpp"
 
 using namespace dtrain;
 

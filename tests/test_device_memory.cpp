@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 #include "core/tensor.hpp"
 
 using namespace dtrain;

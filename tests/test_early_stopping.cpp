@@ -11,9 +11,9 @@
 #include <limits>
 #include <numeric>
 
-#include "app/checkpoint_hooks.hpp"
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/checkpoint_hooks.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <random>
 
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/embedding.hpp"
-#include "core/kernels/embedding_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/embedding/embedding.hpp"
+#include "core/kernels/embedding/embedding_body.hpp"
 #include "core/ops/embedding.hpp"
 #include "tests/spmd_harness.hpp"
 #include "tests/device_buffers.hpp"

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/gemm.hpp"
-#include "core/kernels/gemm_body.hpp"
-#include "core/kernels/gemm_blocked.hpp"
-#include "core/kernels/gemm_sparse.hpp"
-#include "core/kernels/gemm_workers.hpp"
+#include "core/kernels/gemm/gemm_engine.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/gemm/gemm.hpp"
+#include "core/kernels/gemm/gemm_body.hpp"
+#include "core/kernels/gemm/gemm_blocked.hpp"
+#include "core/kernels/gemm/gemm_sparse.hpp"
+#include "core/kernels/gemm/gemm_workers.hpp"
 #include "tests/spmd_harness.hpp"
 
 namespace {

@@ -23,9 +23,9 @@
 #include "core/comm/span_layout.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
-#include "core/kernels/collective.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/collective/collective.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 #include "core/mesh.hpp"
 
 using namespace dtrain;

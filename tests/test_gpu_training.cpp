@@ -10,11 +10,11 @@
 #include <optional>
 
 #include "app/config.hpp"
-#include "app/model_builder.hpp"
+#include "engine/model_builder.hpp"
 #include "core/device.hpp"
 #include "core/gpu_assignment.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/metrics.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/metrics/metrics.hpp"
 #include "core/ops/ops.hpp"
 #include "core/train/step_totals.hpp"
 #include "tests/checkpoint_fixture.hpp"

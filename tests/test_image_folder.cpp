@@ -1,4 +1,4 @@
-// The image_folder data set (data/image_folder.hpp, app/data_source.cpp): class folders of PNG and JPEG files
+// The image_folder data set (data/image_folder.hpp, engine/data_source.cpp): class folders of PNG and JPEG files
 // decoded, converted, resized and scaled as the config says; bad files as errors naming them or skipped and
 // counted; its config keys and their errors at FILE:LINE:COL; and MNIST as IDX files and as a folder of PNGs
 // (the same examples, the IDX in the folder's record order) giving the same data and the same step losses.
@@ -10,8 +10,8 @@
 #include <numeric>
 
 #include "app/config.hpp"
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "data/image_folder.hpp"
 #include "tests/config_errors.hpp"
 #include "tests/image_files.hpp"

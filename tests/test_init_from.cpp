@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <mutex>
 
-#include "app/init_from.hpp"
-#include "app/model_builder.hpp"
+#include "engine/init_from.hpp"
+#include "engine/model_builder.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "app/config.hpp"
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "data/dataset.hpp"
 #include "data/idx.hpp"
 #include "tests/temp_folder.hpp"

@@ -17,8 +17,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 
 using namespace dtrain;
 namespace fs = std::filesystem;

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels/activations.hpp"
-#include "core/kernels/activations_body.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/device_memory.hpp"
-#include "core/kernels/layer_norm.hpp"
-#include "core/kernels/layer_norm_body.hpp"
+#include "core/kernels/activations/activations.hpp"
+#include "core/kernels/activations/activations_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
+#include "core/kernels/layer_norm/layer_norm.hpp"
+#include "core/kernels/layer_norm/layer_norm_body.hpp"
 #include "tests/device_buffers.hpp"
 
 namespace {

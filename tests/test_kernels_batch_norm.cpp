@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "core/kernels/batch_norm.hpp"
-#include "core/kernels/batch_norm_body.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/batch_norm/batch_norm.hpp"
+#include "core/kernels/batch_norm/batch_norm_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "tests/device_buffers.hpp"
 
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels/conv.hpp"
-#include "core/kernels/conv_body.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/pool.hpp"
-#include "core/kernels/pool_body.hpp"
+#include "core/kernels/conv/conv.hpp"
+#include "core/kernels/conv/conv_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/pool/pool.hpp"
+#include "core/kernels/pool/pool_body.hpp"
 #include "core/tensor.hpp"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/kernels/copy.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/copy/copy.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/shape.hpp"
 
 namespace {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/dropout.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/dropout/dropout.hpp"
 #include "core/random.hpp"
 #include "tests/spmd_harness.hpp"
 

@@ -11,10 +11,10 @@
 #include <random>
 #include <vector>
 
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/device_memory.hpp"
-#include "core/kernels/elementwise.hpp"
-#include "core/kernels/elementwise_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
+#include "core/kernels/elementwise/elementwise.hpp"
+#include "core/kernels/elementwise/elementwise_body.hpp"
 
 namespace {
 

@@ -16,9 +16,9 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/rows.hpp"
-#include "core/kernels/rows_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/rows/rows.hpp"
+#include "core/kernels/rows/rows_body.hpp"
 #include "core/ops/ops.hpp"
 #include "tests/device_buffers.hpp"
 

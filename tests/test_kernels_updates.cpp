@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "core/kernels/cuda.hpp"
-#include "core/kernels/updates.hpp"
-#include "core/kernels/updates_body.hpp"
+#include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/updates/updates.hpp"
+#include "core/kernels/updates/updates_body.hpp"
 #include "tests/device_buffers.hpp"
 
 namespace {

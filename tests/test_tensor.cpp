@@ -7,7 +7,7 @@
 
 #include "core/buffer_pool.hpp"
 #include "core/error.hpp"
-#include "core/kernels/cuda.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/tensor.hpp"
 
 using namespace dtrain;

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/checkpoint_hooks.hpp"
+#include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "app/config.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "data/imdb.hpp"

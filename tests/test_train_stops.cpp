@@ -17,8 +17,8 @@
 #include <mutex>
 #include <thread>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/stop_signals.hpp"

@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "app/config.hpp"
-#include "app/data_source.hpp"
+#include "engine/data_source.hpp"
 #include "tests/config_errors.hpp"
 #include "data/imdb.hpp"
 #include "tests/temp_folder.hpp"

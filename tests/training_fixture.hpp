@@ -6,8 +6,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "app/data_source.hpp"
-#include "app/model_builder.hpp"
+#include "engine/data_source.hpp"
+#include "engine/model_builder.hpp"
 #include "tests/spmd_harness.hpp"
 
 namespace dtrain::testing {

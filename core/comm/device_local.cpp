@@ -27,7 +27,7 @@
 #include "core/comm/collective_request.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
-#include "core/kernels/collective.hpp"
+#include "core/kernels/collective/collective.hpp"
 #include "core/spin_lock.hpp"
 
 namespace dtrain {

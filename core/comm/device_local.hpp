@@ -3,7 +3,7 @@
 // device pointers: ranks meet on the host (fibers wait, other ranks of the thread run meanwhile), but the data
 // never comes to the host. Each member records an event on its stream and posts it; the last to arrive
 // enqueues the whole collective on its own stream after every member's event (copies, peer copies across
-// devices, the reduce/gather kernels of core/kernels/collective.hpp) and records one event that every member's
+// devices, the reduce/gather kernels of core/kernels/collective/collective.hpp) and records one event that every member's
 // stream then waits on. Every collective thus joins the members' streams; nothing waits for the device.
 //
 // Sums run in member order, so every member gets the same bits, and the bits of LocalWorld for the same inputs.

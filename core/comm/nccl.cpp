@@ -33,9 +33,9 @@
 #include "core/comm/span_layout.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
-#include "core/kernels/collective.hpp"
-#include "core/kernels/cuda_check.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/collective/collective.hpp"
+#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 
 namespace dtrain {
 namespace {
@@ -546,7 +546,7 @@ void initialize(NcclGroup& group) {
 
 }  // namespace
 
-// The CUDA backend library's side of nccl.hpp (core/kernels/cuda_backend.hpp).
+// The CUDA backend library's side of nccl.hpp (core/kernels/cuda/cuda_backend.hpp).
 std::shared_ptr<NcclGroups> kernels::cuda_library::nccl_groups(MeshPtr mesh, const Placement& placement,
                                                                const std::vector<Place>& places,
                                                                const std::atomic<bool>* stop) {

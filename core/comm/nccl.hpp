@@ -11,7 +11,7 @@
 // asynchronous NCCL error, aborts the group's communicator (ncclCommAbort) and the group's next call throws.
 //
 // nccl.cpp is part of the CUDA backend library (libdtrain_cuda.so); the functions below forward to it
-// (core/kernels/cuda_loader.cpp), and say why where the library was not built or cannot be loaded.
+// (core/kernels/cuda/cuda_loader.cpp), and say why where the library was not built or cannot be loaded.
 #pragma once
 #include <atomic>
 #include <memory>

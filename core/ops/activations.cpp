@@ -3,7 +3,7 @@
 #include "core/ops/activations.hpp"
 
 #include "core/error.hpp"
-#include "core/kernels/activations.hpp"
+#include "core/kernels/activations/activations.hpp"
 
 namespace dtrain::ops {
 namespace {

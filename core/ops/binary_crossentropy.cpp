@@ -4,7 +4,7 @@
 #include "core/ops/binary_crossentropy.hpp"
 
 #include "core/error.hpp"
-#include "core/kernels/activations.hpp"
+#include "core/kernels/activations/activations.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {

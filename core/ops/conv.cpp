@@ -3,7 +3,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/conv.hpp"
+#include "core/kernels/conv/conv.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {

@@ -1,7 +1,7 @@
 // Inverted dropout with a mask drawn per GLOBAL element index, so every mesh drops the same elements.
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/dropout.hpp"
+#include "core/kernels/dropout/dropout.hpp"
 #include "core/ops/ops.hpp"
 #include "core/random.hpp"
 

@@ -1,7 +1,7 @@
 // Elementwise ops. Binary ops broadcast b over a's leading axes (b's shape is a suffix of a's); b is moved
 // to a's sharding of those axes, the result has a's layout. Non-linear ops sum pending partials first.
 #include "core/error.hpp"
-#include "core/kernels/elementwise.hpp"
+#include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {

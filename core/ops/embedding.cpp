@@ -5,7 +5,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/embedding.hpp"
+#include "core/kernels/embedding/embedding.hpp"
 
 namespace dtrain::ops {
 namespace {

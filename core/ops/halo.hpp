@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/dtensor.hpp"
-#include "core/kernels/conv_geometry.hpp"
+#include "core/kernels/conv/conv_geometry.hpp"
 
 namespace dtrain::ops {
 

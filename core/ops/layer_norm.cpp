@@ -5,7 +5,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/layer_norm.hpp"
+#include "core/kernels/layer_norm/layer_norm.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {

@@ -1,7 +1,7 @@
 // matmul: local GEMM on shards; SPMD rule picks shardings for M, K, N; vjp is two more matmuls.
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/gemm.hpp"
+#include "core/kernels/gemm/gemm.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {

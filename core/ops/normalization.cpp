@@ -7,7 +7,7 @@
 // backward pass is one all_reduce of the per-feature sums of g and g * x_hat.
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/batch_norm.hpp"
+#include "core/kernels/batch_norm/batch_norm.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {

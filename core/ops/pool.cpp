@@ -4,7 +4,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/pool.hpp"
+#include "core/kernels/pool/pool.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain {

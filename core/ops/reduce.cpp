@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "core/kernels/elementwise.hpp"
+#include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {

@@ -4,7 +4,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/rows.hpp"
+#include "core/kernels/rows/rows.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::ops {

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
-#include "core/kernels/updates.hpp"
+#include "core/kernels/updates/updates.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace dtrain::optim {

@@ -4,8 +4,8 @@
 #include <bit>
 
 #include "core/error.hpp"
-#include "core/kernels/cpu.hpp"
-#include "core/kernels/gemm.hpp"
+#include "core/kernels/gemm/gemm_engine.hpp"
+#include "core/kernels/gemm/gemm.hpp"
 
 namespace dtrain::optim {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/comm/communicator.hpp"
-#include "core/kernels/gemm_sparse.hpp"
+#include "core/kernels/gemm/gemm_sparse.hpp"
 #include "core/tensor.hpp"
 
 namespace dtrain::optim {

@@ -6,9 +6,9 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/kernels/clip.hpp"
-#include "core/kernels/cpu.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/clip/clip.hpp"
+#include "core/kernels/gemm/gemm_engine.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 #include "core/ops/ops.hpp"
 #include "core/optim/parallel_update.hpp"
 

@@ -3,8 +3,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/kernels/cpu.hpp"
-#include "core/kernels/gemm_workers.hpp"
+#include "core/kernels/gemm/gemm_engine.hpp"
+#include "core/kernels/gemm/gemm_workers.hpp"
 
 namespace dtrain::optim {
 

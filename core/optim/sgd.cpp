@@ -2,7 +2,7 @@
 // velocity = momentum * velocity - learning_rate * g; w += velocity (nesterov: w += momentum * velocity -
 // learning_rate * g). weight_decay first does w -= learning_rate * weight_decay * w (Keras' decoupled decay).
 #include "core/error.hpp"
-#include "core/kernels/updates.hpp"
+#include "core/kernels/updates/updates.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace dtrain::optim {

@@ -9,7 +9,7 @@
 
 #include "core/compressed_rows.hpp"
 #include "core/dtensor.hpp"
-#include "core/kernels/upload.hpp"
+#include "core/kernels/cuda/upload.hpp"
 #include "core/train/batch_source.hpp"
 
 namespace dtrain::train {

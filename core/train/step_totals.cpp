@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "core/kernels/device_memory.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 
 namespace dtrain::train {
 

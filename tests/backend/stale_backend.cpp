@@ -1,7 +1,7 @@
 // Stand-ins for libdtrain_cuda.so in tests/e2e/cuda_backend.sh. As built, its entry point hands a table of
 // another version, which dtrain must refuse. With DTRAIN_NEEDS_ABSENT it also needs a library that is nowhere on
 // the loader's path (absent_dependency.cpp, built elsewhere): the "a CUDA library it needs is missing" case.
-#include "core/kernels/cuda_backend.hpp"
+#include "core/kernels/cuda/cuda_backend.hpp"
 
 #ifdef DTRAIN_NEEDS_ABSENT
 extern "C" int dtrain_absent_dependency();

@@ -1,0 +1,78 @@
+// The scalar reference for the elementwise kernels: one element at a time, the arithmetic written out
+// here rather than taken from elementwise_body.hpp, so that comparing against it checks the bodies too.
+#include <cmath>
+
+#include "core/kernels/elementwise/elementwise.hpp"
+
+namespace dtrain::kernels {
+namespace {
+
+float apply(UnaryOp op, float param, float x) {
+  switch (op) {
+    case UnaryOp::Scale: return x * param;
+    case UnaryOp::Relu: return x > 0.0f ? x : 0.0f;
+    case UnaryOp::Rsqrt: return 1.0f / std::sqrt(x + param);
+  }
+  return 0.0f;
+}
+
+float apply(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Subtract: return a - b;
+    case BinaryOp::Multiply: return a * b;
+    case BinaryOp::ReluGrad: return b > 0.0f ? a : 0.0f;
+  }
+  return 0.0f;
+}
+
+class ReferenceElementwise final : public ElementwiseKernels {
+ public:
+  void unary(UnaryOp op, float param, const float* x, float* y, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) y[i] = apply(op, param, x[i]);
+  }
+
+  void binary(BinaryOp op, const float* a, const float* b, float* y, int64_t outer, int64_t inner) const override {
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) y[o * inner + i] = apply(op, a[o * inner + i], b[i]);
+    }
+  }
+
+  void sum_axis(const float* x, float* y, int64_t outer, int64_t mid, int64_t inner) const override {
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        float sum = 0.0f;
+        for (int64_t m = 0; m < mid; ++m) sum += x[(o * mid + m) * inner + i];
+        y[o * inner + i] = sum;
+      }
+    }
+  }
+
+  // Each element's source offset from its own multi-index.
+  void broadcast(const float* x, float* y, const BroadcastWalk& walk) const override {
+    int64_t size = 1;
+    for (int axis = 0; axis < walk.rank; ++axis) size *= walk.out_shape[axis];
+    for (int64_t index = 0; index < size; ++index) {
+      int64_t rest = index, offset = 0;
+      for (int axis = walk.rank - 1; axis >= 0; --axis) {
+        offset += rest % walk.out_shape[axis] * walk.in_strides[axis];
+        rest /= walk.out_shape[axis];
+      }
+      y[index] = x[offset];
+    }
+  }
+
+  void fill(float* y, int64_t n, float value) const override {
+    for (int64_t i = 0; i < n; ++i) y[i] = value;
+  }
+};
+
+}  // namespace
+
+template <>
+const ElementwiseKernels& reference_kernels<ElementwiseKernels>() {
+  static const ReferenceElementwise kernels;
+  return kernels;
+}
+
+}  // namespace dtrain::kernels

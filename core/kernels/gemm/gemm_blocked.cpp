@@ -1,0 +1,418 @@
+// Cache-blocked SGEMM in the BLIS layout: B is packed into kc x 16 column panels (kept in L1 while the
+// 6-row panels of a packed A block stream from L2), and a 6x16 AVX2/FMA register tile does the work.
+// Packing absorbs the transposes, so A^T*B and A*B^T run at the speed of A*B.
+#include "core/kernels/gemm/gemm_blocked.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <atomic>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/kernels/gemm/gemm_workers.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DTRAIN_GEMM_AVX2 1
+#endif
+
+namespace dtrain::kernels {
+
+#ifdef DTRAIN_GEMM_AVX2
+
+namespace {
+
+constexpr int64_t kTileRows = 6;     // rows of C in one register tile (MR)
+constexpr int64_t kTileCols = 16;    // columns of C in one register tile: two 8-float vectors (NR)
+constexpr int64_t kDepthBlock = 256; // k per packed panel: a 16-column B panel is 16 KiB, fits L1 (KC)
+constexpr int64_t kRowBlock = 144;   // rows of A packed at once: 144 KiB, fits L2 (MC)
+constexpr int64_t kColBlock = 2048;  // columns of B packed at once: 2 MiB, stays in L3 (NC)
+// Up to this many rows of C, a row-major B is read in place rather than packed.
+constexpr int64_t kMaxRowsForUnpackedB = 24;
+// Below this many multiply-adds a second thread costs more than it saves.
+constexpr int64_t kMinParallelWork = int64_t(64) * 64 * 64;
+
+// A read-only strided matrix: element (i, j) is data[i * row_stride + j * col_stride]. Row-major
+// operands have col_stride 1; transposed ones have row_stride 1.
+struct View {
+  const float* data;
+  int64_t row_stride;
+  int64_t col_stride;
+
+  float operator()(int64_t i, int64_t j) const { return data[i * row_stride + j * col_stride]; }
+  const float* at(int64_t i, int64_t j) const { return data + i * row_stride + j * col_stride; }
+};
+
+// Per-thread packing buffers, 64-byte aligned, allocated once per thread.
+struct PackBuffers {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> a{static_cast<float*>(std::aligned_alloc(64, kRowBlock * kDepthBlock * 4))};
+  std::unique_ptr<float, Free> b{static_cast<float*>(std::aligned_alloc(64, kDepthBlock * kColBlock * 4))};
+  // All of A packed once per call, reused across the column bands a thread takes (gemm_parallel).
+  std::unique_ptr<float, Free> a_cache;
+  int64_t a_cache_floats = 0;
+
+  void reserve_a_cache(int64_t floats) {
+    if (floats <= a_cache_floats) return;
+    a_cache.reset(static_cast<float*>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64)));
+    DTRAIN_CHECK(a_cache, "[gemm] out of memory for packing buffers");
+    a_cache_floats = floats;
+  }
+};
+
+PackBuffers& pack_buffers() {
+  thread_local PackBuffers buffers;
+  DTRAIN_CHECK(buffers.a && buffers.b, "[gemm] out of memory for packing buffers");
+  return buffers;
+}
+
+// Packs rows [0, rows) x depth [0, depth) of `a` into 6-row panels: panel q holds, for each p, the 6
+// values a(6q + r, p) side by side. Rows past the end are zero.
+void pack_a(View a, int64_t rows, int64_t depth, float* out) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kTileRows) {
+    const int64_t valid = std::min(kTileRows, rows - i0);
+    if (valid == kTileRows && a.row_stride == 1) {  // transposed A: each p is 6 contiguous floats
+      for (int64_t p = 0; p < depth; ++p) {
+        const float* src = a.at(i0, p);
+        for (int64_t r = 0; r < kTileRows; ++r) out[p * kTileRows + r] = src[r];
+      }
+    } else if (valid == kTileRows && a.col_stride == 1) {  // row-major A: 6 contiguous rows
+      const float* src[kTileRows];
+      for (int64_t r = 0; r < kTileRows; ++r) src[r] = a.at(i0 + r, 0);
+      for (int64_t p = 0; p < depth; ++p)
+        for (int64_t r = 0; r < kTileRows; ++r) out[p * kTileRows + r] = src[r][p];
+    } else {
+      for (int64_t p = 0; p < depth; ++p)
+        for (int64_t r = 0; r < kTileRows; ++r) out[p * kTileRows + r] = r < valid ? a(i0 + r, p) : 0.0f;
+    }
+    out += kTileRows * depth;
+  }
+}
+
+// Transposes the 8x8 block whose rows start at src[0], src[stride], ... into dst rows dst_stride apart.
+inline void transpose_8x8(const float* src, int64_t stride, float* dst, int64_t dst_stride) {
+  __m256 r0 = _mm256_loadu_ps(src + 0 * stride), r1 = _mm256_loadu_ps(src + 1 * stride);
+  __m256 r2 = _mm256_loadu_ps(src + 2 * stride), r3 = _mm256_loadu_ps(src + 3 * stride);
+  __m256 r4 = _mm256_loadu_ps(src + 4 * stride), r5 = _mm256_loadu_ps(src + 5 * stride);
+  __m256 r6 = _mm256_loadu_ps(src + 6 * stride), r7 = _mm256_loadu_ps(src + 7 * stride);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_store_ps(dst + 0 * dst_stride, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_store_ps(dst + 1 * dst_stride, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_store_ps(dst + 2 * dst_stride, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_store_ps(dst + 3 * dst_stride, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_store_ps(dst + 4 * dst_stride, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_store_ps(dst + 5 * dst_stride, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_store_ps(dst + 6 * dst_stride, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_store_ps(dst + 7 * dst_stride, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+// Packs depth [0, depth) x columns [0, cols) of `b` into 16-column panels: panel q holds, for each p,
+// the 16 values b(p, 16q + j) side by side. Columns past the end are zero.
+void pack_b(View b, int64_t depth, int64_t cols, float* out) {
+  for (int64_t j0 = 0; j0 < cols; j0 += kTileCols) {
+    const int64_t valid = std::min(kTileCols, cols - j0);
+    if (valid == kTileCols && b.col_stride == 1) {  // row-major B: each p is 16 contiguous floats
+      for (int64_t p = 0; p < depth; ++p) {
+        const float* src = b.at(p, j0);
+        _mm256_store_ps(out + p * kTileCols, _mm256_loadu_ps(src));
+        _mm256_store_ps(out + p * kTileCols + 8, _mm256_loadu_ps(src + 8));
+      }
+    } else if (valid == kTileCols && b.row_stride == 1) {  // transposed B: 16 contiguous source rows
+      int64_t p = 0;
+      for (; p + 8 <= depth; p += 8) {
+        transpose_8x8(b.at(p, j0), b.col_stride, out + p * kTileCols, kTileCols);
+        transpose_8x8(b.at(p, j0 + 8), b.col_stride, out + p * kTileCols + 8, kTileCols);
+      }
+      for (; p < depth; ++p)
+        for (int64_t j = 0; j < kTileCols; ++j) out[p * kTileCols + j] = b(p, j0 + j);
+    } else {
+      for (int64_t p = 0; p < depth; ++p)
+        for (int64_t j = 0; j < kTileCols; ++j) out[p * kTileCols + j] = j < valid ? b(p, j0 + j) : 0.0f;
+    }
+    out += kTileCols * depth;
+  }
+}
+
+// C[0:Rows, 0:cols] = alpha * (packed A panel * packed B panel) + beta * C; beta == 0 never reads C.
+// Rows is a template argument so a short last panel (m = 16 is 6 + 6 + 4) does no wasted FMAs.
+template <int Rows>
+void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, const float* next_b, float* c,
+                  int64_t ldc, int64_t cols, float alpha, float beta) {
+  __m256 acc[Rows][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < Rows; ++r) {
+    acc[r][0] = _mm256_setzero_ps();
+    acc[r][1] = _mm256_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kTileCols - 1), _MM_HINT_T0);
+  }
+  auto step = [&](int64_t offset) __attribute__((always_inline)) {
+    const __m256 b0 = _mm256_loadu_ps(b + offset * ldb);
+    const __m256 b1 = _mm256_loadu_ps(b + offset * ldb + 8);
+    if (next_b) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_b + offset * ldb), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next_b + offset * ldb + kTileCols - 1), _MM_HINT_T0);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < Rows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + offset * kTileRows + r);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 4 <= depth; p += 4) {
+    step(0);
+    step(1);
+    step(2);
+    step(3);
+    a += 4 * kTileRows;
+    b += 4 * ldb;
+    if (next_b) next_b += 4 * ldb;
+  }
+  for (; p < depth; ++p) {
+    step(0);
+    a += kTileRows;
+    b += ldb;
+    if (next_b) next_b += ldb;
+  }
+
+  const __m256 alpha_v = _mm256_set1_ps(alpha);
+  if (cols == kTileCols) {
+    const __m256 beta_v = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int r = 0; r < Rows; ++r) {
+      float* row = c + r * ldc;
+      for (int half = 0; half < 2; ++half) {
+        __m256 value = _mm256_mul_ps(alpha_v, acc[r][half]);
+        if (beta != 0.0f) value = _mm256_fmadd_ps(beta_v, _mm256_loadu_ps(row + 8 * half), value);
+        _mm256_storeu_ps(row + 8 * half, value);
+      }
+    }
+    return;
+  }
+  alignas(32) float tile[Rows][kTileCols];
+  for (int r = 0; r < Rows; ++r) {
+    _mm256_store_ps(tile[r], _mm256_mul_ps(alpha_v, acc[r][0]));
+    _mm256_store_ps(tile[r] + 8, _mm256_mul_ps(alpha_v, acc[r][1]));
+  }
+  for (int r = 0; r < Rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      c[r * ldc + j] = beta == 0.0f ? tile[r][j] : tile[r][j] + beta * c[r * ldc + j];
+}
+
+// `b` is a 16-column panel whose rows are ldb floats apart: 16 when packed, the row length of B when
+// the kernel reads a row-major B in place.
+// `next_b`, when not null, is the in-place panel to prefetch while this one is multiplied.
+void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, const float* next_b, float* c,
+                  int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
+  switch (rows) {
+    case 6: return micro_kernel<6>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+    case 5: return micro_kernel<5>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+    case 4: return micro_kernel<4>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+    case 3: return micro_kernel<3>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+    case 2: return micro_kernel<2>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+    default: return micro_kernel<1>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+  }
+}
+
+// Splits `extent` into the fewest blocks of at most `limit`, of near-equal size rounded up to `unit`:
+// k = 784 becomes 4 x 196 rather than 3 x 256 + 16.
+int64_t balanced_block(int64_t extent, int64_t limit, int64_t unit) {
+  const int64_t blocks = (extent + limit - 1) / limit;
+  const int64_t size = (extent + blocks - 1) / blocks;
+  return std::min(limit, (size + unit - 1) / unit * unit);
+}
+
+// One multiplication, as the threads see it: C[m, n] (row stride n) = alpha * A[m, k] * B[k, n] + beta * C.
+struct Problem {
+  View a;
+  View b;
+  int64_t m, n, k;
+  float alpha, beta;
+  float* c;
+  int64_t depth_block;  // kc: k per packed panel
+  int64_t row_block;    // mc: rows of A packed at once
+};
+
+// Floats that all of A packed takes for `rows` rows (an upper bound: each row block rounded up to whole tiles).
+int64_t packed_a_size(const Problem& problem, int64_t rows) {
+  const int64_t row_blocks = (rows + problem.row_block - 1) / problem.row_block;
+  return (row_blocks * problem.row_block + kTileRows) * problem.k;
+}
+
+// C[row_begin:row_end, col_begin:col_end] of the problem. `packed_a`, when given, holds all of A packed
+// (SharedPackedA: each depth block, within it each row block, in this loop's order); otherwise A blocks
+// are packed here.
+void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
+                    const float* packed_a) {
+  PackBuffers& buffers = pack_buffers();
+  float* packed_b = buffers.b.get();
+  for (int64_t jc = col_begin; jc < col_end; jc += kColBlock) {
+    const int64_t nc = std::min(kColBlock, col_end - jc);
+    const float* packed_a_next = packed_a;
+    for (int64_t pc = 0; pc < problem.k; pc += problem.depth_block) {
+      const int64_t kc = std::min(problem.depth_block, problem.k - pc);
+      const float beta_here = pc == 0 ? problem.beta : 1.0f;  // later depth blocks accumulate onto C
+      // With few rows of A, packing B would cost about as much as the multiply: full panels of a
+      // row-major B are read where they are, only a ragged last panel is packed.
+      const bool b_in_place = problem.b.col_stride == 1 && row_end - row_begin <= kMaxRowsForUnpackedB;
+      const int64_t packed_from = b_in_place ? nc / kTileCols * kTileCols : 0;
+      // With a single row block each B panel is used once right after packing: pack it then, into L1.
+      const bool pack_per_panel = row_end - row_begin <= problem.row_block;
+      if (packed_from < nc && !pack_per_panel)
+        pack_b(View{problem.b.at(pc, jc + packed_from), problem.b.row_stride, problem.b.col_stride}, kc,
+               nc - packed_from, packed_b + packed_from * kc);
+      for (int64_t ic = row_begin; ic < row_end; ic += problem.row_block) {
+        const int64_t mc = std::min(problem.row_block, row_end - ic);
+        const float* a_block = packed_a_next;
+        if (a_block) {
+          packed_a_next += (mc + kTileRows - 1) / kTileRows * kTileRows * kc;
+        } else {
+          pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc, buffers.a.get());
+          a_block = buffers.a.get();
+        }
+        for (int64_t jr = 0; jr < nc; jr += kTileCols) {
+          const bool in_place = jr < packed_from;
+          const float* b_panel = in_place ? problem.b.at(pc, jc + jr) : packed_b + jr * kc;
+          if (!in_place && pack_per_panel) {
+            b_panel = packed_b;
+            pack_b(View{problem.b.at(pc, jc + jr), problem.b.row_stride, problem.b.col_stride}, kc,
+                   std::min(kTileCols, nc - jr), packed_b);
+          }
+          const int64_t ldb = in_place ? problem.b.row_stride : kTileCols;
+          float* c_panel = problem.c + ic * problem.n + jc + jr;
+          for (int64_t ir = 0; ir < mc; ir += kTileRows) {
+            const float* next_b = in_place && ir == 0 && jr + kTileCols < packed_from ? b_panel + kTileCols : nullptr;
+            micro_kernel(kc, a_block + ir * kc, b_panel, ldb, next_b, c_panel + ir * problem.n, problem.n,
+                         std::min(kTileRows, mc - ir), std::min(kTileCols, nc - jr), problem.alpha, beta_here);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Packed copies of A larger than this are not kept per thread; bands repack their A blocks instead.
+constexpr int64_t kMaxCachedPackedA = int64_t(1) << 20;  // floats (4 MiB)
+
+// Packs all of A once for every thread into `out`, in gemm_rows_cols's order: the (depth block, row block)
+// pieces are claimed through an atomic counter, so a late helper leaves its share to the caller, and
+// a thread that runs out of pieces waits only for the ones another thread is still packing.
+struct SharedPackedA {
+  float* out;
+  int64_t pieces;
+  int64_t row_blocks;
+  std::atomic<int64_t> next_piece{0};
+  std::atomic<int64_t> packed_pieces{0};
+
+  void pack(const Problem& problem) {
+    // Piece (pc, ic) starts at pc * (m rounded up to whole tiles) + ic * kc: every row block before
+    // the last is a whole number of tiles.
+    const int64_t rows_in_tiles = (problem.m + kTileRows - 1) / kTileRows * kTileRows;
+    int64_t piece;
+    while ((piece = next_piece.fetch_add(1, std::memory_order_relaxed)) < pieces) {
+      const int64_t pc = piece / row_blocks * problem.depth_block;
+      const int64_t ic = piece % row_blocks * problem.row_block;
+      const int64_t kc = std::min(problem.depth_block, problem.k - pc);
+      const int64_t mc = std::min(problem.row_block, problem.m - ic);
+      pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc,
+             out + pc * rows_in_tiles + ic * kc);
+      packed_pieces.fetch_add(1, std::memory_order_release);
+    }
+    for (int spins = 0; packed_pieces.load(std::memory_order_acquire) < pieces; ++spins) {
+      if (spins < 4096)
+        _mm_pause();
+      else
+        std::this_thread::yield();  // the packer was descheduled: let it run
+    }
+  }
+};
+
+// Splits C into bands handed out through an atomic counter: column bands (A is packed once, shared by
+// the threads, and reused for every band) or, when C is too narrow, row bands.
+void gemm_parallel(const Problem& problem, int threads) {
+  const bool by_columns = problem.n >= 2 * kTileCols * threads || problem.m < 2 * kTileRows * threads;
+  const int64_t extent = by_columns ? problem.n : problem.m;
+  const int64_t unit = by_columns ? kTileCols : kTileRows;
+  const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
+  // Bands small enough to even out a slow or late thread, large enough to amortize packing. With A
+  // packed once a column band only packs its own B columns, so bands can be narrow: about twelve per
+  // thread (two 16-column panels at least) leave the caller little waiting at the end.
+  const int64_t per_thread = cache_a ? 12 : 4;
+  const int64_t wanted = (extent + per_thread * threads - 1) / (per_thread * threads);
+  const int64_t band = std::max(unit * (cache_a ? 2 : 4), (wanted + unit - 1) / unit * unit);
+  const int64_t bands = (extent + band - 1) / band;
+  const int workers = int(std::min<int64_t>(threads, bands));
+  const int64_t row_blocks = (problem.m + problem.row_block - 1) / problem.row_block;
+  const int64_t depth_blocks = (problem.k + problem.depth_block - 1) / problem.depth_block;
+  float* shared_a = nullptr;
+  if (cache_a) {
+    PackBuffers& buffers = pack_buffers();  // the caller's: helpers only read it during this call
+    buffers.reserve_a_cache(packed_a_size(problem, problem.m));
+    shared_a = buffers.a_cache.get();
+  }
+  SharedPackedA packing{shared_a, row_blocks * depth_blocks, row_blocks};
+  std::atomic<int64_t> next_band{0};
+  run_on_gemm_workers(workers, [&](int) {
+    if (cache_a) packing.pack(problem);
+    int64_t index;
+    while ((index = next_band.fetch_add(1, std::memory_order_relaxed)) < bands) {
+      const int64_t begin = index * band;
+      const int64_t end = std::min(extent, begin + band);
+      if (by_columns)
+        gemm_rows_cols(problem, 0, problem.m, begin, end, shared_a);
+      else
+        gemm_rows_cols(problem, begin, end, 0, problem.n, nullptr);
+    }
+  });
+}
+
+}  // namespace
+
+bool gemm_blocked_available() { return true; }
+
+void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, float beta, float* c, int threads) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {  // nothing to multiply: C = beta * C
+    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  const Problem problem{trans_a ? View{a, 1, lda} : View{a, lda, 1},
+                        trans_b ? View{b, 1, k} : View{b, n, 1},
+                        m,
+                        n,
+                        k,
+                        alpha,
+                        beta,
+                        c,
+                        balanced_block(k, kDepthBlock, 4),
+                        balanced_block(m, kRowBlock, kTileRows)};
+  if (threads <= 1 || m * n * k < kMinParallelWork)
+    gemm_rows_cols(problem, 0, m, 0, n, nullptr);
+  else
+    gemm_parallel(problem, threads);
+}
+
+#else  // no AVX2/FMA in this build: gemm() uses Eigen
+
+bool gemm_blocked_available() { return false; }
+
+void gemm_blocked(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, float, float*, int) {
+  throw Error("[gemm_blocked] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
+}
+
+#endif
+
+}  // namespace dtrain::kernels

@@ -1,0 +1,91 @@
+#include "engine/run_outputs.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/comm/mpi.hpp"
+
+namespace dtrain {
+namespace {
+
+// Process 0 creates the run dir and saves the vectorizer, after every process has read what it needs.
+std::optional<train::MetricsLog> open_run_dir(const Config& config,
+                                              const std::optional<data::TextVectorizer>& vectorizer) {
+  barrier_processes();
+  if (process_index() != 0) return std::nullopt;
+  std::filesystem::create_directories(config.run_dir);
+  if (vectorizer) vectorizer->save(config.run_dir);
+  return std::optional<train::MetricsLog>(std::in_place, config.run_dir);
+}
+
+}  // namespace
+
+std::string mesh_line(const Engine& engine) {
+  std::string mesh = engine.mesh->describe();
+  if (engine.devices == Place::Kind::Cuda) {
+    // The mesh's own device labels are the host's: a GPU run says which GPU each of its devices runs on.
+    std::vector<std::string> dims;
+    for (int i = 0; i < engine.mesh->num_dims(); ++i)
+      dims.push_back(fmt::format("{}: {}", engine.mesh->dim_names()[size_t(i)], engine.mesh->dim_sizes()[size_t(i)]));
+    mesh = fmt::format("{{{}}} on {} GPU device{} ({})", fmt::join(dims, ", "), engine.mesh->size(),
+                       engine.mesh->size() == 1 ? "" : "s", gpu_line(engine.placement));
+  }
+  if (engine.placement.processes == 1) return mesh;
+  return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
+}
+
+std::string describe_mesh_string(const std::string& mesh) {
+  try {
+    return Mesh::from_string(mesh).describe();
+  } catch (const std::exception&) {
+    return mesh;
+  }
+}
+
+RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer,
+                       const RunStart& start)
+    : metrics_(open_run_dir(config, vectorizer)),
+      reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {
+  const optim::LearningRateSchedule schedule = config.train.optimizer.schedule;
+  reporter_.set_learning_rate([schedule](int64_t step) { return schedule.rate(step); });
+  if (metrics_ && start.mesh != nullptr) {
+    metrics_->write_run(train::RunRow{start.resumed_from.empty() ? "start" : "resume", start.run_id,
+                                  start.mesh->describe(), start.mesh->to_string(), start.step, start.epochs_done + 1,
+                                  start.resumed_from, config.file, start.init_from});
+  }
+}
+
+namespace {
+
+// Where checkpoint.keep_best's pointer leads (DIR/best), for eval and predict.
+void print_best_checkpoint(const Config& config) {
+  const std::string pointer = (std::filesystem::path(config.checkpoint.dir) / checkpoint::kBestFile).string();
+  try {
+    fmt::print("best checkpoint ({}): {} (named by {})\n", config.checkpoint.keep_best,
+               checkpoint::find_checkpoint(pointer), pointer);
+  } catch (const UsageError&) {
+    fmt::print("no best checkpoint in {}\n", config.checkpoint.dir);
+  }
+}
+
+}  // namespace
+
+void RunOutputs::print_summary(const train::TrainResult& result, const Config& config,
+                               const checkpoint::CheckpointManager& manager) const {
+  for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
+    if (it->split != "test") continue;
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
+    break;
+  }
+  if (!manager.last_committed().empty()) fmt::print("last checkpoint: {}\n", manager.last_committed());
+  else if (process_index() == 0 && config.checkpoint.every != CheckpointEvery::never)
+    fmt::print("no checkpoint saved in {}\n", config.checkpoint.dir);
+  if (!manager.last_committed().empty() && !config.checkpoint.keep_best.empty()) print_best_checkpoint(config);
+  if (metrics_) fmt::print("metrics: {}\n", metrics_->path());
+}
+
+}  // namespace dtrain

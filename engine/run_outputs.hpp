@@ -1,0 +1,49 @@
+// What a training run (train, resume) writes besides checkpoints: the run dir (the fitted vectorizer,
+// metrics.jsonl, which starts with a "run" row naming the run id and mesh) and progress on stdout. Under
+// mpirun process 0 alone writes the run dir, and only once every process has read its data.
+#pragma once
+#include <optional>
+
+#include "app/config.hpp"
+#include "engine/model_builder.hpp"
+#include "core/checkpoint/manager.hpp"
+#include "core/mesh.hpp"
+#include "core/train/metrics_log.hpp"
+#include "core/train/progress.hpp"
+#include "data/text_vectorizer.hpp"
+
+namespace dtrain {
+
+// What the "run" row of metrics.jsonl says.
+struct RunStart {
+  std::string run_id;
+  MeshPtr mesh = nullptr;
+  std::string resumed_from;  // the checkpoint folder a resume continues ("" for `train`)
+  int64_t step = 0, epochs_done = 0;
+  std::string init_from;     // the checkpoint folder a fine-tuning `train` took its variables from
+};
+
+class RunOutputs {
+ public:
+  RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer, const RunStart& start);
+  RunOutputs(const RunOutputs&) = delete;  // the reporter points at metrics_
+  RunOutputs& operator=(const RunOutputs&) = delete;
+
+  train::Reporter& reporter() { return reporter_; }
+  // The last test accuracy, the last checkpoint the run committed (or that it saved none), and where
+  // metrics.jsonl is.
+  void print_summary(const train::TrainResult& result, const Config& config,
+                     const checkpoint::CheckpointManager& manager) const;
+
+ private:
+  std::optional<train::MetricsLog> metrics_;  // on process 0 only
+  train::ProgressReporter reporter_;
+};
+
+// How train, resume and eval name the mesh: "{batch: 4, model: 2} on 8 CPU devices", and the processes
+// holding them under mpirun.
+std::string mesh_line(const Engine& engine);
+// A Mesh::to_string() (a checkpoint's) in that form; the text itself when it is no mesh string.
+std::string describe_mesh_string(const std::string& mesh);
+
+}  // namespace dtrain
