@@ -1,3 +1,7 @@
+// app/ is the command line: main.cpp (CLI11; the only place that catches, prints and picks the exit code), the
+// config (config.hpp: YAML -> typed structs, every error at FILE:LINE:COL) and one <command>_command.cpp per
+// command. What turns a config into a mesh, a model, data sources and a trainer is engine/; below both is core/.
+//
 // The commands `dtrain` runs, one function each, called by main.cpp after parsing the command line.
 // Each returns the process exit code on success and throws dtrain::UsageError (exit 2) or another
 // dtrain::Error (exit 1) on failure; main() alone catches and prints.

@@ -1,3 +1,8 @@
+// engine/ turns a validated Config into running parts, for every command alike: the model and its layouts
+// (model_builder), the data sources per rank (data_source, array_source), the checkpoint dir and the hooks that
+// save and restore (checkpoint_dir, checkpoint_hooks), fine-tuning's initial variables (init_from) and what a run
+// writes besides checkpoints (run_outputs). It knows the config's structs, never YAML or the command line.
+//
 // From a validated Config to the engine's objects: the mesh, the Sequential model with every variable's
 // layout chosen by the config's layout rules, and the input layout's specs. Problems that need the
 // model's shapes (rank mismatch, indivisible dims) are UsageErrors at the rule's file:line:col.

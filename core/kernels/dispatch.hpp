@@ -1,6 +1,8 @@
 // The kernel table. Every op's arithmetic is a family of kernels: an abstract class (ElementwiseKernels,
-// RowKernels, ...; one header each in core/kernels/) with a CPU and a CUDA implementation, and a plain
-// scalar reference that tests compare both against. An op asks kernels_for<Family>(place, "op") for the
+// RowKernels, ...) with a CPU and a CUDA implementation, and a plain scalar reference that tests compare both
+// against. One folder per family, its sides together: core/kernels/<family>/<family>.hpp (the interface),
+// <family>_body.hpp (per-element arithmetic both sides share), <family>_cpu.cpp, <family>_reference.cpp and
+// <family>.cu; core/kernels/cuda/ holds the CUDA runtime side (streams, memory, uploads) and the loader. An op asks kernels_for<Family>(place, "op") for the
 // implementation of its data's place; core/ops keep the SPMD rule, this call and the vjp only.
 //
 // Each family defines cpu_kernels<F>() and reference_kernels<F>() in its .cpp, its CUDA side in its .cu, in the CUDA
