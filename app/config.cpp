@@ -1036,14 +1036,14 @@ void check_split_name(Reader& reader, const DataConfig& data, const std::string&
 }
 
 void check(Reader& reader, const Field& field, DataConfig& data) {
-  check_split_name(reader, data, data.train_split, "train_split");
-  check_split_name(reader, data, data.test_split, "test_split");
-  if (!data.validation_split.empty()) check_split_name(reader, data, data.validation_split, "validation_split");
   for (auto [key, dataset] : {std::pair{"arrays", Dataset::arrays}, std::pair{"csv", Dataset::csv}})
     if (data.dataset == dataset && !reader.given(join(field.path, key)))
       reader.fail(field, fmt::format("missing required key '{}' (dataset {}), e.g. {}", key, key,
                                      dataset == Dataset::arrays ? "{train: {features: /train/x, labels: /train/y}}"
                                                                 : "{label: species}"));
+  check_split_name(reader, data, data.train_split, "train_split");
+  check_split_name(reader, data, data.test_split, "test_split");
+  if (!data.validation_split.empty()) check_split_name(reader, data, data.validation_split, "validation_split");
   if (is_text(data.dataset) && !reader.given(join(field.path, "vectorizer")))
     reader.fail(field, fmt::format("missing required key 'vectorizer' (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}",
                                    to_string(data.dataset)));
