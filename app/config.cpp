@@ -313,10 +313,6 @@ class Section {
     return std::nullopt;
   }
 
-  Field require(const std::string& key) const {
-    if (auto value = get(key)) return *value;
-    reader_.fail(field_.where, label_, fmt::format("missing required key '{}'", key));
-  }
 
  private:
   Reader& reader_;

@@ -204,8 +204,9 @@ struct DataConfig {
     v(csv, "csv", Sub{}, "dataset csv: {label: COLUMN, features: [COLUMN, ...]}", kOmitDefault);
     v(vectorizer, "vectorizer", Sub{}, "imdb, text_folder: Keras TextVectorization {mode, max_tokens, ...}", kOmitDefault);
     v(image_shape, "image_shape", ImageShape{}, "mnist: flat, [28, 28] or [28, 28, 1]; image_folder: [H, W, C] (C 1 or 3)", kOmitDefault);
-    v(resize, "resize", Choice{&resizes}, "image_folder: tf.image.resize's method to image_shape (none: sizes must match)", kOmitDefault);
-    v(on_bad_file, "on_bad_file", Choice{&on_bad}, "image_folder: a file that does not decode is an error, or skipped", kOmitDefault);
+    const KeyFlags images = dataset == Dataset::image_folder ? kOptional : kOmitDefault;  // inspect shows them
+    v(resize, "resize", Choice{&resizes}, "image_folder: tf.image.resize's method to image_shape (none: sizes must match)", images);
+    v(on_bad_file, "on_bad_file", Choice{&on_bad}, "image_folder: a file that does not decode is an error, or skipped", images);
     v(classes, "classes", ClassNames{}, "class names in label order (class folders: the folders to read)", kOmitDefault);
     v(batch_size, "batch_size", Int{1}, "the GLOBAL batch (micro-batches under accumulation_steps)", kRequired);
     v(prefetch, "prefetch", Int{0, 256}, "batches a worker thread reads ahead per device (same results)", kOmitDefault);
