@@ -1507,6 +1507,7 @@ template <class T> std::string text(T& value) {
 template <class T, class R> std::string text(T& value, const R& rule) {
   if constexpr (std::is_same_v<R, ValidationSplit>) return text(value) + " " + show(*rule.fraction);
   else if constexpr (std::is_same_v<R, Every>) return text(value) + " " + show(*rule.steps);
+  else if constexpr (std::is_same_v<R, Choice> && std::is_enum_v<T>) return (*rule.names)[size_t(value)];
   else return text(value);
 }
 
