@@ -1549,7 +1549,7 @@ struct Record {
 };
 // What a struct's keys print as when not given: a fresh struct of the same kind.
 template <class T> std::map<std::string, std::string> defaults_of(const T& member) {
-  T fresh{};
+  T fresh;
   if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
   Record record;
   visit_fields(fresh, record);
