@@ -32,6 +32,7 @@ struct CommandOptions {
   std::string inspect_dir;             // inspect DIR
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
+  bool echo = false;                   // plan --echo: print every config key's resolved value first
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).

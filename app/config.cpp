@@ -1,20 +1,21 @@
-// Reading the YAML config into typed structs. A Reader walks the YAML tree top-down; every value it
-// takes is a Field (node, dotted path, Where), so every error can say where and what was expected.
+// Reading, writing, printing and documenting the config, all from the structs' visit() declarations
+// (config.hpp). A Reader walks the YAML tree top-down; every value it takes is a Field (node, dotted path,
+// Where), so every error can say where and what was expected.
 #include "app/config.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
-#include <re2/re2.h>
-
+#include "engine/model_builder.hpp"
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
@@ -34,7 +35,7 @@ void throw_config_error(const Where& where, const std::string& message) {
 }
 
 int MeshConfig::num_devices() const {
-  // read_mesh refuses a product above kMaxDevices, so this cannot overflow for a loaded config.
+  // The reader refuses a product above kMaxDevices, so this cannot overflow for a loaded config.
   int n = 1;
   for (const MeshDimConfig& dim : dims)
     if (__builtin_mul_overflow(n, dim.size, &n)) return std::numeric_limits<int>::max();
@@ -79,50 +80,17 @@ Where Config::where(const std::string& path) const {
   return Where{file, 0, 0};
 }
 
-std::string to_string(DeviceKind kind) { return kind == DeviceKind::cpu ? "cpu" : "gpu"; }
 int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
-
 bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
 bool has_split_folders(Dataset dataset) { return dataset == Dataset::text_folder || dataset == Dataset::image_folder; }
-
-std::string to_string(Dataset dataset) {
-  switch (dataset) {
-    case Dataset::mnist: return "mnist";
-    case Dataset::imdb: return "imdb";
-    case Dataset::text_folder: return "text_folder";
-    case Dataset::image_folder: return "image_folder";
-    case Dataset::arrays: return "arrays";
-    case Dataset::csv: return "csv";
-  }
-  return "?";
-}
-std::string to_string(InitKind kind) {
-  switch (kind) {
-    case InitKind::zeros: return "zeros";
-    case InitKind::ones: return "ones";
-    case InitKind::normal: return "normal";
-    case InitKind::uniform: return "uniform";
-    case InitKind::glorot_uniform: return "glorot_uniform";
-  }
-  return "?";
-}
-namespace {
-// In LayerKind's order: the YAML key of each layer type.
-const std::vector<std::string> kLayerKinds{"dense",      "batch_norm",  "dropout",    "flatten",
-                                           "relu",       "softmax",     "conv2d",     "max_pool2d",
-                                           "avg_pool2d", "global_average_pool", "embedding", "layer_norm",
-                                           "sigmoid",    "tanh",        "gelu",       "relayout"};
-// In Activation's order.
-const std::vector<std::string> kActivations{"none", "relu", "softmax", "sigmoid", "tanh", "gelu"};
-}  // namespace
-
+std::string to_string(DeviceKind kind) { return kDeviceKinds.at(size_t(kind)); }
+std::string to_string(Dataset dataset) { return kDatasets.at(size_t(dataset)); }
+std::string to_string(InitKind kind) { return kInitKinds.at(size_t(kind)); }
 std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }
 std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
-std::string to_string(PaddingKind padding) { return padding == PaddingKind::same ? "same" : "valid"; }
-std::string to_string(Reduction reduction) { return reduction == Reduction::sum ? "sum" : "mean"; }
-std::string to_string(OptimizerKind kind) {
-  return kind == OptimizerKind::sgd ? "sgd" : kind == OptimizerKind::adam ? "adam" : "adamw";
-}
+std::string to_string(PaddingKind padding) { return kPaddings.at(size_t(padding)); }
+std::string to_string(Reduction reduction) { return kReductions.at(size_t(reduction)); }
+std::string to_string(OptimizerKind kind) { return kOptimizers.at(size_t(kind)); }
 
 namespace {
 
@@ -302,7 +270,17 @@ class Reader {
     return result;
   }
 
+  // Where a key is (its value, or its section when not given), "" the file itself.
+  Where at(const std::string& path) const {
+    auto found = locations.find(path);
+    return found != locations.end() ? found->second : Where{file_, 0, 0};
+  }
+  bool given(const std::string& path) const { return given_keys.count(path) > 0; }
+
   std::map<std::string, Where> locations;
+  std::set<std::string> given_keys;  // the paths of keys the config (or a --set) gave
+  Config* config = nullptr;          // what is read so far, for the keys that depend on others
+  const LoadOptions* options = nullptr;
 
  private:
   std::string file_;
@@ -327,6 +305,7 @@ class Section {
   }
 
   const Field& field() const { return field_; }
+  const std::string& label() const { return label_; }
 
   std::optional<Field> get(const std::string& key) const {
     for (const KeyedField& entry : entries_)
@@ -334,10 +313,6 @@ class Section {
     return std::nullopt;
   }
 
-  Field require(const std::string& key) const {
-    if (auto value = get(key)) return *value;
-    reader_.fail(field_.where, label_, fmt::format("missing required key '{}'", key));
-  }
 
  private:
   Reader& reader_;
@@ -386,13 +361,6 @@ double positive_number(Reader& reader, const Field& field) {
   return value;
 }
 
-// A number in [0, 1) (rates, betas).
-double fraction(Reader& reader, const Field& field) {
-  const double value = number(reader, field);
-  if (!(value >= 0 && value < 1)) reader.fail(field, fmt::format("expected a number in [0, 1), got {}", value));
-  return value;
-}
-
 bool boolean(Reader& reader, const Field& field) {
   bool value = false;
   if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value))
@@ -405,18 +373,6 @@ std::string choice(Reader& reader, const Field& field, const std::vector<std::st
   if (std::find(options.begin(), options.end(), text) == options.end())
     reader.fail(field, fmt::format("expected one of {}, got '{}'{}", one_of(options), text, suggestion(text, options)));
   return text;
-}
-
-// A seed: [s0, s1], or one integer s meaning [s, 0].
-std::array<std::int64_t, 2> seed_pair(Reader& reader, const Field& field) {
-  const auto min = std::numeric_limits<std::int64_t>::min();
-  if (field.node.IsScalar()) return {integer(reader, field, min), 0};
-  if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected a seed: two integers [s0, s1] (or one integer), got {}",
-                                   field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
-                                                           : describe(field.node)));
-  return {integer(reader, reader.child(field, field.node[0], field.path + "[0]"), min),
-          integer(reader, reader.child(field, field.node[1], field.path + "[1]"), min)};
 }
 
 // A value that names a kind, with optional parameters: `kind` or `{kind: PARAMS}` (PARAMS may be empty).
@@ -442,13 +398,148 @@ std::pair<std::string, Field> tagged(Reader& reader, const Field& field, const s
   return {entry.key, entry.value};
 }
 
-// ---- sections ----
+// ---- the visitors' common ground ----
 
-MeshConfig read_mesh(Reader& reader, const Field& field) {
-  MeshConfig mesh;
-  mesh.where = field.where;
-  Section section(reader, field, {"dims", "devices"});
-  const Field dims = section.require("dims");
+// A struct whose keys a visitor walks: its own visit(), or a free one (optim::LearningRateSchedule).
+template <class T, class V> void visit_fields(T& t, V& v) requires requires { t.visit(v); } { t.visit(v); }
+template <class V> void visit_fields(optim::LearningRateSchedule& s, V& v) { optim::visit(s, v); }
+struct NoVisitor {
+  template <class... A> void operator()(A&&...) {}
+};
+template <class T> constexpr bool kVisitable = requires(T& t, NoVisitor& v) { visit_fields(t, v); };
+template <class T> constexpr bool kOptionalStruct = false;
+template <class T> constexpr bool kOptionalStruct<std::optional<T>> = kVisitable<T>;
+
+std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
+std::string number_text(double value) { return fmt::format("{}", value); }
+
+const std::vector<std::string> kClipKinds{"global_norm", "value"};
+const std::vector<std::string> kEvery{"epoch", "never"};
+
+// Selecting a tagged struct's kind, with the defaults that go with it (Keras' per optimizer).
+void select(InitializerConfig& init, size_t kind) { init.kind = InitKind(kind); }
+void select(optim::LearningRateSchedule& schedule, size_t kind) { schedule.kind = optim::ScheduleKind(kind); }
+void select(LossConfig& loss, size_t kind) { loss.kind = int(kind); }
+void select(OptimizerConfig& opt, size_t kind) {
+  opt.kind = OptimizerKind(kind);
+  opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
+  opt.weight_decay = opt.kind == OptimizerKind::adamw ? 0.004 : 0.0;
+}
+size_t kind_of(const InitializerConfig& init) { return size_t(init.kind); }
+size_t kind_of(const optim::LearningRateSchedule& schedule) { return size_t(schedule.kind); }
+size_t kind_of(const LossConfig& loss) { return size_t(loss.kind); }
+size_t kind_of(const OptimizerConfig& opt) { return size_t(opt.kind); }
+void select(LayerConfig& layer, size_t kind) { layer.kind = LayerKind(kind); }
+size_t kind_of(const LayerConfig& layer) { return size_t(layer.kind); }
+
+// Records where each key of a section that was not given is: at the nearest place that was.
+struct Locate {
+  Reader& reader;
+  std::string path;
+  Where where;
+  template <class T, class R> void operator()(T& member, const char* key, const R&, const char*, unsigned = 0) {
+    const std::string here = join(path, key);
+    reader.locations.emplace(here, where);
+    if constexpr (kVisitable<T>) {
+      Locate inner{reader, here, where};
+      visit_fields(member, inner);
+    }
+  }
+};
+
+// The keys a struct declares (for the unknown-key check, before any value is read).
+struct KeyNames {
+  std::vector<std::string> keys;
+  template <class T, class R> void operator()(T&, const char* key, const R&, const char*, unsigned = 0) { keys.push_back(key); }
+};
+template <class T> std::vector<std::string> keys_of(T& t) {
+  KeyNames names;
+  visit_fields(t, names);
+  return names.keys;
+}
+
+template <class T> void read(Reader& reader, const Field& field, T& member, const Sub&);
+
+// Reads one map's keys into a struct: the Section refuses unknown keys, then each declared key is read
+// in declaration order (a missing required one is an error; one not given is located at the section).
+struct Load {
+  Reader& reader;
+  const Section& section;
+  template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
+    const Field& parent = section.field();
+    const std::string path = join(parent.path, key);
+    if (std::optional<Field> field = section.get(key)) {
+      reader.given_keys.insert(path);
+      read(reader, *field, member, rule);
+    } else if (flags & kRequired) {
+      reader.fail(parent.where, section.label().empty() ? "config" : section.label(),
+                  fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
+    } else {
+      reader.locations.emplace(path, parent.where);
+      if constexpr (kVisitable<T>) {
+        Locate inner{reader, path, parent.where};
+        visit_fields(member, inner);
+      }
+    }
+  }
+};
+
+// Hooks around a struct's keys: before (what the map's form selects), check (what needs several keys).
+template <class T> void before(Reader&, const Field&, T&) {}
+template <class T> void check(Reader&, const Field&, T&) {}
+
+template <class T> void read_keys(Reader& reader, const Field& field, T& member, const std::string& label = "") {
+  before(reader, field, member);
+  Section section(reader, field, keys_of(member), label);
+  Load load{reader, section};
+  visit_fields(member, load);
+  check(reader, field, member);
+}
+
+// ---- reading each rule ----
+
+template <class T> void read(Reader& reader, const Field& field, T& member, const Int& rule) { member = T(integer(reader, field, rule.min, rule.max)); }
+void read(Reader& reader, const Field& field, std::optional<std::int64_t>& member, const Int& rule) {
+  member = integer(reader, field, rule.min, rule.max);
+}
+void read(Reader& reader, const Field& field, double& member, const Num& rule) {
+  member = number(reader, field);
+  if (rule.ok && !rule.ok(member)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, member));
+}
+void read(Reader& reader, const Field& field, bool& member, const Bool&) { member = boolean(reader, field); }
+void read(Reader& reader, const Field& field, std::string& member, const Text& rule) {
+  member = scalar(reader, field, rule.expected);
+  if (member.empty()) reader.fail(field, fmt::format("expected {}, got an empty string", rule.expected));
+}
+void read(Reader& reader, const Field& field, std::string& member, const Choice& rule) { member = choice(reader, field, *rule.names); }
+template <class E> void read(Reader& reader, const Field& field, E& member, const Choice& rule) requires std::is_enum_v<E> {
+  const std::string name = choice(reader, field, *rule.names);
+  member = E(std::find(rule.names->begin(), rule.names->end(), name) - rule.names->begin());
+}
+template <class T> void read(Reader& reader, const Field& field, T& member, const Sub&) { read_keys(reader, field, member); }
+template <class T> void read(Reader& reader, const Field& field, std::optional<T>& member, const Sub& rule) {
+  member.emplace();
+  read(reader, field, *member, rule);
+}
+template <class T> void read(Reader& reader, const Field& field, T& member, const Tagged& rule) {
+  const auto [kind, params] = tagged(reader, field, *rule.kinds, rule.what);
+  select(member, size_t(std::find(rule.kinds->begin(), rule.kinds->end(), kind) - rule.kinds->begin()));
+  read_keys(reader, params, member,
+            std::strcmp(rule.what, "schedule") == 0 ? fmt::format("{} ({} schedule)", params.path, kind) : "");
+}
+
+// A list node's items as fields; `expected` is the message when it is not a list of at least `min` items.
+std::vector<Field> items(Reader& reader, const Field& field, const std::string& expected, size_t min = 1) {
+  if (!field.node.IsSequence() || field.node.size() < min)
+    reader.fail(field, fmt::format("expected {}, got {}", expected,
+                                   field.node.IsSequence() && min == 1 ? "an empty list" : describe(field.node)));
+  std::vector<Field> result;
+  for (size_t i = 0; i < field.node.size(); ++i) result.push_back(reader.child(field, field.node[i], item(field.path, i)));
+  return result;
+}
+
+void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member, const Dims&) {
   std::vector<KeyedField> entries = reader.entries(dims, "a map of dim name -> size, e.g. {batch: 8}");
   if (entries.empty()) reader.fail(dims, "expected at least one dim, e.g. {batch: 8}");
   if (entries.size() > size_t(kMaxMeshDims))
@@ -461,30 +552,24 @@ MeshConfig read_mesh(Reader& reader, const Field& field) {
     if (entry.key == "unsharded")
       reader.fail(entry.key_where, dims.path, "'unsharded' is reserved for layouts; name the dim otherwise");
     const int size = int(integer(reader, entry.value, 1, kMaxDevices));
-    mesh.dims.push_back(MeshDimConfig{entry.key, size, entry.value.where});
+    member.push_back(MeshDimConfig{entry.key, size});
     if (!checked_product(devices, size, kMaxDevices, &devices))
       reader.fail(entry.value, fmt::format("the mesh {{{}}} has more than {} devices (the most a mesh may have)",
-                                           fmt::join(mesh.dim_names(), ", "), kMaxDevices));
+                                           fmt::join(reader.config->mesh.dim_names(), ", "), kMaxDevices));
   }
-  if (auto devices = section.get("devices")) {
-    mesh.devices = choice(reader, *devices, {"cpu", "gpu"}) == "cpu" ? DeviceKind::cpu : DeviceKind::gpu;
-    mesh.devices_where = devices->where;
-  } else {
-    mesh.devices_where = field.where;
-  }
-  return mesh;
 }
 
 // Specs of one tensor: a list of mesh dim names or "unsharded", no dim twice.
-std::vector<std::string> read_specs(Reader& reader, const Field& field, const MeshConfig& mesh) {
+void read(Reader& reader, const Field& field, std::vector<std::string>& specs, const Specs&) {
+  const MeshConfig& mesh = reader.config->mesh;
   if (!field.node.IsSequence() || field.node.size() == 0)
     reader.fail(field, fmt::format("expected a list of specs (mesh dims {} or unsharded), got {}",
                                    one_of(mesh.dim_names()), field.node.IsSequence() ? "an empty list" : describe(field.node)));
-  std::vector<std::string> specs;
   std::vector<std::string> known = mesh.dim_names();
   known.push_back("unsharded");
+  specs.clear();
   for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field spec_field = reader.child(field, field.node[i], fmt::format("{}[{}]", field.path, i));
+    const Field spec_field = reader.child(field, field.node[i], item(field.path, i));
     const std::string spec = scalar(reader, spec_field, "a mesh dim name or unsharded");
     if (std::find(known.begin(), known.end(), spec) == known.end())
       reader.fail(spec_field, fmt::format("'{}' is not a mesh dim (expected one of {}){}", shown(spec), one_of(known),
@@ -493,15 +578,37 @@ std::vector<std::string> read_specs(Reader& reader, const Field& field, const Me
       reader.fail(spec_field, fmt::format("mesh dim '{}' shards two axes; a dim may shard one axis only", spec));
     specs.push_back(spec);
   }
-  return specs;
 }
 
-// Where a mesh dim's size was written, for messages that use it.
-std::string dim_where(const MeshConfig& mesh, const std::string& name) {
-  for (const MeshDimConfig& dim : mesh.dims)
-    if (dim.name == name) return dim.where.str();
-  return "";
+// A seed: [s0, s1], or one integer s meaning [s, 0].
+void read(Reader& reader, const Field& field, std::array<std::int64_t, 2>& seed, const Seed&) {
+  const auto min = std::numeric_limits<std::int64_t>::min();
+  if (field.node.IsScalar()) {
+    seed = {integer(reader, field, min), 0};
+    return;
+  }
+  if (!field.node.IsSequence() || field.node.size() != 2)
+    reader.fail(field, fmt::format("expected a seed: two integers [s0, s1] (or one integer), got {}",
+                                   field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
+                                                           : describe(field.node)));
+  seed = {integer(reader, reader.child(field, field.node[0], item(field.path, 0)), min),
+          integer(reader, reader.child(field, field.node[1], item(field.path, 1)), min)};
 }
+
+// A window extent or stride: one integer n (meaning [n, n]) or [h, w], each in [1, 4096].
+void read(Reader& reader, const Field& field, std::array<int, 2>& pair, const Pair& rule) {
+  constexpr int kMax = 4096;
+  if (field.node.IsScalar()) {
+    const int n = int(integer(reader, field, 1, kMax));
+    pair = {n, n};
+    return;
+  }
+  if (!field.node.IsSequence() || field.node.size() != 2)
+    reader.fail(field, fmt::format("expected {}: one integer or [height, width], got {}", rule.what, describe(field.node)));
+  pair = {int(integer(reader, reader.child(field, field.node[0], item(field.path, 0)), 1, kMax)),
+          int(integer(reader, reader.child(field, field.node[1], item(field.path, 1)), 1, kMax))};
+}
+
 
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
@@ -536,420 +643,188 @@ void check_split(Reader& reader, const Field& field, const std::string& split, b
 }
 
 // data.validation_split: a fraction in (0, 1) (Keras' validation_split) or a split string (check_split).
-void read_validation_split(Reader& reader, const Field& field, DataConfig& data) {
+// Embedding tables without input_dim take the int vectorizer's max_tokens (the ids are below it).
+void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model) {
+  for (size_t i = 0; i < model.size(); ++i) {
+    EmbeddingConfig& embedding = model[i].embedding;
+    if (model[i].kind != LayerKind::embedding || embedding.input_dim > 0) continue;
+    if (!is_text(data.dataset) || data.vectorizer.mode != "int")
+      reader.fail(reader.at(item("model", i)), item("model", i) + ".embedding",
+                  "missing key 'input_dim' (the vocabulary size); it defaults to data.vectorizer.max_tokens only "
+                  "with vectorizer mode int");
+    embedding.input_dim = data.vectorizer.max_tokens;
+  }
+}
+
+
+void read(Reader& reader, const Field& field, std::string& split, const Split&) {
+  split = scalar(reader, field, "a split name");
+  check_split(reader, field, split, has_split_folders(reader.config->data.dataset));
+}
+
+// data.validation_split: a fraction in (0, 1) (Keras' validation_split) or a split string (check_split).
+void read(Reader& reader, const Field& field, std::string& split, const ValidationSplit& rule) {
   const std::string text = scalar(reader, field, "a fraction in (0, 1) or a split like train[90%:]");
-  data.validation_split_where = field.where;
   double value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   const bool numeric = !text.empty() && error == std::errc() && end == text.data() + text.size();
   if (!numeric && !text.empty() && (is_ascii_digit(text[0]) || text[0] == '-' || text[0] == '.'))
     reader.fail(field, fmt::format("expected a fraction in (0, 1) or a split like train[90%:], got '{}'", shown(text)));
   if (!numeric) {
-    check_split(reader, field, text, has_split_folders(data.dataset));
-    data.validation_split = text;
+    check_split(reader, field, text, has_split_folders(reader.config->data.dataset));
+    split = text;
     return;
   }
   if (!(value > 0 && value < 1))
     reader.fail(field, fmt::format("expected a fraction in (0, 1) (the last part of the training split held out), "
                                    "got {}",
                                    text));
-  data.validation_fraction = value;
+  *rule.fraction = value;
 }
 
 // data.classes: a list of distinct, non-empty names without control characters.
-std::vector<std::string> read_class_names(Reader& reader, const Field& field) {
+void read(Reader& reader, const Field& field, std::vector<std::string>& names, const ClassNames&) {
   if (!field.node.IsSequence() || field.node.size() < 2)
     reader.fail(field, fmt::format("expected a list of at least 2 class names, got {}", describe(field.node)));
-  std::vector<std::string> names;
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field item = reader.child(field, field.node[i], fmt::format("{}[{}]", field.path, i));
-    std::string name = scalar(reader, item, "a class name");
-    if (name.empty()) reader.fail(item, "expected a class name, got an empty string");
-    if (const std::string why = bad_name(name); !why.empty()) reader.fail(item, why);
+  for (const Field& entry : items(reader, field, "")) {
+    std::string name = scalar(reader, entry, "a class name");
+    if (name.empty()) reader.fail(entry, "expected a class name, got an empty string");
+    if (const std::string why = bad_name(name); !why.empty()) reader.fail(entry, why);
     if (std::find(names.begin(), names.end(), name) != names.end())
-      reader.fail(item, fmt::format("class '{}' is named twice", shown(name)));
+      reader.fail(entry, fmt::format("class '{}' is named twice", shown(name)));
     names.push_back(std::move(name));
   }
-  return names;
+  const Dataset dataset = reader.config->data.dataset;
+  const int known = known_class_count(dataset);
+  if (known > 0 && int(names.size()) != known)
+    reader.fail(field, fmt::format("dataset {} has {} classes, but {} names are given", to_string(dataset), known,
+                                   names.size()));
 }
 
-// image_folder's keys: image_shape [H, W, C] (required; C 1 grayscale or 3 rgb), resize, on_bad_file.
-void read_image_folder_keys(Reader& reader, const Field& data_field, Section& section, DataConfig& data) {
-  const Field image_shape = section.require("image_shape");
-  data.image_shape_where = image_shape.where;
-  const YAML::Node& node = image_shape.node;
-  if (!node.IsSequence() || node.size() != 3)
-    reader.fail(image_shape, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
-                                         describe(node)));
-  for (size_t axis = 0; axis < 3; ++axis) {
-    const Field extent = reader.child(image_shape, node[axis], fmt::format("{}[{}]", image_shape.path, axis));
-    if (axis < 2) {
-      data.image_shape.push_back(int(integer(reader, extent, 1, 1 << 15)));
-    } else {
-      const std::int64_t channels = integer(reader, extent, 1, 3);
-      if (channels == 2) reader.fail(extent, "expected 1 (grayscale) or 3 (rgb) channels, got 2");
-      data.image_shape.push_back(int(channels));
+// image_folder: [H, W, C] (C 1 grayscale or 3 rgb); mnist: flat, [28, 28] or [28, 28, 1] (NHWC).
+void read(Reader& reader, const Field& field, std::vector<int>& shape, const ImageShape&) {
+  const YAML::Node& node = field.node;
+  const Dataset dataset = reader.config->data.dataset;
+  if (dataset == Dataset::image_folder) {
+    if (!node.IsSequence() || node.size() != 3)
+      reader.fail(field, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
+                                     describe(node)));
+    for (size_t axis = 0; axis < 3; ++axis) {
+      const Field extent = reader.child(field, node[axis], item(field.path, axis));
+      const std::int64_t n = integer(reader, extent, 1, axis < 2 ? 1 << 15 : 3);
+      if (axis == 2 && n == 2) reader.fail(extent, "expected 1 (grayscale) or 3 (rgb) channels, got 2");
+      shape.push_back(int(n));
     }
+    return;
   }
-  if (auto resize = section.get("resize")) {
-    data.resize = choice(reader, *resize, {"bilinear", "nearest", "none"});
-    data.resize_where = resize->where;
-  } else {
-    data.resize_where = data_field.where;
-  }
-  if (auto on_bad_file = section.get("on_bad_file")) {
-    data.on_bad_file = choice(reader, *on_bad_file, {"error", "skip"});
-    data.on_bad_file_where = on_bad_file->where;
-  } else {
-    data.on_bad_file_where = data_field.where;
-  }
+  if (dataset != Dataset::mnist) reader.fail(field, "only datasets mnist and image_folder have an image_shape");
+  const bool flat = node.IsScalar() && node.Scalar() == "flat";
+  const bool square = node.IsSequence() && (node.size() == 2 || node.size() == 3) && node[0].IsScalar() &&
+                      node[1].IsScalar() && node[0].Scalar() == "28" && node[1].Scalar() == "28" &&
+                      (node.size() == 2 || (node[2].IsScalar() && node[2].Scalar() == "1"));
+  if (!flat && !square) reader.fail(field, fmt::format("expected flat, [28, 28] or [28, 28, 1], got {}", describe(node)));
+  if (square) shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
 }
 
-// data.arrays (dataset arrays). The example shape is the features' (read from the file when it is there),
-// or the one given, which must hold as many elements.
-ArraysConfig read_arrays(Reader& reader, const Field& field, const std::string& path) {
-  ArraysConfig arrays;
-  arrays.where = field.where;
-  Section section(reader, field, {"train", "test", "divide_by", "example_shape"});
-  for (const char* split : {"train", "test"}) {
-    const std::optional<Field> entry = section.get(split);
-    if (!entry) continue;
-    Section files(reader, *entry, {"features", "labels"});
-    ArraySplitConfig config;
-    config.where = entry->where;
-    for (auto [key, target] : {std::pair{"features", &config.features}, std::pair{"labels", &config.labels}}) {
-      const Field value = files.require(key);
-      *target = scalar(reader, value, "an HDF5 dataset path or a .npy file name");
-      if (target->empty()) reader.fail(value, "expected an HDF5 dataset path or a .npy file name, got an empty string");
-      if (std::string(key) == "features") config.features_where = value.where;
-    }
-    arrays.splits[split] = config;
-  }
-  if (arrays.splits.empty())
-    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
-  if (auto divide_by = section.get("divide_by")) arrays.divide_by = positive_number(reader, *divide_by);
-  arrays.example_shape_where = field.where;
-  if (auto shape = section.get("example_shape")) {
-    if (!shape->node.IsSequence() || shape->node.size() == 0)
-      reader.fail(*shape, fmt::format("expected a list of extents, e.g. [28, 28, 1], got {}", describe(shape->node)));
-    for (size_t i = 0; i < shape->node.size(); ++i)
-      arrays.example_shape.push_back(
-          integer(reader, reader.child(*shape, shape->node[i], fmt::format("{}[{}]", shape->path, i)), 1, kMaxTensorElements));
-    arrays.example_shape_given = true;
-    arrays.example_shape_where = shape->where;
-  }
-  const ArraySplitConfig& first = arrays.splits.count("train") ? arrays.splits.at("train") : arrays.splits.at("test");
-  if (!std::filesystem::exists(path)) {
-    if (!arrays.example_shape_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the example shape from; give example_shape", path));
-    return arrays;
-  }
-  Shape stored;
-  try {
-    const std::unique_ptr<data::ArrayFile> features = data::open_array(path, first.features);
-    data::check_features(*features);
-    stored = Shape(features->shape().begin() + 1, features->shape().end());
-  } catch (const UsageError& error) {
-    reader.fail(first.features_where, "data.arrays", error.what());
-  }
-  if (!arrays.example_shape_given) {
-    arrays.example_shape.assign(stored.begin(), stored.end());
-  } else if (num_elements(Shape(arrays.example_shape)) != num_elements(stored)) {
-    reader.fail(arrays.example_shape_where, "data.arrays.example_shape",
-                fmt::format("{} does not hold the examples of shape {} in '{}' ({})", shape_string(arrays.example_shape),
-                            shape_string(stored), path, first.features));
-  }
-  return arrays;
-}
-
-// data.csv (dataset csv): the label and feature columns, checked against the header row when the file is there.
-CsvConfig read_csv_columns(Reader& reader, const Field& field, const std::string& path) {
-  CsvConfig csv;
-  csv.where = field.where;
-  Section section(reader, field, {"label", "features"});
-  const Field label = section.require("label");
-  csv.label = scalar(reader, label, "a column name");
-  csv.label_where = label.where;
-  if (csv.label.empty()) reader.fail(label, "expected a column name, got an empty string");
-  csv.features_where = field.where;
-  std::vector<Field> feature_fields;
-  if (auto features = section.get("features")) {
-    if (!features->node.IsSequence() || features->node.size() == 0)
-      reader.fail(*features, fmt::format("expected a list of column names, got {}", describe(features->node)));
-    for (size_t i = 0; i < features->node.size(); ++i) {
-      const Field item = reader.child(*features, features->node[i], fmt::format("{}[{}]", features->path, i));
-      const std::string name = scalar(reader, item, "a column name");
-      if (name == csv.label) reader.fail(item, fmt::format("'{}' is the label column", shown(name)));
-      if (std::find(csv.features.begin(), csv.features.end(), name) != csv.features.end())
-        reader.fail(item, fmt::format("column '{}' is named twice", shown(name)));
-      csv.features.push_back(name);
-      feature_fields.push_back(item);
-    }
-    csv.features_given = true;
-    csv.features_where = features->where;
-  }
-  if (!std::filesystem::exists(path)) {
-    if (!csv.features_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the feature columns from; list them in features", path));
-    return csv;
-  }
-  std::vector<std::string> header;
-  try {
-    header = data::read_csv_header(path);
-  } catch (const UsageError& error) {
-    reader.fail(field, error.what());
-  }
-  auto check_column = [&](const Field& at, const std::string& name) {
-    if (std::find(header.begin(), header.end(), name) == header.end())
-      reader.fail(at, fmt::format("'{}' has no column '{}'{} (columns: {})", path, shown(name), suggestion(name, header),
-                                  one_of(header)));
-  };
-  check_column(label, csv.label);
-  for (size_t i = 0; i < feature_fields.size(); ++i) check_column(feature_fields[i], csv.features[i]);
-  if (!csv.features_given)
-    for (const std::string& name : header)
-      if (name != csv.label) csv.features.push_back(name);
-  if (csv.features.empty()) reader.fail(label, fmt::format("'{}' has no column besides the label", path));
-  return csv;
-}
-
-// The split names each dataset has: mnist and imdb train and test, arrays those data.arrays gives, csv
-// only train (TFDS' name for a data set of one split, which test_split slices too).
-void check_split_name(Reader& reader, const DataConfig& data, const std::string& split, const Where& where,
-                      const std::string& key) {
-  const std::string name = data::split_name(split);
-  if (data.dataset == Dataset::csv && name != "train")
-    reader.fail(where, "data." + key,
-                fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
-                            "test_split: train[80%:] (got '{}')", shown(split)));
-  if (data.dataset == Dataset::arrays && !data.arrays.splits.count(name))
-    reader.fail(where, "data." + key, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
-}
-
-DataConfig read_data(Reader& reader, const Field& field, const MeshConfig& mesh, const LoadOptions& options) {
-  DataConfig data;
-  data.where = field.where;
-  Section section(reader, field,
-                  {"dataset", "path", "train_split", "test_split", "vectorizer", "batch_size", "shuffle", "layout",
-                   "image_shape", "classes", "validation_split", "resize", "on_bad_file", "arrays", "csv",
-                   "prefetch"});
-
-  const Field dataset = section.require("dataset");
-  const std::string dataset_name =
-      choice(reader, dataset, {"mnist", "imdb", "text_folder", "image_folder", "arrays", "csv"});
-  data.dataset = dataset_name == "mnist"          ? Dataset::mnist
-                 : dataset_name == "imdb"         ? Dataset::imdb
-                 : dataset_name == "text_folder"  ? Dataset::text_folder
-                 : dataset_name == "image_folder" ? Dataset::image_folder
-                 : dataset_name == "arrays"       ? Dataset::arrays
-                                                  : Dataset::csv;
-  data.dataset_where = dataset.where;
-
-  const Field path = section.require("path");
-  data.path = scalar(reader, path, "a path");
-  data.path_where = path.where;
-  if (data.path.empty()) reader.fail(path, "expected a path, got an empty string");
-
-  for (auto [key, target, target_where] :
-       {std::tuple{"train_split", &data.train_split, &data.train_split_where},
-        std::tuple{"test_split", &data.test_split, &data.test_split_where}}) {
-    *target_where = field.where;
-    if (auto split = section.get(key)) {
-      *target = scalar(reader, *split, "a split name");
-      *target_where = split->where;
-      check_split(reader, *split, *target, has_split_folders(data.dataset));
-    }
-  }
-  data.validation_split_where = field.where;
-  if (auto validation = section.get("validation_split")) read_validation_split(reader, *validation, data);
-
-  // Arrays and CSV files are read now, for their example shape: a missing path is an error first.
-  if (options.check_data_path && (data.dataset == Dataset::arrays || data.dataset == Dataset::csv) &&
-      !std::filesystem::exists(data.path))
-    reader.fail(path, fmt::format("'{}' does not exist", data.path));
-  for (auto [key, kind, target] : {std::tuple{"arrays", Dataset::arrays, 0}, std::tuple{"csv", Dataset::csv, 1}}) {
-    const std::optional<Field> given = section.get(key);
-    if (given && data.dataset != kind) reader.fail(*given, fmt::format("only dataset {} reads this key; remove it", key));
-    if (!given && data.dataset == kind)
-      reader.fail(field, fmt::format("missing required key '{}' (dataset {}), e.g. {}", key, key,
-                                     kind == Dataset::arrays ? "{train: {features: /train/x, labels: /train/y}}"
-                                                             : "{label: species}"));
-    if (given && target == 0) data.arrays = read_arrays(reader, *given, data.path);
-    if (given && target == 1) data.csv = read_csv_columns(reader, *given, data.path);
-  }
-  check_split_name(reader, data, data.train_split, data.train_split_where, "train_split");
-  check_split_name(reader, data, data.test_split, data.test_split_where, "test_split");
-  if (!data.validation_split.empty())
-    check_split_name(reader, data, data.validation_split, data.validation_split_where, "validation_split");
-
-  if (auto vectorizer = section.get("vectorizer")) {
-    if (!is_text(data.dataset))
-      reader.fail(*vectorizer, "only datasets imdb and text_folder use a vectorizer; remove this key");
-    Section vectorizer_section(reader, *vectorizer, {"mode", "max_tokens", "output_sequence_length"});
-    if (auto mode = vectorizer_section.get("mode")) data.vectorizer.mode = choice(reader, *mode, {"tf_idf", "int"});
-    const bool ids = data.vectorizer.mode == "int";
-    const Field max_tokens = vectorizer_section.require("max_tokens");
-    data.vectorizer.max_tokens = int(integer(reader, max_tokens, ids ? 3 : 2, 1 << 24));
-    data.vectorizer.where = max_tokens.where;
-    if (ids) {
-      const Field length = vectorizer_section.require("output_sequence_length");
-      data.vectorizer.output_sequence_length = int(integer(reader, length, 1, 1 << 20));
-      data.vectorizer.sequence_length_where = length.where;
-    } else if (auto length = vectorizer_section.get("output_sequence_length")) {
-      reader.fail(*length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
-    }
-  } else if (is_text(data.dataset)) {
-    reader.fail(field, fmt::format("missing required key 'vectorizer' (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}",
-                                   to_string(data.dataset)));
-  }
-
-  if (data.dataset == Dataset::image_folder) {
-    read_image_folder_keys(reader, field, section, data);
-  } else if (auto image_shape = section.get("image_shape")) {
-    if (data.dataset != Dataset::mnist) reader.fail(*image_shape, "only datasets mnist and image_folder have an image_shape");
-    data.image_shape_where = image_shape->where;
-    const YAML::Node& node = image_shape->node;
-    const bool flat = node.IsScalar() && node.Scalar() == "flat";
-    // [28, 28, 1]: NHWC with one channel, what conv2d takes.
-    const bool square = node.IsSequence() && (node.size() == 2 || node.size() == 3) && node[0].IsScalar() &&
-                        node[1].IsScalar() && node[0].Scalar() == "28" && node[1].Scalar() == "28" &&
-                        (node.size() == 2 || (node[2].IsScalar() && node[2].Scalar() == "1"));
-    if (!flat && !square)
-      reader.fail(*image_shape, fmt::format("expected flat, [28, 28] or [28, 28, 1], got {}", describe(node)));
-    if (square) data.image_shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
-  } else {
-    data.image_shape_where = field.where;
-  }
-  if (data.dataset != Dataset::image_folder) {
-    for (const char* key : {"resize", "on_bad_file"})
-      if (auto given = section.get(key)) reader.fail(*given, "only dataset image_folder has this key; remove it");
-  }
-
-  data.classes_where = field.where;
-  if (auto classes = section.get("classes")) {
-    data.classes = read_class_names(reader, *classes);
-    data.classes_where = classes->where;
-    const int known = known_class_count(data.dataset);
-    if (known > 0 && int(data.classes.size()) != known)
-      reader.fail(*classes, fmt::format("dataset {} has {} classes, but {} names are given", to_string(data.dataset),
-                                        known, data.classes.size()));
-  }
-
-  const Field batch_size = section.require("batch_size");
-  data.batch_size = integer(reader, batch_size, 1);
-  data.batch_size_where = batch_size.where;
-
-  data.prefetch_where = field.where;
-  if (auto prefetch = section.get("prefetch")) {
-    data.prefetch = integer(reader, *prefetch, 0, 256);
-    data.prefetch_where = prefetch->where;
-  }
-
-  if (auto shuffle = section.get("shuffle")) {
-    data.shuffle.where = shuffle->where;
-    if (shuffle->node.IsScalar()) {
-      data.shuffle.enabled = boolean(reader, *shuffle);
-    } else {
-      Section shuffle_section(reader, *shuffle, {"seed"});
-      data.shuffle.enabled = true;
-      if (auto seed = shuffle_section.get("seed")) data.shuffle.seed = std::uint64_t(integer(reader, *seed, 0));
-    }
-  }
-
-  const std::vector<std::int64_t> example = data.example_shape();
-  if (auto layout = section.get("layout")) {
-    data.layout = read_specs(reader, *layout, mesh);
-    data.layout_given = true;
-    data.layout_where = layout->where;
-    if (data.layout.size() != example.size() + 1)
-      reader.fail(*layout, fmt::format("the input x has rank {} (batch{}), but the layout has {} specs",
-                                       example.size() + 1,
-                                       fmt::format(", {}", fmt::join(example, ", ")), data.layout.size()));
-  } else {
-    data.layout.assign(example.size() + 1, "unsharded");
-    data.layout[0] = mesh.dims.front().name;
-    data.layout_where = field.where;
-  }
-
-  // The global batch is cut into equal shards along data.layout[0]; each feature axis likewise.
-  const int batch_shards = mesh.size_of(data.layout[0]);
-  if (data.batch_size % batch_shards != 0)
-    reader.fail(batch_size, fmt::format("the global batch {} must be divisible by {}, the size of mesh dim '{}' "
-                                        "({}) that shards the batch (data.layout[0])",
-                                        data.batch_size, batch_shards, data.layout[0], dim_where(mesh, data.layout[0])));
-  for (size_t axis = 1; axis < data.layout.size(); ++axis) {
-    const int shards = mesh.size_of(data.layout[axis]);
-    if (example[axis - 1] % shards != 0)
-      reader.fail(data.layout_where, "data.layout",
-                  fmt::format("axis {} of the input x has {} elements, not divisible by {}, the size of mesh "
-                              "dim '{}' ({})",
-                              axis, example[axis - 1], shards, data.layout[axis], dim_where(mesh, data.layout[axis])));
-  }
-
-  if (options.check_data_path && !std::filesystem::exists(data.path)) {
-    if (data.dataset == Dataset::text_folder)
-      reader.fail(path, fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
-    reader.fail(path, fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
-                                  to_string(data.dataset), data.path));
-  }
-  return data;
-}
-
-InitializerConfig read_initializer(Reader& reader, const Field& field, std::array<std::int64_t, 2> default_seed) {
-  InitializerConfig init;
-  init.where = field.where;
-  init.seed = default_seed;
-  const auto [kind, params] = tagged(reader, field, {"zeros", "ones", "normal", "uniform", "glorot_uniform"},
-                                     "initializer");
-  if (kind == "zeros" || kind == "ones") {
-    init.kind = kind == "zeros" ? InitKind::zeros : InitKind::ones;
-    Section section(reader, params, {});
-    return init;
-  }
-  init.kind = kind == "normal" ? InitKind::normal : kind == "uniform" ? InitKind::uniform : InitKind::glorot_uniform;
-  std::vector<std::string> known{"seed"};
-  if (init.kind == InitKind::normal) known.insert(known.end(), {"mean", "stddev"});
-  if (init.kind == InitKind::uniform) known.insert(known.end(), {"minval", "maxval"});
-  Section section(reader, params, known);
-  if (auto seed = section.get("seed")) init.seed = seed_pair(reader, *seed), init.seed_given = true;
-  if (auto mean = section.get("mean")) init.mean = number(reader, *mean);
-  if (auto stddev = section.get("stddev")) init.stddev = positive_number(reader, *stddev);
-  if (auto minval = section.get("minval")) init.minval = number(reader, *minval);
-  if (auto maxval = section.get("maxval")) init.maxval = number(reader, *maxval);
-  if (init.kind == InitKind::uniform && !(init.minval < init.maxval))
-    reader.fail(field, fmt::format("expected minval < maxval, got {} and {}", init.minval, init.maxval));
-  return init;
-}
-
-// An activation name (none, relu, softmax, sigmoid, tanh, gelu).
-Activation read_activation(Reader& reader, const Field& field) {
-  const std::string name = choice(reader, field, kActivations);
-  return Activation(std::find(kActivations.begin(), kActivations.end(), name) - kActivations.begin());
-}
-
-PaddingKind read_padding(Reader& reader, const Field& field) {
-  return choice(reader, field, {"same", "valid"}) == "same" ? PaddingKind::same : PaddingKind::valid;
-}
-
-// A window extent or stride: one integer n (meaning [n, n]) or [h, w], each in [1, 4096].
-std::array<int, 2> int_pair(Reader& reader, const Field& field, const std::string& what) {
-  constexpr int kMax = 4096;
+void read(Reader& reader, const Field& field, ShuffleConfig& shuffle, const Shuffle&) {
   if (field.node.IsScalar()) {
-    const int n = int(integer(reader, field, 1, kMax));
-    return {n, n};
+    shuffle.enabled = boolean(reader, field);
+    return;
   }
-  if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected {}: one integer or [height, width], got {}", what, describe(field.node)));
-  return {int(integer(reader, reader.child(field, field.node[0], field.path + "[0]"), 1, kMax)),
-          int(integer(reader, reader.child(field, field.node[1], field.path + "[1]"), 1, kMax))};
+  Section section(reader, field, {"seed"});
+  shuffle.enabled = true;
+  if (auto seed = section.get("seed")) shuffle.seed = std::uint64_t(integer(reader, *seed, 0));
+}
+
+// epoch, never or a number of steps >= 1 (checkpoint.every); epoch or a number (train.validation_every).
+std::int64_t steps_or(Reader& reader, const Field& field, const std::vector<std::string>& words, std::string* word) {
+  const std::string expected = fmt::format("{} or a number of steps", fmt::join(words, ", "));
+  const std::string text = scalar(reader, field, expected);
+  if (std::find(words.begin(), words.end(), text) != words.end()) return *word = text, 0;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+    reader.fail(field, fmt::format("expected {} >= 1, got '{}'{}", expected, shown(text), suggestion(text, words)));
+  return integer(reader, field, 1);
+}
+void read(Reader& reader, const Field& field, CheckpointEvery& every, const Every& rule) {
+  std::string word;
+  *rule.steps = steps_or(reader, field, kEvery, &word);
+  every = *rule.steps > 0 ? CheckpointEvery::steps : word == kEvery[0] ? CheckpointEvery::epoch : CheckpointEvery::never;
+}
+void read(Reader& reader, const Field& field, std::int64_t& steps, const ValidationEvery&) {
+  std::string word;
+  steps = steps_or(reader, field, {kEvery[0]}, &word);
+}
+
+// A train.init_skip pattern (or --init-skip's): a bounded name that RE2 compiles.
+void check_init_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
+  const std::string bad = bad_name(pattern);
+  if (!bad.empty()) reader.fail(where, path, "pattern " + bad);
+  std::string error;
+  if (!nn::compile_layout_pattern(pattern, &error))
+    reader.fail(where, path, fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(pattern), error));
+}
+void read(Reader& reader, const Field& field, std::vector<std::string>& patterns, const Patterns&) {
+  if (!field.node.IsSequence())
+    reader.fail(field, fmt::format("expected a list of variable patterns (e.g. ['dense3/.*']), got {}", describe(field.node)));
+  for (size_t i = 0; i < field.node.size(); ++i) {
+    const Field entry = reader.child(field, field.node[i], item(field.path, i));
+    patterns.push_back(scalar(reader, entry, "a variable pattern"));
+    check_init_pattern(reader, entry.where, entry.path, patterns.back());
+  }
+}
+
+void read(Reader& reader, const Field& field, std::vector<std::int64_t>& shape, const Extents&) {
+  for (const Field& extent : items(reader, field, "a list of extents, e.g. [28, 28, 1]"))
+    shape.push_back(integer(reader, extent, 1, kMaxTensorElements));
+}
+
+void read(Reader& reader, const Field& field, std::vector<std::string>& columns, const Columns&) {
+  const std::string& label = reader.config->data.csv.label;
+  for (const Field& entry : items(reader, field, "a list of column names")) {
+    const std::string name = scalar(reader, entry, "a column name");
+    if (name == label) reader.fail(entry, fmt::format("'{}' is the label column", shown(name)));
+    if (std::find(columns.begin(), columns.end(), name) != columns.end())
+      reader.fail(entry, fmt::format("column '{}' is named twice", shown(name)));
+    columns.push_back(name);
+  }
+}
+
+void read(Reader& reader, const Field& field, std::vector<std::int64_t>& boundaries, const Steps&) {
+  for (const Field& step : items(reader, field, "a list of steps"))
+    boundaries.push_back(integer(reader, step, boundaries.empty() ? 0 : boundaries.back() + 1));
+}
+
+void read(Reader& reader, const Field& field, std::vector<double>& values, const Rates&) {
+  const size_t expected = reader.config->train.optimizer.schedule.boundaries.size() + 1;
+  if (!field.node.IsSequence() || field.node.size() != expected)
+    reader.fail(field, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}", expected,
+                                   field.node.IsSequence() ? fmt::format("{}", field.node.size()) : describe(field.node)));
+  for (const Field& rate : items(reader, field, "")) values.push_back(positive_number(reader, rate));
+}
+
+// train.clip: {global_norm: C} or {value: C}, one of them.
+void read(Reader& reader, const Field& field, ClipConfig& clip, const Clip&) {
+  const auto [kind, value] = tagged(reader, field, kClipKinds, "clip");
+  if (!value.node.IsDefined() || value.node.IsNull())
+    reader.fail(field, fmt::format("expected {{{}: C}} with a number C > 0", kind));
+  (kind == kClipKinds[0] ? clip.global_norm : clip.value) = positive_number(reader, value);
+}
+
+void read(Reader& reader, const Field& field, std::string& name, const LayerName&) {
+  name = scalar(reader, field, "a layer name");
+  if (name.size() > kMaxNameLength)
+    reader.fail(field, fmt::format("'{}' is too long for a layer name: at most {} characters", shown(name), kMaxNameLength));
+  if (!is_layer_name(name))
+    reader.fail(field, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
+                                   "variable paths like NAME/kernel)",
+                                   shown(name)));
 }
 
 std::string default_name_stem(LayerKind kind) { return kind == LayerKind::batch_norm ? "bn" : to_string(kind); }
 
-LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts,
-                       const MeshConfig& mesh) {
+// One layer: its type is the one key among the layer kinds; its defaults depend on its index (seeds).
+LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts) {
   LayerConfig layer;
-  layer.where = field.where;
   std::vector<KeyedField> entries =
       reader.entries(field, fmt::format("a layer: a map with one of {}, e.g. {{dense: 128, activation: relu}}",
                                         one_of(kLayerKinds)));
@@ -969,485 +844,383 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
     reader.fail(field, fmt::format("expected a layer: a map with one of {}, got {}", one_of(kLayerKinds),
                                    entries.empty() ? "an empty map" : "keys " + entries.front().key + "..."));
   }
-  const std::string kind = type->key;
-  layer.kind = LayerKind(std::find(kLayerKinds.begin(), kLayerKinds.end(), kind) - kLayerKinds.begin());
-  const int number_of_kind = ++counts[layer.kind];
-
-  std::vector<std::string> known{kind, "name"};
-  if (layer.kind == LayerKind::dense) known.insert(known.end(), {"activation", "use_bias", "init", "bias_init"});
-  if (layer.kind == LayerKind::conv2d)
-    known.insert(known.end(), {"kernel_size", "strides", "padding", "activation", "use_bias", "init", "bias_init"});
-  if (layer.kind == LayerKind::max_pool2d || layer.kind == LayerKind::avg_pool2d)
-    known.insert(known.end(), {"strides", "padding"});
-  if (layer.kind == LayerKind::embedding) known.insert(known.end(), {"input_dim", "init"});
-  if (layer.kind == LayerKind::dropout) known.push_back("seed");
-  Section section(reader, field, known, fmt::format("{} ({})", field.path, kind));
-  const Field value = *section.get(kind);
-  const std::int64_t seed_base = 1000 + index;
-
-  switch (layer.kind) {
-    case LayerKind::dense: {
-      layer.dense.units = int(integer(reader, value, 1, std::numeric_limits<int>::max()));
-      layer.dense.units_where = value.where;
-      if (auto activation = section.get("activation")) layer.dense.activation = read_activation(reader, *activation);
-      if (auto use_bias = section.get("use_bias")) layer.dense.use_bias = boolean(reader, *use_bias);
-      layer.dense.kernel_init.kind = InitKind::glorot_uniform;
-      layer.dense.kernel_init.seed = {seed_base, 0};
-      layer.dense.kernel_init.where = value.where;
-      if (auto init = section.get("init")) layer.dense.kernel_init = read_initializer(reader, *init, {seed_base, 0});
-      layer.dense.bias_init.seed = {seed_base, 1};
-      layer.dense.bias_init.where = value.where;
-      if (auto init = section.get("bias_init")) {
-        if (!layer.dense.use_bias) reader.fail(*init, "use_bias is false, so there is no bias to initialize");
-        layer.dense.bias_init = read_initializer(reader, *init, {seed_base, 1});
-      }
-      break;
-    }
-    case LayerKind::batch_norm: {
-      Section params(reader, value, {"center", "scale", "momentum", "epsilon"});
-      BatchNormConfig& bn = layer.batch_norm;
-      const bool keras_style = value.node.IsMap() && value.node.size() > 0;
-      if (keras_style) bn = BatchNormConfig{false, true, true, 0.99, 1e-3};
-      if (auto center = params.get("center")) bn.center = boolean(reader, *center);
-      if (auto scale = params.get("scale")) bn.scale = boolean(reader, *scale);
-      if (auto momentum = params.get("momentum")) bn.momentum = fraction(reader, *momentum);
-      if (auto epsilon = params.get("epsilon")) bn.epsilon = positive_number(reader, *epsilon);
-      break;
-    }
-    case LayerKind::dropout: {
-      layer.dropout.rate = fraction(reader, value);
-      layer.dropout.seed = {seed_base, 2};
-      if (auto seed = section.get("seed")) layer.dropout.seed = seed_pair(reader, *seed), layer.dropout.seed_given = true;
-      break;
-    }
-    case LayerKind::conv2d: {
-      Conv2dConfig& conv = layer.conv2d;
-      conv.filters = int(integer(reader, value, 1, 1 << 20));
-      conv.filters_where = value.where;
-      const Field kernel_size = section.require("kernel_size");
-      conv.kernel_size = int_pair(reader, kernel_size, "a kernel size");
-      conv.kernel_size_where = kernel_size.where;
-      if (auto strides = section.get("strides")) conv.strides = int_pair(reader, *strides, "strides");
-      if (auto padding = section.get("padding")) conv.padding = read_padding(reader, *padding);
-      if (auto activation = section.get("activation")) conv.activation = read_activation(reader, *activation);
-      if (auto use_bias = section.get("use_bias")) conv.use_bias = boolean(reader, *use_bias);
-      conv.kernel_init.kind = InitKind::glorot_uniform;
-      conv.kernel_init.seed = {seed_base, 0};
-      conv.kernel_init.where = value.where;
-      if (auto init = section.get("init")) conv.kernel_init = read_initializer(reader, *init, {seed_base, 0});
-      conv.bias_init.seed = {seed_base, 1};
-      conv.bias_init.where = value.where;
-      if (auto init = section.get("bias_init")) {
-        if (!conv.use_bias) reader.fail(*init, "use_bias is false, so there is no bias to initialize");
-        conv.bias_init = read_initializer(reader, *init, {seed_base, 1});
-      }
-      break;
-    }
-    case LayerKind::max_pool2d:
-    case LayerKind::avg_pool2d: {
-      layer.pool2d.pool_size = int_pair(reader, value, "a pool size");
-      layer.pool2d.strides = layer.pool2d.pool_size;
-      if (auto strides = section.get("strides")) layer.pool2d.strides = int_pair(reader, *strides, "strides");
-      if (auto padding = section.get("padding")) layer.pool2d.padding = read_padding(reader, *padding);
-      break;
-    }
-    case LayerKind::embedding: {
-      EmbeddingConfig& embedding = layer.embedding;
-      embedding.output_dim = int(integer(reader, value, 1, 1 << 20));
-      embedding.output_dim_where = value.where;
-      embedding.input_dim_where = value.where;
-      if (auto input_dim = section.get("input_dim")) {
-        embedding.input_dim = int(integer(reader, *input_dim, 1, 1 << 28));
-        embedding.input_dim_where = input_dim->where;
-      }
-      embedding.init.kind = InitKind::uniform;
-      embedding.init.seed = {seed_base, 0};
-      embedding.init.where = value.where;
-      if (auto init = section.get("init")) embedding.init = read_initializer(reader, *init, {seed_base, 0});
-      break;
-    }
-    case LayerKind::layer_norm: {
-      Section params(reader, value, {"epsilon", "center", "scale"});
-      if (auto epsilon = params.get("epsilon")) layer.layer_norm.epsilon = positive_number(reader, *epsilon);
-      if (auto center = params.get("center")) layer.layer_norm.center = boolean(reader, *center);
-      if (auto scale = params.get("scale")) layer.layer_norm.scale = boolean(reader, *scale);
-      break;
-    }
-    case LayerKind::relayout: {
-      layer.relayout.specs = read_specs(reader, value, mesh);
-      layer.relayout.where = value.where;
-      break;
-    }
-    case LayerKind::flatten:
-    case LayerKind::relu:
-    case LayerKind::softmax:
-    case LayerKind::global_average_pool:
-    case LayerKind::sigmoid:
-    case LayerKind::tanh:
-    case LayerKind::gelu: {
-      Section params(reader, value, {});
-      break;
-    }
+  layer.kind = LayerKind(std::find(kLayerKinds.begin(), kLayerKinds.end(), type->key) - kLayerKinds.begin());
+  const std::int64_t seed = 1000 + index;
+  for (WeightsConfig* weights : {static_cast<WeightsConfig*>(&layer.dense), static_cast<WeightsConfig*>(&layer.conv2d)}) {
+    weights->kernel_init = InitializerConfig{InitKind::glorot_uniform, {seed, 0}};
+    weights->bias_init.seed = {seed, 1};
   }
+  layer.dropout.seed = {seed, 2};
+  layer.embedding.init = InitializerConfig{InitKind::uniform, {seed, 0}};
+  layer.pool2d.strides = {0, 0};
+  read_keys(reader, field, layer, fmt::format("{} ({})", field.path, type->key));
 
-  layer.name = default_name_stem(layer.kind) + std::to_string(number_of_kind);
-  if (auto name = section.get("name")) {
-    layer.name = scalar(reader, *name, "a layer name");
-    layer.name_given = true;
-    if (layer.name.size() > kMaxNameLength)
-      reader.fail(*name, fmt::format("'{}' is too long for a layer name: at most {} characters", shown(layer.name),
-                                     kMaxNameLength));
-    if (!is_layer_name(layer.name))
-      reader.fail(*name, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
-                                     "variable paths like NAME/kernel)",
-                                     shown(layer.name)));
-  }
+  const std::string bias_init = join(field.path, "bias_init");
+  if (reader.locations.count(bias_init) && ((layer.kind == LayerKind::dense && !layer.dense.use_bias) ||
+                                  (layer.kind == LayerKind::conv2d && !layer.conv2d.use_bias)))
+    reader.fail(reader.at(bias_init), bias_init, "use_bias is false, so there is no bias to initialize");
+  if (layer.pool2d.strides[0] == 0) layer.pool2d.strides = layer.pool2d.pool_size;
+  layer.dropout.seed_given = reader.given(join(field.path, "seed"));
+  layer.name_given = reader.given(join(field.path, "name"));
+  if (!layer.name_given) layer.name = default_name_stem(layer.kind) + std::to_string(++counts[layer.kind]);
+  else ++counts[layer.kind];
   return layer;
 }
 
-std::vector<LayerConfig> read_model(Reader& reader, const Field& field, const MeshConfig& mesh) {
-  if (!field.node.IsSequence() || field.node.size() == 0)
-    reader.fail(field, fmt::format("expected a list of layers, e.g. [{{dense: 128, activation: relu}}, {{dense: 10}}], "
-                                   "got {}",
-                                   field.node.IsSequence() ? "an empty list" : describe(field.node)));
-  std::vector<LayerConfig> model;
+void read(Reader& reader, const Field& field, std::vector<LayerConfig>& model, const Layers&) {
   std::map<LayerKind, int> counts;
   std::map<std::string, Where> names;
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field item = reader.child(field, field.node[i], fmt::format("model[{}]", i));
-    LayerConfig layer = read_layer(reader, item, int(i), counts, mesh);
-    auto [earlier, inserted] = names.emplace(layer.name, layer.where);
+  const std::vector<Field> layers =
+      items(reader, field, "a list of layers, e.g. [{dense: 128, activation: relu}, {dense: 10}]");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerConfig layer = read_layer(reader, layers[i], int(i), counts);
+    auto [earlier, inserted] = names.emplace(layer.name, layers[i].where);
     if (!inserted)
-      reader.fail(item, fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
-                                    layer.name_given ? "" : "; give this layer a name"));
+      reader.fail(layers[i], fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
+                                         layer.name_given ? "" : "; give this layer a name"));
     model.push_back(std::move(layer));
   }
-  return model;
+  fill_embedding_vocabulary(reader, reader.config->data, model);
+  reader.config->locations = reader.locations;
+  model_shapes(*reader.config);
 }
 
-std::vector<LayoutRule> read_layouts(Reader& reader, const Field& field, const MeshConfig& mesh) {
-  std::vector<LayoutRule> rules;
+void read(Reader& reader, const Field& field, std::vector<LayoutRule>& rules, const LayoutRules&) {
   int index = 0;
   for (const KeyedField& entry : reader.entries(field, "a map of variable regex -> specs, e.g. {dense1/kernel: [unsharded, model]}")) {
-    LayoutRule rule;
-    rule.pattern = entry.key;
-    rule.where = entry.key_where;
-    reader.locations[fmt::format("layouts[{}]", index++)] = entry.key_where;
+    LayoutRule rule{entry.key, {}};
+    reader.locations[item("layouts", index++)] = entry.key_where;
     // entries() has bounded the key (kMaxNameLength, no control characters). RE2 checks it: linear time,
     // bounded stack, whatever the pattern (std::regex recursed once per group or character).
     std::string error;
     if (!nn::compile_layout_pattern(entry.key, &error))
       reader.fail(entry.key_where, "layouts",
                   fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(entry.key), error));
-    const Field specs{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where};
-    rule.specs = read_specs(reader, specs, mesh);
+    read(reader, Field{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where}, rule.specs, Specs{});
     rules.push_back(std::move(rule));
   }
-  return rules;
 }
 
-// The model's shapes from the example shape on, layer by layer, as the engine will make them: every size the
-// config's numbers multiply into (a batch of examples, each kernel or table, each layer's activations) with
-// overflow-checked products (more than kMaxTensorElements is an error at the number), layers given an input
-// they cannot take (a conv2d on flat pixels, a relayout of the wrong rank), and spatially sharded image axes
-// (data.layout, relayout) that a window layer would cut into uneven bands: an error at that layout.
-void check_shapes(Reader& reader, const DataConfig& data, const std::vector<LayerConfig>& model, const MeshConfig& mesh) {
-  std::vector<std::int64_t> shape = data.example_shape();
-  std::int64_t features = 1;
-  for (std::int64_t extent : shape)
-    if (!checked_product(features, extent, kMaxTensorElements, &features))
-      reader.fail(data.where, "data", fmt::format("an example has more than {} elements", kMaxTensorElements));
-  std::int64_t elements = 0;
-  if (!checked_product(data.batch_size, features, kMaxTensorElements, &elements))
-    reader.fail(data.batch_size_where, "data.batch_size",
-                fmt::format("a batch of {} examples of {} elements each has more than {} elements (the most a "
-                            "tensor may have)",
-                            data.batch_size, features, kMaxTensorElements));
-  // The specs of the example's axes (batch excluded) and where they were set.
-  std::vector<std::string> specs(data.layout.begin() + 1, data.layout.end());
-  Where specs_where = data.layout_where;
-  std::string specs_path = "data.layout";
-  const auto unshard = [&] { specs.assign(shape.size(), "unsharded"); };
-  const auto shape_text = [&] { return fmt::format("[batch, {}]", fmt::join(shape, ", ")); };
+// ---- what needs several keys ----
 
-  for (size_t i = 0; i < model.size(); ++i) {
-    const LayerConfig& layer = model[i];
-    const std::string path = fmt::format("model[{}].{}", i, to_string(layer.kind));
-    const std::string name = fmt::format("layer '{}' ({})", layer.name, layer.where.str());
-    // The number of elements of a variable or kernel, checked.
-    const auto product = [&](std::initializer_list<std::int64_t> extents, const Where& where, const std::string& what) {
-      std::int64_t total = 1;
-      for (std::int64_t extent : extents)
-        if (!checked_product(total, extent, kMaxTensorElements, &total))
-          reader.fail(where, path, fmt::format("{} has more than {} elements (the most a tensor may have)", what,
-                                               kMaxTensorElements));
-      return total;
-    };
+void before(Reader&, const Field& field, BatchNormConfig& bn) {
+  if (field.node.IsMap() && field.node.size() > 0) bn = BatchNormConfig{false, true, true, 0.99, 1e-3};
+}
+
+void check(Reader& reader, const Field& field, InitializerConfig& init) {
+  init.seed_given = reader.given(join(field.path, "seed"));
+  const std::string at = field.path.substr(0, field.path.rfind('.'));  // the init key, above its kind
+  if (init.kind == InitKind::uniform && !(init.minval < init.maxval))
+    reader.fail(reader.at(at), at, fmt::format("expected minval < maxval, got {} and {}", init.minval, init.maxval));
+}
+
+void check(Reader& reader, const Field& field, OptimizerConfig& opt) {
+  const std::string nesterov = join(field.path, "nesterov"), learning_rate = join(field.path, "learning_rate");
+  if (opt.nesterov && opt.momentum == 0)
+    reader.fail(reader.at(nesterov), nesterov, "nesterov needs a momentum > 0 (e.g. momentum: 0.9)");
+  optim::LearningRateSchedule& schedule = opt.schedule;
+  if (schedule.kind == optim::ScheduleKind::step) {
+    if (reader.given(learning_rate) && schedule.values.front() != opt.learning_rate)
+      reader.fail(reader.at(learning_rate), learning_rate,
+                  fmt::format("{} but the step schedule's values[0] is {}: the schedule's values are the rates; "
+                              "drop learning_rate or make them equal",
+                              opt.learning_rate, schedule.values.front()));
+    opt.learning_rate = schedule.values.front();
+  }
+  schedule.learning_rate = opt.learning_rate;
+}
+
+void check(Reader& reader, const Field& field, EarlyStoppingConfig& stopping) {
+  if (stopping.restore_best_weights)
+    reader.fail(reader.at(join(field.path, "restore_best_weights")), join(field.path, "restore_best_weights"),
+                "restoring the best weights at the end is not supported; set checkpoint.keep_best: " + stopping.monitor +
+                    " and evaluate or predict with the checkpoint DIR/best names");
+}
+
+void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, const Sub&) {
+  if (!is_text(reader.config->data.dataset))
+    reader.fail(field, "only datasets imdb and text_folder use a vectorizer; remove this key");
+  read_keys(reader, field, vectorizer);
+  const std::string length = join(field.path, "output_sequence_length");
+  if (vectorizer.mode != "int" && reader.given(length))
+    reader.fail(reader.at(length), length,
+                "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
+}
+
+// Arrays and CSV files are read now, for their example shape: a missing path is an error first.
+void check_dataset_key(Reader& reader, const Field& field, Dataset dataset, const std::string& key) {
+  const DataConfig& data = reader.config->data;
+  if (data.dataset != dataset) reader.fail(field, fmt::format("only dataset {} reads this key; remove it", key));
+  if (reader.options->check_data_path && !std::filesystem::exists(data.path))
+    reader.fail(reader.at("data.path"), "data.path", fmt::format("'{}' does not exist", data.path));
+}
+
+// data.arrays: the example shape is the features' (read from the file when it is there), or the one given,
+// which must hold as many elements.
+void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) {
+  check_dataset_key(reader, field, Dataset::arrays, "arrays");
+  read_keys(reader, field, arrays);
+  if (!arrays.train && !arrays.test)
+    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
+  const std::string shape_path = join(field.path, "example_shape");
+  arrays.example_shape_given = reader.given(shape_path);
+  const std::string& path = reader.config->data.path;
+  const ArraySplitConfig& first = arrays.train ? *arrays.train : *arrays.test;
+  if (!std::filesystem::exists(path)) {
+    if (!arrays.example_shape_given)
+      reader.fail(field, fmt::format("'{}' is not there to read the example shape from; give example_shape", path));
+    return;
+  }
+  Shape stored;
+  try {
+    const std::unique_ptr<data::ArrayFile> features = data::open_array(path, first.features);
+    data::check_features(*features);
+    stored = Shape(features->shape().begin() + 1, features->shape().end());
+  } catch (const UsageError& error) {
+    reader.fail(reader.at(fmt::format("data.arrays.{}.features", arrays.train ? "train" : "test")), "data.arrays", error.what());
+  }
+  if (!arrays.example_shape_given) {
+    arrays.example_shape.assign(stored.begin(), stored.end());
+  } else if (num_elements(Shape(arrays.example_shape)) != num_elements(stored)) {
+    reader.fail(reader.at(shape_path), shape_path,
+                fmt::format("{} does not hold the examples of shape {} in '{}' ({})", shape_string(arrays.example_shape),
+                            shape_string(stored), path, first.features));
+  }
+}
+
+// data.csv: the label and feature columns, checked against the header row when the file is there.
+void read(Reader& reader, const Field& field, CsvConfig& csv, const Sub&) {
+  check_dataset_key(reader, field, Dataset::csv, "csv");
+  read_keys(reader, field, csv);
+  const std::string label_path = join(field.path, "label"), features_path = join(field.path, "features");
+  csv.features_given = reader.given(features_path);
+  const std::string& path = reader.config->data.path;
+  if (!std::filesystem::exists(path)) {
+    if (!csv.features_given)
+      reader.fail(field, fmt::format("'{}' is not there to read the feature columns from; list them in features", path));
+    return;
+  }
+  std::vector<std::string> header;
+  try {
+    header = data::read_csv_header(path);
+  } catch (const UsageError& error) {
+    reader.fail(field, error.what());
+  }
+  auto check_column = [&](const std::string& at, const std::string& name) {
+    if (std::find(header.begin(), header.end(), name) == header.end())
+      reader.fail(reader.at(at), at, fmt::format("'{}' has no column '{}'{} (columns: {})", path, shown(name),
+                                                 suggestion(name, header), one_of(header)));
+  };
+  check_column(label_path, csv.label);
+  for (size_t i = 0; i < csv.features.size() && csv.features_given; ++i) check_column(item(features_path, i), csv.features[i]);
+  if (!csv.features_given)
+    for (const std::string& name : header)
+      if (name != csv.label) csv.features.push_back(name);
+  if (csv.features.empty()) reader.fail(reader.at(label_path), label_path, fmt::format("'{}' has no column besides the label", path));
+}
+
+// The split names each dataset has: mnist and imdb train and test, arrays those data.arrays gives, csv
+// only train (TFDS' name for a data set of one split, which test_split slices too).
+void check_split_name(Reader& reader, const DataConfig& data, const std::string& split, const std::string& key) {
+  const std::string name = data::split_name(split), path = "data." + key;
+  if (data.dataset == Dataset::csv && name != "train")
+    reader.fail(reader.at(path), path,
+                fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
+                            "test_split: train[80%:] (got '{}')", shown(split)));
+  if (data.dataset == Dataset::arrays && !data.arrays.split(name))
+    reader.fail(reader.at(path), path, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
+}
+
+void check(Reader& reader, const Field& field, DataConfig& data) {
+  for (auto [key, dataset] : {std::pair{"arrays", Dataset::arrays}, std::pair{"csv", Dataset::csv}})
+    if (data.dataset == dataset && !reader.given(join(field.path, key)))
+      reader.fail(field, fmt::format("missing required key '{}' (dataset {}), e.g. {}", key, key,
+                                     dataset == Dataset::arrays ? "{train: {features: /train/x, labels: /train/y}}"
+                                                                : "{label: species}"));
+  check_split_name(reader, data, data.train_split, "train_split");
+  check_split_name(reader, data, data.test_split, "test_split");
+  if (!data.validation_split.empty()) check_split_name(reader, data, data.validation_split, "validation_split");
+  if (is_text(data.dataset) && !reader.given(join(field.path, "vectorizer")))
+    reader.fail(field, fmt::format("missing required key 'vectorizer' (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}",
+                                   to_string(data.dataset)));
+  if (data.dataset == Dataset::image_folder && !reader.given(join(field.path, "image_shape")))
+    reader.fail(field.where, field.path, "missing required key 'image_shape'");
+  for (const char* key : {"resize", "on_bad_file"})
+    if (data.dataset != Dataset::image_folder && reader.given(join(field.path, key)))
+      reader.fail(reader.at(join(field.path, key)), join(field.path, key), "only dataset image_folder has this key; remove it");
+
+  const MeshConfig& mesh = reader.config->mesh;
+  const std::vector<std::int64_t> example = data.example_shape();
+  const std::string layout = join(field.path, "layout");
+  data.layout_given = reader.given(layout);
+  if (data.layout_given && data.layout.size() != example.size() + 1)
+    reader.fail(reader.at(layout), layout,
+                fmt::format("the input x has rank {} (batch{}), but the layout has {} specs", example.size() + 1,
+                            fmt::format(", {}", fmt::join(example, ", ")), data.layout.size()));
+  if (!data.layout_given) {
+    data.layout.assign(example.size() + 1, "unsharded");
+    data.layout[0] = mesh.dims.front().name;
+  }
+  // The global batch is cut into equal shards along data.layout[0]; each feature axis likewise.
+  const auto dim_where = [&](const std::string& name) { return reader.at("mesh.dims." + name).str(); };
+  const int batch_shards = mesh.size_of(data.layout[0]);
+  if (data.batch_size % batch_shards != 0)
+    reader.fail(reader.at("data.batch_size"), "data.batch_size",
+                fmt::format("the global batch {} must be divisible by {}, the size of mesh dim '{}' ({}) that shards "
+                            "the batch (data.layout[0])",
+                            data.batch_size, batch_shards, data.layout[0], dim_where(data.layout[0])));
+  for (size_t axis = 1; axis < data.layout.size(); ++axis) {
+    const int shards = mesh.size_of(data.layout[axis]);
+    if (example[axis - 1] % shards != 0)
+      reader.fail(reader.at(layout), layout,
+                  fmt::format("axis {} of the input x has {} elements, not divisible by {}, the size of mesh "
+                              "dim '{}' ({})",
+                              axis, example[axis - 1], shards, data.layout[axis], dim_where(data.layout[axis])));
+  }
+  if (reader.options->check_data_path && !std::filesystem::exists(data.path)) {
+    if (data.dataset == Dataset::text_folder)
+      reader.fail(reader.at("data.path"), "data.path",
+                  fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
+    reader.fail(reader.at("data.path"), "data.path",
+                fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
+                            to_string(data.dataset), data.path));
+  }
+}
+
+}  // namespace
+
+// The one shape walk: each layer's own output_shape (core/nn) from the example shape on. Before each step it
+// checks what the config's numbers imply: sizes they multiply into (overflow-checked: more than
+// kMaxTensorElements is an error at the number), inputs a layer cannot take (a conv2d on flat pixels, a
+// relayout of the wrong rank), and spatially sharded image axes (data.layout, relayout) that a window layer
+// would cut into uneven bands (an error at that layout).
+std::vector<Shape> model_shapes(const Config& config) {
+  const DataConfig& data = config.data;
+  const MeshConfig& mesh = config.mesh;
+  const auto fail = [&](const std::string& at, const std::string& path, const std::string& what) {
+    throw_config_error(config.where(at), fmt::format("{}: {}", path, what));
+  };
+  const auto elements = [&](const std::vector<std::int64_t>& extents, const std::string& at, const std::string& path, const std::string& what) {
+    std::int64_t total = 1;
+    for (std::int64_t extent : extents)
+      if (!checked_product(total, extent, kMaxTensorElements, &total))
+        fail(at, path, fmt::format("{} has more than {} elements (the most a tensor may have)", what, kMaxTensorElements));
+    return total;
+  };
+  const std::vector<std::int64_t> example = data.example_shape();
+  const std::int64_t features = elements(example, "data", "data", "an example");
+  std::int64_t batch_elements = 0;
+  if (!checked_product(data.batch_size, features, kMaxTensorElements, &batch_elements))
+    fail("data.batch_size", "data.batch_size",
+         fmt::format("a batch of {} examples of {} elements each has more than {} elements (the most a tensor may have)",
+                     data.batch_size, features, kMaxTensorElements));
+  Shape shape{data.batch_size};
+  for (std::int64_t extent : example) shape.push_back(extent);
+  // The specs of the axes (batch first) and where they were set.
+  std::vector<std::string> specs = data.layout;
+  std::string specs_at = "data.layout", specs_path = "data.layout";
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < config.model.size(); ++i) {
+    const LayerConfig& layer = config.model[i];
+    const std::string at = item("model", i), path = join(at, to_string(layer.kind));
+    const std::string name = fmt::format("layer '{}' ({})", layer.name, config.where(at).str());
+    const std::string shape_text = fmt::format("[batch, {}]", fmt::join(shape.begin() + 1, shape.end(), ", "));
     const auto needs_image = [&] {
-      if (shape.size() != 3)
-        reader.fail(layer.where, path,
-                    fmt::format("{} takes image batches [batch, height, width, channels], but its input is {} (for "
-                                "MNIST: data.image_shape: [28, 28, 1])",
-                                to_string(layer.kind), shape_text()));
+      if (shape.size() != 4)
+        fail(at, path, fmt::format("{} takes image batches [batch, height, width, channels], but its input is {} (for "
+                                   "MNIST: data.image_shape: [28, 28, 1])",
+                                   to_string(layer.kind), shape_text));
     };
-    // A window over the image's height and width: the output extents, and the bands of a sharded axis.
+    // A window over the image's height and width: it fits, and a sharded axis splits into even bands.
     const auto window = [&](std::array<int, 2> kernel, std::array<int, 2> strides, PaddingKind padding_kind) {
+      needs_image();
       const ops::Padding padding = padding_kind == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
-      for (int axis = 0; axis < 2; ++axis) {
-        const std::int64_t out = ops::window_output_extent(shape[axis], kernel[axis], strides[axis], padding);
-        if (out == 0)
-          reader.fail(layer.where, path,
-                      fmt::format("a {}-wide window does not fit the {} {} of its input {} with padding valid",
-                                  kernel[axis], shape[axis], axis == 0 ? "rows" : "columns", shape_text()));
-        const std::string problem =
-            ops::window_band_problem(name, axis + 1, shape[axis], mesh.size_of(specs[axis]), specs[axis], kernel[axis],
-                                     strides[axis], padding);
-        if (!problem.empty()) reader.fail(specs_where, specs_path, problem);
-        shape[axis] = out;
+      for (int axis = 1; axis <= 2; ++axis) {
+        if (ops::window_output_extent(shape[axis], kernel[axis - 1], strides[axis - 1], padding) == 0)
+          fail(at, path, fmt::format("a {}-wide window does not fit the {} {} of its input {} with padding valid",
+                                     kernel[axis - 1], shape[axis], axis == 1 ? "rows" : "columns", shape_text));
+        const std::string problem = ops::window_band_problem(name, axis, shape[axis], mesh.size_of(specs[axis]),
+                                                             specs[axis], kernel[axis - 1], strides[axis - 1], padding);
+        if (!problem.empty()) fail(specs_at, specs_path, problem);
       }
     };
     switch (layer.kind) {
       case LayerKind::flatten:
-        shape = {features};
-        unshard();
+      case LayerKind::global_average_pool:
+        if (layer.kind == LayerKind::global_average_pool && shape.size() != 3) needs_image();
+        specs = {specs[0], "unsharded"};
         break;
-      case LayerKind::dense: {
-        const std::int64_t in = shape.back(), units = layer.dense.units;
-        product({in, units}, layer.dense.units_where, fmt::format("the kernel {} x {}", in, units));
-        shape.back() = units;
+      case LayerKind::dense:
+        elements({shape.back(), layer.dense.units}, path, path, fmt::format("the kernel {} x {}", shape.back(), layer.dense.units));
+        specs.back() = "unsharded";
+        break;
+      case LayerKind::conv2d: {
+        const Conv2dConfig& conv = layer.conv2d;
+        window(conv.kernel_size, conv.strides, conv.padding);
+        elements({conv.kernel_size[0], conv.kernel_size[1], shape[3], conv.filters}, path, path,
+                 fmt::format("the kernel {} x {} x {} x {}", conv.kernel_size[0], conv.kernel_size[1], shape[3], conv.filters));
         specs.back() = "unsharded";
         break;
       }
-      case LayerKind::conv2d: {
-        needs_image();
-        const Conv2dConfig& conv = layer.conv2d;
-        product({conv.kernel_size[0], conv.kernel_size[1], shape[2], conv.filters}, conv.filters_where,
-                fmt::format("the kernel {} x {} x {} x {}", conv.kernel_size[0], conv.kernel_size[1], shape[2],
-                            conv.filters));
-        window(conv.kernel_size, conv.strides, conv.padding);
-        shape[2] = conv.filters;
-        specs[2] = "unsharded";
-        break;
-      }
       case LayerKind::max_pool2d:
-      case LayerKind::avg_pool2d:
-        needs_image();
-        window(layer.pool2d.pool_size, layer.pool2d.strides, layer.pool2d.padding);
-        break;
-      case LayerKind::global_average_pool:  // images [H, W, C] or sequences [steps, features]
-        if (shape.size() != 2) needs_image();
-        shape = {shape.back()};
-        unshard();
-        break;
-      case LayerKind::embedding: {
-        const EmbeddingConfig& embedding = layer.embedding;
-        product({embedding.input_dim, embedding.output_dim}, embedding.output_dim_where,
-                fmt::format("the table {} x {}", embedding.input_dim, embedding.output_dim));
-        shape.push_back(embedding.output_dim);
+      case LayerKind::avg_pool2d: window(layer.pool2d.pool_size, layer.pool2d.strides, layer.pool2d.padding); break;
+      case LayerKind::embedding:
+        elements({layer.embedding.input_dim, layer.embedding.output_dim}, path, path,
+                 fmt::format("the table {} x {}", layer.embedding.input_dim, layer.embedding.output_dim));
         specs.push_back("unsharded");
         break;
-      }
       case LayerKind::relayout:
-        if (layer.relayout.specs.size() != shape.size() + 1)
-          reader.fail(layer.relayout.where, path,
-                      fmt::format("the activations here are {} (rank {}), but the relayout has {} specs",
-                                  shape_text(), shape.size() + 1, layer.relayout.specs.size()));
-        specs.assign(layer.relayout.specs.begin() + 1, layer.relayout.specs.end());
-        for (size_t axis = 0; axis < shape.size(); ++axis) {
-          const int shards = mesh.size_of(specs[axis]);
+        if (layer.relayout.specs.size() != shape.size())
+          fail(path, path, fmt::format("the activations here are {} (rank {}), but the relayout has {} specs", shape_text,
+                                       shape.size(), layer.relayout.specs.size()));
+        for (size_t axis = 1; axis < shape.size(); ++axis) {
+          const int shards = mesh.size_of(layer.relayout.specs[axis]);
           if (shape[axis] % shards != 0)
-            reader.fail(layer.relayout.where, path,
-                        fmt::format("axis {} of the activations {} has {} elements, not divisible by {}, the size of "
-                                    "mesh dim '{}'",
-                                    axis + 1, shape_text(), shape[axis], shards, specs[axis]));
+            fail(path, path, fmt::format("axis {} of the activations {} has {} elements, not divisible by {}, the size of "
+                                         "mesh dim '{}'",
+                                         axis, shape_text, shape[axis], shards, layer.relayout.specs[axis]));
         }
-        specs_where = layer.relayout.where;
-        specs_path = path;
+        specs = layer.relayout.specs;
+        specs_at = specs_path = path;
         break;
       default:  // elementwise and normalizing layers keep the shape
         break;
     }
-    features = 1;
-    std::int64_t activations = 0;
-    for (std::int64_t extent : shape)
-      if (!checked_product(features, extent, kMaxTensorElements, &features)) features = kMaxTensorElements + 1;
-    if (features > kMaxTensorElements || !checked_product(data.batch_size, features, kMaxTensorElements, &activations))
-      reader.fail(layer.where, path,
-                  fmt::format("the layer's output for a batch of {} has more than {} elements (the most a tensor "
-                              "may have)",
-                              data.batch_size, kMaxTensorElements));
-  }
-}
-
-// Embedding tables without input_dim take the int vectorizer's max_tokens (the ids are below it).
-void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model) {
-  for (size_t i = 0; i < model.size(); ++i) {
-    EmbeddingConfig& embedding = model[i].embedding;
-    if (model[i].kind != LayerKind::embedding || embedding.input_dim > 0) continue;
-    if (!is_text(data.dataset) || data.vectorizer.mode != "int")
-      reader.fail(model[i].where, fmt::format("model[{}].embedding", i),
-                  "missing key 'input_dim' (the vocabulary size); it defaults to data.vectorizer.max_tokens only "
-                  "with vectorizer mode int");
-    embedding.input_dim = data.vectorizer.max_tokens;
-  }
-}
-
-// optimizer.KIND.schedule (see OptimizerConfig); `learning_rate` is the optimizer's, given or not.
-optim::LearningRateSchedule read_schedule(Reader& reader, const Field& field, double learning_rate,
-                                          const std::optional<Field>& learning_rate_field) {
-  optim::LearningRateSchedule schedule;
-  schedule.learning_rate = learning_rate;
-  const std::vector<std::string> kinds{"constant", "cosine", "linear", "exponential", "step"};
-  const auto [kind, params] = tagged(reader, field, kinds, "schedule");
-  std::vector<std::string> known{"warmup_steps"};
-  if (kind == "cosine") known.insert(known.end(), {"decay_steps", "alpha"});
-  if (kind == "linear") known.insert(known.end(), {"decay_steps", "end_learning_rate"});
-  if (kind == "exponential") known.insert(known.end(), {"decay_steps", "decay_rate", "staircase"});
-  if (kind == "step") known.insert(known.end(), {"boundaries", "values"});
-  Section section(reader, params, known, fmt::format("{} ({} schedule)", params.path, kind));
-  if (auto warmup = section.get("warmup_steps")) schedule.warmup_steps = integer(reader, *warmup, 0);
-  if (kind == "constant") schedule.kind = optim::ScheduleKind::constant;
-  if (kind == "cosine") schedule.kind = optim::ScheduleKind::cosine;
-  if (kind == "linear") schedule.kind = optim::ScheduleKind::linear;
-  if (kind == "exponential") schedule.kind = optim::ScheduleKind::exponential;
-  if (kind == "step") schedule.kind = optim::ScheduleKind::step;
-  if (kind == "cosine" || kind == "linear" || kind == "exponential")
-    schedule.decay_steps = integer(reader, section.require("decay_steps"), 1);
-  if (auto alpha = section.get("alpha")) {
-    schedule.alpha = number(reader, *alpha);
-    if (!(schedule.alpha >= 0 && schedule.alpha <= 1))
-      reader.fail(*alpha, fmt::format("expected a number in [0, 1] (the final rate as a fraction of learning_rate), "
-                                      "got {}", schedule.alpha));
-  }
-  if (auto end = section.get("end_learning_rate")) {
-    schedule.end_learning_rate = number(reader, *end);
-    if (!(schedule.end_learning_rate >= 0))
-      reader.fail(*end, fmt::format("expected a number >= 0, got {}", schedule.end_learning_rate));
-  }
-  if (kind == "exponential") schedule.decay_rate = positive_number(reader, section.require("decay_rate"));
-  if (auto staircase = section.get("staircase")) schedule.staircase = boolean(reader, *staircase);
-  if (kind == "step") {
-    const Field boundaries = section.require("boundaries");
-    if (!boundaries.node.IsSequence() || boundaries.node.size() == 0)
-      reader.fail(boundaries, fmt::format("expected a list of steps, got {}",
-                                          boundaries.node.IsSequence() ? "an empty list" : describe(boundaries.node)));
-    for (size_t i = 0; i < boundaries.node.size(); ++i) {
-      const Field item = reader.child(boundaries, boundaries.node[i], fmt::format("{}[{}]", boundaries.path, i));
-      const std::int64_t step = integer(reader, item, schedule.boundaries.empty() ? 0 : schedule.boundaries.back() + 1);
-      schedule.boundaries.push_back(step);
+    // An input the layer itself refuses (a dense layer on [batch, 28, 28]) is the engine's error when it
+    // builds the model, as it always was; the walk stops there.
+    try {
+      shape = make_layer(layer)->output_shape(shape);
+    } catch (const UsageError&) {
+      break;
     }
-    const Field values = section.require("values");
-    if (!values.node.IsSequence() || values.node.size() != schedule.boundaries.size() + 1)
-      reader.fail(values, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}",
-                                      schedule.boundaries.size() + 1,
-                                      values.node.IsSequence() ? fmt::format("{}", values.node.size())
-                                                               : describe(values.node)));
-    for (size_t i = 0; i < values.node.size(); ++i)
-      schedule.values.push_back(
-          positive_number(reader, reader.child(values, values.node[i], fmt::format("{}[{}]", values.path, i))));
-    if (learning_rate_field && schedule.values.front() != learning_rate)
-      reader.fail(*learning_rate_field,
-                  fmt::format("{} but the step schedule's values[0] is {}: the schedule's values are the rates; "
-                              "drop learning_rate or make them equal",
-                              learning_rate, schedule.values.front()));
-    schedule.learning_rate = schedule.values.front();
+    std::int64_t activations = 1;
+    for (std::int64_t extent : shape)
+      if (!checked_product(activations, extent, kMaxTensorElements, &activations))
+        fail(at, path, fmt::format("the layer's output for a batch of {} has more than {} elements (the most a tensor "
+                                   "may have)",
+                                   data.batch_size, kMaxTensorElements));
+    shapes.push_back(shape);
   }
-  return schedule;
+  return shapes;
 }
 
-// train.optimizer (see OptimizerConfig).
-OptimizerConfig read_optimizer(Reader& reader, const Field& optimizer) {
-  OptimizerConfig opt;
-  opt.where = optimizer.where;
-  const auto [kind, params] = tagged(reader, optimizer, {"sgd", "adam", "adamw"}, "optimizer");
-  opt.kind = kind == "sgd" ? OptimizerKind::sgd : kind == "adam" ? OptimizerKind::adam : OptimizerKind::adamw;
-  opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
-  if (opt.kind == OptimizerKind::adamw) opt.weight_decay = 0.004;
-  std::vector<std::string> known{"learning_rate", "weight_decay", "schedule"};
-  if (opt.kind == OptimizerKind::sgd) known.insert(known.end(), {"momentum", "nesterov"});
-  if (opt.kind != OptimizerKind::sgd) known.insert(known.end(), {"beta_1", "beta_2", "epsilon"});
-  Section params_section(reader, params, known);
-  const std::optional<Field> lr = params_section.get("learning_rate");
-  if (lr) opt.learning_rate = positive_number(reader, *lr);
-  if (auto beta = params_section.get("beta_1")) opt.beta_1 = fraction(reader, *beta);
-  if (auto beta = params_section.get("beta_2")) opt.beta_2 = fraction(reader, *beta);
-  if (auto epsilon = params_section.get("epsilon")) opt.epsilon = positive_number(reader, *epsilon);
-  if (auto momentum = params_section.get("momentum")) opt.momentum = fraction(reader, *momentum);
-  if (auto nesterov = params_section.get("nesterov")) {
-    opt.nesterov = boolean(reader, *nesterov);
-    if (opt.nesterov && opt.momentum == 0)
-      reader.fail(*nesterov, "nesterov needs a momentum > 0 (e.g. momentum: 0.9)");
-  }
-  if (auto decay = params_section.get("weight_decay")) {
-    opt.weight_decay = number(reader, *decay);
-    if (!(opt.weight_decay >= 0 && opt.weight_decay < 1))
-      reader.fail(*decay, fmt::format("expected a number in [0, 1) (decoupled: w -= learning_rate * weight_decay * w), "
-                                      "got {}", opt.weight_decay));
-  }
-  opt.schedule.learning_rate = opt.learning_rate;
-  if (auto schedule = params_section.get("schedule")) {
-    opt.schedule = read_schedule(reader, *schedule, opt.learning_rate, lr);
-    opt.learning_rate = opt.schedule.learning_rate;
-  }
-  return opt;
-}
-
-// train.clip: {global_norm: C} or {value: C}, one of them.
-ClipConfig read_clip(Reader& reader, const Field& field) {
-  ClipConfig clip;
-  clip.where = field.where;
-  const auto [kind, value] = tagged(reader, field, {"global_norm", "value"}, "clip");
-  if (!value.node.IsDefined() || value.node.IsNull())
-    reader.fail(field, fmt::format("expected {{{}: C}} with a number C > 0", kind));
-  (kind == "global_norm" ? clip.global_norm : clip.value) = positive_number(reader, value);
-  return clip;
-}
+namespace {
 
 // train.accumulation_steps against the batch: k divides data.batch_size, the batch shards the micro-batch.
-void check_accumulation(Reader& reader, const TrainConfig& train, const DataConfig& data, const MeshConfig& mesh) {
-  const std::int64_t k = train.accumulation_steps;
+void check_accumulation(Reader& reader, const Config& config) {
+  const std::int64_t k = config.train.accumulation_steps, batch = config.data.batch_size;
   if (k == 1) return;
-  if (data.batch_size % k != 0)
-    reader.fail(train.accumulation_steps_where, "train.accumulation_steps",
-                fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)", k,
-                            data.batch_size));
-  const std::int64_t micro = data.batch_size / k;
-  const std::string batch_dim = data.layout.empty() ? "unsharded" : data.layout.front();
-  const int shards = mesh.size_of(batch_dim);
-  if (micro % shards != 0)
-    reader.fail(train.accumulation_steps_where, "train.accumulation_steps",
+  const std::string path = "train.accumulation_steps";
+  if (batch % k != 0)
+    reader.fail(reader.at(path), path,
+                fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)", k, batch));
+  const std::string batch_dim = config.data.layout.empty() ? "unsharded" : config.data.layout.front();
+  const int shards = config.mesh.size_of(batch_dim);
+  if ((batch / k) % shards != 0)
+    reader.fail(reader.at(path), path,
                 fmt::format("the micro-batch of {} examples (data.batch_size {} / {}) is not divisible by mesh dim "
                             "'{}' of size {}",
-                            micro, data.batch_size, k, batch_dim, shards));
-}
-
-// A train.init_skip pattern (or --init-skip's): a bounded name that RE2 compiles.
-void check_init_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
-  const std::string bad = bad_name(pattern);
-  if (!bad.empty()) reader.fail(where, path, "pattern " + bad);
-  std::string error;
-  if (!nn::compile_layout_pattern(pattern, &error))
-    reader.fail(where, path, fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(pattern), error));
-}
-
-// train.init_from and train.init_skip (fine-tuning).
-void read_init_from(Reader& reader, const Section& section, TrainConfig& train) {
-  if (auto from = section.get("init_from")) {
-    train.init_from = scalar(reader, *from, "a checkpoint dir or folder");
-    train.init_from_where = from->where;
-    if (train.init_from.empty()) reader.fail(*from, "expected a checkpoint dir or folder, got an empty string");
-  }
-  auto skip = section.get("init_skip");
-  if (!skip) return;
-  if (!skip->node.IsSequence())
-    reader.fail(*skip, fmt::format("expected a list of variable patterns (e.g. ['dense3/.*']), got {}", describe(skip->node)));
-  for (size_t i = 0; i < skip->node.size(); ++i) {
-    const Field item = reader.child(*skip, skip->node[i], fmt::format("{}[{}]", skip->path, i));
-    const std::string pattern = scalar(reader, item, "a variable pattern");
-    check_init_pattern(reader, item.where, item.path, pattern);
-    train.init_skip.push_back(pattern);
-    train.init_skip_where.push_back(item.where);
-  }
+                            batch / k, batch, k, batch_dim, shards));
 }
 
 // `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;
@@ -1455,163 +1228,71 @@ void read_init_from(Reader& reader, const Section& section, TrainConfig& train) 
 void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& options) {
   if (!options.init_from.empty()) {
     train.init_from = options.init_from;
-    train.init_from_where = Where{"--init-from " + options.init_from, 0, 0};
+    reader.locations["train.init_from"] = Where{"--init-from " + options.init_from, 0, 0};
   }
   if (!options.init_skip.empty()) {
     train.init_skip.clear();
-    train.init_skip_where.clear();
     for (const std::string& pattern : options.init_skip) {
       const Where where{"--init-skip " + pattern, 0, 0};
       check_init_pattern(reader, where, "train.init_skip", pattern);
+      reader.locations[item("train.init_skip", train.init_skip.size())] = where;
       train.init_skip.push_back(pattern);
-      train.init_skip_where.push_back(where);
     }
   }
   if (!train.init_skip.empty() && train.init_from.empty())
-    reader.fail(train.init_skip_where.front(), "train.init_skip",
+    reader.fail(reader.at("train.init_skip[0]"), "train.init_skip",
                 "variables to leave as initialized, but no checkpoint to initialize the others from: give "
                 "train.init_from (or --init-from)");
 }
 
-// train.validation_every: epoch or a number of steps >= 1.
-void read_validation_every(Reader& reader, const Field& field, TrainConfig& train) {
-  const std::string text = scalar(reader, field, "epoch or a number of steps");
-  train.validation_every_where = field.where;
-  if (text == "epoch") return;
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
-    reader.fail(field, fmt::format("expected epoch or a number of steps >= 1, got '{}'{}", shown(text),
-                                   suggestion(text, {"epoch"})));
-  train.validation_every_steps = integer(reader, field, 1);
-}
-
-// train.early_stopping: Keras EarlyStopping's arguments and defaults.
-EarlyStoppingConfig read_early_stopping(Reader& reader, const Field& field) {
-  EarlyStoppingConfig stopping;
-  stopping.where = field.where;
-  Section section(reader, field, {"monitor", "patience", "min_delta", "mode", "restore_best_weights"});
-  if (auto monitor = section.get("monitor")) stopping.monitor = choice(reader, *monitor, {"val_loss", "val_accuracy"});
-  if (auto patience = section.get("patience")) stopping.patience = integer(reader, *patience, 0, 1 << 30);
-  if (auto min_delta = section.get("min_delta")) {
-    stopping.min_delta = number(reader, *min_delta);
-    if (stopping.min_delta < 0) reader.fail(*min_delta, fmt::format("expected a number >= 0, got {}", stopping.min_delta));
-  }
-  if (auto mode = section.get("mode")) stopping.mode = choice(reader, *mode, {"auto", "min", "max"});
-  if (auto restore = section.get("restore_best_weights"); restore && boolean(reader, *restore))
-    reader.fail(*restore, "restoring the best weights at the end is not supported; set checkpoint.keep_best: "
-                          + stopping.monitor + " and evaluate or predict with the checkpoint DIR/best names");
-  return stopping;
-}
-
 // Validation settings need a validation split, and keep_best needs checkpoints.
 void check_validation(Reader& reader, const Config& config) {
-  const bool validates = config.data.has_validation();
-  const auto need_split = [&](const Where& where, const std::string& key) {
-    if (!validates)
-      reader.fail(where, key, "needs a validation set: add data.validation_split (e.g. 0.1, or train[90%:])");
+  const auto need_split = [&](const std::string& key) {
+    if (!config.data.has_validation())
+      reader.fail(reader.at(key), key, "needs a validation set: add data.validation_split (e.g. 0.1, or train[90%:])");
   };
-  if (config.locations.count("train.validation_every") || config.train.validation_every_steps > 0)
-    need_split(config.train.validation_every_where, "train.validation_every");
-  if (config.train.early_stopping) need_split(config.train.early_stopping->where, "train.early_stopping");
+  if (reader.given("train.validation_every")) need_split("train.validation_every");
+  if (config.train.early_stopping) need_split("train.early_stopping");
   if (!config.checkpoint.keep_best.empty()) {
-    need_split(config.checkpoint.keep_best_where, "checkpoint.keep_best");
+    need_split("checkpoint.keep_best");
     if (config.checkpoint.every == CheckpointEvery::never)
-      reader.fail(config.checkpoint.keep_best_where, "checkpoint.keep_best",
-                  "needs checkpoints, but checkpoint.every is never");
+      reader.fail(reader.at("checkpoint.keep_best"), "checkpoint.keep_best", "needs checkpoints, but checkpoint.every is never");
   }
-}
-
-TrainConfig read_train(Reader& reader, const Field& field) {
-  TrainConfig train;
-  train.where = field.where;
-  Section section(reader, field,
-                  {"epochs", "max_steps", "loss", "optimizer", "eval_every_epoch", "log_every", "clip",
-                   "accumulation_steps", "validation_every", "early_stopping", "init_from", "init_skip"});
-  const Field epochs = section.require("epochs");
-  train.epochs = int(integer(reader, epochs, 1, 1 << 30));
-  train.epochs_where = epochs.where;
-  train.max_steps_where = field.where;
-  if (auto max_steps = section.get("max_steps")) {
-    train.max_steps = integer(reader, *max_steps, 1);
-    train.max_steps_where = max_steps->where;
-  }
-
-  train.loss.where = field.where;
-  if (auto loss = section.get("loss")) {
-    train.loss.where = loss->where;
-    const auto [kind, params] = tagged(reader, *loss, {"sparse_softmax_cross_entropy"}, "loss");
-    Section params_section(reader, params, {"reduction"});
-    if (auto reduction = params_section.get("reduction"))
-      train.loss.reduction = choice(reader, *reduction, {"sum", "mean"}) == "sum" ? Reduction::sum : Reduction::mean;
-  }
-
-  train.optimizer = read_optimizer(reader, section.require("optimizer"));
-
-  if (auto eval = section.get("eval_every_epoch")) train.eval_every_epoch = boolean(reader, *eval);
-  if (auto log_every = section.get("log_every")) train.log_every = integer(reader, *log_every, 1);
-  if (auto clip = section.get("clip")) train.clip = read_clip(reader, *clip);
-  train.accumulation_steps_where = field.where;
-  if (auto steps = section.get("accumulation_steps")) {
-    train.accumulation_steps = integer(reader, *steps, 1, 1 << 20);
-    train.accumulation_steps_where = steps->where;
-  }
-  read_init_from(reader, section, train);
-  train.validation_every_where = field.where;
-  if (auto every = section.get("validation_every")) read_validation_every(reader, *every, train);
-  if (auto stopping = section.get("early_stopping")) train.early_stopping = read_early_stopping(reader, *stopping);
-  return train;
-}
-
-CheckpointConfig read_checkpoint(Reader& reader, const std::optional<Field>& field, const std::string& run_dir,
-                                 const Where& run_dir_where) {
-  CheckpointConfig checkpoint;
-  checkpoint.dir = run_dir + "/ckpt";
-  checkpoint.where = checkpoint.dir_where = run_dir_where;
-  if (!field) return checkpoint;
-  checkpoint.where = field->where;
-  Section section(reader, *field, {"dir", "every", "max_to_keep", "keep_best"});
-  if (auto dir = section.get("dir")) {
-    checkpoint.dir = scalar(reader, *dir, "a directory");
-    checkpoint.dir_where = dir->where;
-    if (checkpoint.dir.empty()) reader.fail(*dir, "expected a directory, got an empty string");
-  }
-  if (auto every = section.get("every")) {
-    const std::string text = scalar(reader, *every, "epoch, never or a number of steps");
-    if (text == "epoch") {
-      checkpoint.every = CheckpointEvery::epoch;
-    } else if (text == "never") {
-      checkpoint.every = CheckpointEvery::never;
-    } else {
-      if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
-        reader.fail(*every, fmt::format("expected epoch, never or a number of steps >= 1, got '{}'{}", text,
-                                        suggestion(text, {"epoch", "never"})));
-      checkpoint.every = CheckpointEvery::steps;
-      checkpoint.every_steps = integer(reader, *every, 1);
-    }
-  }
-  if (auto keep = section.get("max_to_keep")) checkpoint.max_to_keep = int(integer(reader, *keep, 1, 1 << 20));
-  if (auto best = section.get("keep_best")) {
-    checkpoint.keep_best = choice(reader, *best, {"val_loss", "val_accuracy"});
-    checkpoint.keep_best_where = best->where;
-  }
-  return checkpoint;
-}
-
-CommConfig read_comm(Reader& reader, const std::optional<Field>& field, const Where& file_where) {
-  CommConfig comm;
-  comm.timeout_s_where = file_where;
-  if (!field) return comm;
-  comm.timeout_s_where = field->where;
-  Section section(reader, *field, {"timeout_s"});
-  if (auto timeout = section.get("timeout_s")) {
-    comm.timeout_s = positive_number(reader, *timeout);
-    comm.timeout_s_where = timeout->where;
-  }
-  return comm;
 }
 
 std::string file_stem(const std::string& file) {
   const std::string stem = std::filesystem::path(file).stem().string();
   return stem.empty() ? "config" : stem;
+}
+
+Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<OverrideOrigin> origins,
+                  const LoadOptions& options) {
+  Reader reader(file, std::move(origins));
+  Config config;
+  config.file = file;
+  reader.config = &config;
+  reader.options = &options;
+  const Field top{root, "", reader.where(root, Where{file, 0, 0})};
+  if (!root.IsMap())
+    reader.fail(top.where, "config",
+                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, comm, run_dir), "
+                            "got {}",
+                            describe(root)));
+  read_keys(reader, top, config);
+  apply_init_flags(reader, config.train, options);
+  check_accumulation(reader, config);
+  if (!reader.given("run_dir")) config.run_dir = "runs/" + file_stem(file);
+  if (!options.run_dir.empty()) {
+    config.run_dir = options.run_dir;
+    reader.locations["run_dir"] = Where{"--run-dir " + options.run_dir, 0, 0};
+  }
+  if (!reader.given("checkpoint.dir")) {
+    config.checkpoint.dir = config.run_dir + "/ckpt";
+    reader.locations["checkpoint.dir"] = reader.at("run_dir");
+  }
+  check_validation(reader, config);
+  config.locations = std::move(reader.locations);
+  return config;
 }
 
 // Every node of an override's value, iteratively. A value nests at most kMaxOverrideDepth levels and has
@@ -1650,50 +1331,6 @@ void collect_descendants(const YAML::Node& root, const std::string& assignment, 
   }
 }
 
-Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<OverrideOrigin> origins,
-                  const LoadOptions& options) {
-  Reader reader(file, std::move(origins));
-  const Field top{root, "", reader.where(root, Where{file, 0, 0})};
-  if (!root.IsMap())
-    reader.fail(top.where, "config",
-                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, comm, run_dir), "
-                            "got {}",
-                            describe(root)));
-  Section section(reader, top, {"mesh", "data", "model", "layouts", "train", "checkpoint", "comm", "run_dir"});
-  auto require = [&](const std::string& key) {
-    if (auto value = section.get(key)) return *value;
-    reader.fail(top.where, "config", fmt::format("missing required section '{}'", key));
-  };
-
-  Config config;
-  config.file = file;
-  config.mesh = read_mesh(reader, require("mesh"));
-  config.data = read_data(reader, require("data"), config.mesh, options);
-  config.model = read_model(reader, require("model"), config.mesh);
-  fill_embedding_vocabulary(reader, config.data, config.model);
-  check_shapes(reader, config.data, config.model, config.mesh);
-  if (auto layouts = section.get("layouts")) config.layouts = read_layouts(reader, *layouts, config.mesh);
-  config.train = read_train(reader, require("train"));
-  apply_init_flags(reader, config.train, options);
-  check_accumulation(reader, config.train, config.data, config.mesh);
-
-  config.run_dir = "runs/" + file_stem(file);
-  config.run_dir_where = top.where;
-  if (auto run_dir = section.get("run_dir")) {
-    config.run_dir = scalar(reader, *run_dir, "a directory");
-    config.run_dir_where = run_dir->where;
-    if (config.run_dir.empty()) reader.fail(*run_dir, "expected a directory, got an empty string");
-  }
-  if (!options.run_dir.empty()) {
-    config.run_dir = options.run_dir;
-    config.run_dir_where = Where{"--run-dir " + options.run_dir, 0, 0};
-  }
-  config.checkpoint = read_checkpoint(reader, section.get("checkpoint"), config.run_dir, config.run_dir_where);
-  config.comm = read_comm(reader, section.get("comm"), top.where);
-  config.locations = std::move(reader.locations);
-  check_validation(reader, config);
-  return config;
-}
 
 std::string trim(const std::string& text) {
   const auto begin = text.find_first_not_of(" \t");
@@ -1839,267 +1476,281 @@ Config load_config(const std::string& path, const LoadOptions& options) {
 
 namespace {
 
-std::string number_text(double value) { return fmt::format("{}", value); }
+// ---- printing: every key's value as the structs hold it ----
 
-void emit_seed(YAML::Emitter& out, const std::array<std::int64_t, 2>& seed) {
-  out << YAML::Key << "seed" << YAML::Value << YAML::Flow << YAML::BeginSeq << seed[0] << seed[1] << YAML::EndSeq;
+template <class T> std::string show(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";
+  else if constexpr (std::is_enum_v<T>) return std::to_string(int(value));
+  else if constexpr (std::is_arithmetic_v<T>) return fmt::format("{}", value);
+  else if constexpr (std::is_same_v<T, std::string>) return "'" + value + "'";
+  else return "(a struct)";
+}
+std::string show(const MeshDimConfig& dim) { return dim.name + ": " + show(dim.size); }
+std::string show(const LayoutRule& rule) { return rule.pattern + ": " + fmt::format("[{}]", fmt::join(rule.specs, ", ")); }
+std::string show(const ShuffleConfig& shuffle) { return fmt::format("{} seed {}", show(shuffle.enabled), shuffle.seed); }
+std::string show(const ClipConfig& clip) { return fmt::format("global_norm {} value {}", clip.global_norm, clip.value); }
+template <class T> std::string show(const std::optional<T>& value) { return value ? show(*value) : "none"; }
+template <class T> std::string show(const std::vector<T>& values) {
+  std::vector<std::string> shown;
+  for (const T& value : values) shown.push_back(show(value));
+  return fmt::format("[{}]", fmt::join(shown, ", "));
+}
+template <class T, size_t N> std::string show(const std::array<T, N>& values) { return show(std::vector<T>(values.begin(), values.end())); }
+
+template <class T> std::string printed(T& value);
+template <class T> std::string text(T& value) {
+  if constexpr (kVisitable<T>) return printed(value);
+  else if constexpr (requires { value.has_value(); }) return value ? "given " + text(*value) : "none";
+  else return show(value);
+}
+// A key's value with the member its rule writes beside it.
+template <class T, class R> std::string text(T& value, const R& rule) {
+  if constexpr (std::is_same_v<R, ValidationSplit>) return text(value) + " " + show(*rule.fraction);
+  else if constexpr (std::is_same_v<R, Every>) return text(value) + " " + show(*rule.steps);
+  else if constexpr (std::is_same_v<R, Choice> && std::is_enum_v<T>) return (*rule.names)[size_t(value)];
+  else return text(value);
 }
 
-void emit_initializer(YAML::Emitter& out, const InitializerConfig& init) {
-  if (init.kind == InitKind::zeros || init.kind == InitKind::ones) {
-    out << to_string(init.kind);
-    return;
-  }
-  out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(init.kind) << YAML::Value << YAML::BeginMap;
-  emit_seed(out, init.seed);
-  if (init.kind == InitKind::normal) {
-    out << YAML::Key << "mean" << YAML::Value << number_text(init.mean);
-    out << YAML::Key << "stddev" << YAML::Value << number_text(init.stddev);
-  }
-  if (init.kind == InitKind::uniform) {
-    out << YAML::Key << "minval" << YAML::Value << number_text(init.minval);
-    out << YAML::Key << "maxval" << YAML::Value << number_text(init.maxval);
-  }
-  out << YAML::EndMap << YAML::EndMap;
-}
-
-}  // namespace
-
-std::vector<int> pair_list(const std::array<int, 2>& pair) { return {pair[0], pair[1]}; }
-
-namespace {
-
-void dump_optimizer(YAML::Emitter& out, const OptimizerConfig& opt) {
-  out << YAML::Key << "optimizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(opt.kind)
-      << YAML::Value << YAML::BeginMap << YAML::Key << "learning_rate" << YAML::Value << number_text(opt.learning_rate);
-  if (opt.kind != OptimizerKind::sgd)
-    out << YAML::Key << "beta_1" << YAML::Value << number_text(opt.beta_1) << YAML::Key << "beta_2" << YAML::Value
-        << number_text(opt.beta_2) << YAML::Key << "epsilon" << YAML::Value << number_text(opt.epsilon);
-  if (opt.kind == OptimizerKind::sgd && opt.momentum != 0)
-    out << YAML::Key << "momentum" << YAML::Value << number_text(opt.momentum) << YAML::Key << "nesterov"
-        << YAML::Value << opt.nesterov;
-  if (opt.weight_decay != 0 || opt.kind == OptimizerKind::adamw)
-    out << YAML::Key << "weight_decay" << YAML::Value << number_text(opt.weight_decay);
-  const optim::LearningRateSchedule& schedule = opt.schedule;
-  if (schedule.kind != optim::ScheduleKind::constant || schedule.warmup_steps != 0) {
-    out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << optim::to_string(schedule.kind)
-        << YAML::Value << YAML::BeginMap << YAML::Key << "warmup_steps" << YAML::Value << schedule.warmup_steps;
-    switch (schedule.kind) {
-      case optim::ScheduleKind::constant:
-        break;
-      case optim::ScheduleKind::cosine:
-        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "alpha" << YAML::Value
-            << number_text(schedule.alpha);
-        break;
-      case optim::ScheduleKind::linear:
-        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "end_learning_rate"
-            << YAML::Value << number_text(schedule.end_learning_rate);
-        break;
-      case optim::ScheduleKind::exponential:
-        out << YAML::Key << "decay_steps" << YAML::Value << schedule.decay_steps << YAML::Key << "decay_rate"
-            << YAML::Value << number_text(schedule.decay_rate) << YAML::Key << "staircase" << YAML::Value
-            << schedule.staircase;
-        break;
-      case optim::ScheduleKind::step:
-        out << YAML::Key << "boundaries" << YAML::Value << YAML::BeginSeq;
-        for (const std::int64_t boundary : schedule.boundaries) out << boundary;
-        out << YAML::EndSeq << YAML::Key << "values" << YAML::Value << YAML::BeginSeq;
-        for (const double value : schedule.values) out << number_text(value);
-        out << YAML::EndSeq;
-        break;
+// "path = value" lines, through the structs' visits (never through the dump).
+struct Print {
+  std::string path;
+  std::vector<std::string>& lines;
+  template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned = 0) {
+    const std::string here = join(path, key);
+    if constexpr (std::is_same_v<R, Tagged>) lines.push_back(here + " = " + (*rule.kinds)[kind_of(member)]);
+    if constexpr (std::is_same_v<T, std::vector<LayerConfig>>) {
+      for (size_t i = 0; i < member.size(); ++i) {
+        Print inner{item(here, i), lines};
+        member[i].visit(inner);
+      }
+    } else if constexpr (kVisitable<T>) {
+      Print inner{here, lines};
+      visit_fields(member, inner);
+    } else if constexpr (kOptionalStruct<T>) {
+      lines.push_back(here + (member ? " = given" : " = none"));
+      if (member) (*this)(*member, key, rule, "");
+    } else {
+      lines.push_back(here + " = " + text(member, rule));
     }
-    out << YAML::EndMap << YAML::EndMap;
   }
-  out << YAML::EndMap << YAML::EndMap;
+};
+
+template <class T> std::string printed(T& value) {
+  std::vector<std::string> lines;
+  Print print{"", lines};
+  visit_fields(value, print);
+  return fmt::format("{}\n", fmt::join(lines, "\n"));
 }
+struct Record {
+  std::map<std::string, std::string> texts;
+  template <class V, class R> void operator()(V& value, const char* key, const R& rule, const char*, unsigned = 0) {
+    texts[key] = text(value, rule);
+  }
+};
+// What a struct's keys print as when not given: a fresh struct of the same kind.
+template <class T> std::map<std::string, std::string> defaults_of(const T& member) {
+  T fresh;
+  if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
+  Record record;
+  visit_fields(fresh, record);
+  return record.texts;
+}
+
+// ---- writing: the dump, YAML that reads back to the same structs ----
+
+YAML::Node flow(YAML::Node node) {
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  return node;
+}
+template <class T> YAML::Node list(const std::vector<T>& values) {
+  YAML::Node node(YAML::NodeType::Sequence);
+  for (const T& value : values) node.push_back(value);
+  return flow(node);
+}
+
+template <class T> YAML::Node encode(const T& m, const Int&) { return YAML::Node(m); }
+YAML::Node encode(const std::optional<std::int64_t>& m, const Int&) { return YAML::Node(*m); }
+YAML::Node encode(double m, const Num&) { return YAML::Node(number_text(m)); }
+YAML::Node encode(bool m, const Bool&) { return YAML::Node(m); }
+YAML::Node encode(const std::string& m, const Text&) { return YAML::Node(m); }
+YAML::Node encode(const std::string& m, const Choice&) { return YAML::Node(m); }
+template <class E> YAML::Node encode(E m, const Choice& rule) requires std::is_enum_v<E> { return YAML::Node((*rule.names)[size_t(m)]); }
+template <class T> YAML::Node encode_keys(const T& member, int depth);
+template <class T> YAML::Node encode(const T& m, const Sub&) { return encode_keys(m, 1); }
+template <class T> YAML::Node encode(const std::optional<T>& m, const Sub& rule) { return encode(*m, rule); }
+template <class T> YAML::Node encode(const T& m, const Tagged& rule) {
+  YAML::Node node;
+  node[(*rule.kinds)[kind_of(m)]] = encode_keys(m, 1);
+  return flow(node);
+}
+YAML::Node encode(const std::vector<MeshDimConfig>& dims, const Dims&) {
+  YAML::Node node(YAML::NodeType::Map);
+  for (const MeshDimConfig& dim : dims) node[dim.name] = dim.size;
+  return flow(node);
+}
+YAML::Node encode(const std::vector<std::string>& m, const Specs&) { return list(m); }
+YAML::Node encode(const std::vector<std::string>& m, const ClassNames&) { return list(m); }
+YAML::Node encode(const std::vector<std::string>& m, const Patterns&) { return list(m); }
+YAML::Node encode(const std::vector<std::string>& m, const Columns&) { return list(m); }
+YAML::Node encode(const std::vector<std::int64_t>& m, const Extents&) { return list(m); }
+YAML::Node encode(const std::vector<std::int64_t>& m, const Steps&) { return list(m); }
+YAML::Node encode(const std::vector<double>& m, const Rates&) {
+  std::vector<std::string> rates;
+  for (double rate : m) rates.push_back(number_text(rate));
+  return list(rates);
+}
+YAML::Node encode(const std::array<std::int64_t, 2>& m, const Seed&) { return list(std::vector<std::int64_t>(m.begin(), m.end())); }
+YAML::Node encode(const std::array<int, 2>& m, const Pair&) { return list(std::vector<int>(m.begin(), m.end())); }
+YAML::Node encode(const std::string& m, const Split&) { return YAML::Node(m); }
+YAML::Node encode(const std::string& m, const ValidationSplit& rule) {
+  return YAML::Node(*rule.fraction > 0 ? number_text(*rule.fraction) : m);
+}
+YAML::Node encode(const std::vector<int>& m, const ImageShape&) { return m.empty() ? YAML::Node("flat") : list(m); }
+YAML::Node encode(const ShuffleConfig& m, const Shuffle&) {
+  if (!m.enabled) return YAML::Node(false);
+  YAML::Node node;
+  node["seed"] = m.seed;
+  return flow(node);
+}
+YAML::Node encode(CheckpointEvery m, const Every& rule) {
+  return m == CheckpointEvery::steps ? YAML::Node(*rule.steps) : YAML::Node(kEvery[m == CheckpointEvery::epoch ? 0 : 1]);
+}
+YAML::Node encode(std::int64_t m, const ValidationEvery&) { return YAML::Node(m); }
+YAML::Node encode(const ClipConfig& m, const Clip&) {
+  YAML::Node node;
+  node[kClipKinds[m.global_norm > 0 ? 0 : 1]] = number_text(m.global_norm > 0 ? m.global_norm : m.value);
+  return flow(node);
+}
+YAML::Node encode(const std::string& m, const LayerName&) { return YAML::Node(m); }
+YAML::Node encode(const std::vector<LayerConfig>& layers, const Layers&) {
+  YAML::Node node(YAML::NodeType::Sequence);
+  for (const LayerConfig& layer : layers) node.push_back(flow(encode_keys(layer, 1)));
+  return node;
+}
+YAML::Node encode(const std::vector<LayoutRule>& rules, const LayoutRules&) {
+  YAML::Node node(YAML::NodeType::Map);
+  for (const LayoutRule& rule : rules) node[rule.pattern] = list(rule.specs);
+  return node;
+}
+
+// A map of a struct's keys; below the sections (depth >= 1) in flow style. A key marked kOmitDefault is
+// left out while it prints as a fresh struct's does (an off feature, an empty list).
+struct Write {
+  YAML::Node& node;
+  int depth;
+  const std::map<std::string, std::string>& defaults;
+  template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
+    if (flags & kOmitDefault) {
+      const auto fresh = defaults.find(key);
+      if (fresh != defaults.end() && fresh->second == text(member, rule)) return;
+    }
+    YAML::Node child = encode(member, rule);
+    if (depth >= 1) child.SetStyle(YAML::EmitterStyle::Flow);
+    node[key] = child;
+  }
+};
+
+template <class T> YAML::Node encode_keys(const T& member, int depth) {
+  T copy = member;
+  YAML::Node node(YAML::NodeType::Map);
+  Write write{node, depth, defaults_of(member)};
+  visit_fields(copy, write);
+  return node;
+}
+
+// ---- the schema reference ----
+
+std::string rule_text(const Int& rule) {
+  return rule.max == kNoLimit ? fmt::format("integer >= {}", rule.min) : fmt::format("integer in [{}, {}]", rule.min, rule.max);
+}
+std::string rule_text(const Num& rule) { return rule.what ? fmt::format("number {}", rule.what) : "number"; }
+std::string rule_text(const Bool&) { return "true | false"; }
+std::string rule_text(const Text& rule) { return rule.expected; }
+std::string rule_text(const Choice& rule) { return fmt::format("{}", fmt::join(*rule.names, " | ")); }
+std::string rule_text(const Sub&) { return "map"; }
+std::string rule_text(const Tagged& rule) { return fmt::format("KIND or {{KIND: {{...}}}}, KIND {}", fmt::join(*rule.kinds, " | ")); }
+std::string rule_text(const Dims&) { return "map of dim name -> size"; }
+std::string rule_text(const Specs&) { return "list of mesh dims | unsharded"; }
+std::string rule_text(const Seed&) { return "[s0, s1] or s"; }
+std::string rule_text(const Pair&) { return "n or [h, w], each in [1, 4096]"; }
+std::string rule_text(const Split&) { return "split: NAME or NAME[from:to] (counts or percentages)"; }
+std::string rule_text(const ValidationSplit&) { return "number in (0, 1) or split"; }
+std::string rule_text(const ClassNames&) { return "list of >= 2 distinct names"; }
+std::string rule_text(const ImageShape&) { return "list of extents (mnist: or flat)"; }
+std::string rule_text(const Shuffle&) { return "true | false | {seed: N}"; }
+std::string rule_text(const Every&) { return "epoch | never | steps >= 1"; }
+std::string rule_text(const ValidationEvery&) { return "epoch | steps >= 1"; }
+std::string rule_text(const Patterns&) { return "list of RE2 patterns"; }
+std::string rule_text(const Extents&) { return "list of integers >= 1"; }
+std::string rule_text(const Columns&) { return "list of column names"; }
+std::string rule_text(const Steps&) { return "list of increasing steps >= 0"; }
+std::string rule_text(const Rates&) { return "list of numbers > 0"; }
+std::string rule_text(const Clip&) { return "{global_norm: C} | {value: C}, C > 0"; }
+std::string rule_text(const LayerName&) { return "[A-Za-z0-9_.-]+"; }
+std::string rule_text(const Layers&) { return "list of layers {KIND: VALUE, key: value, ...}"; }
+std::string rule_text(const LayoutRules&) { return "map of RE2 pattern -> specs"; }
+
+// One line per key: "- `path`: type; required | default VALUE. doc", sub-keys after their map.
+struct Schema {
+  std::string path;
+  std::vector<std::string>& lines;
+  template <class T> void nested(T& member, const std::string& here) {
+    Schema inner{here, lines};
+    visit_fields(member, inner);
+  }
+  template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char* doc, unsigned flags = 0) {
+    const std::string here = join(path, key);
+    std::string value;
+    if constexpr (!kVisitable<T> && !requires { member.has_value(); } && !std::is_same_v<R, Layers>) {
+      YAML::Emitter out;
+      out << encode(member, rule);
+      value = fmt::format("default `{}`", out.c_str());
+    }
+    if (flags & kRequired) value = "required";
+    lines.push_back(fmt::format("- `{}`: {}{}. {}", here, rule_text(rule), value.empty() ? "" : "; " + value, doc));
+    if constexpr (std::is_same_v<R, Tagged>) {
+      for (size_t kind = 0; kind < rule.kinds->size(); ++kind) {
+        T fresh{};
+        select(fresh, kind);
+        nested(fresh, here + "." + (*rule.kinds)[kind]);
+      }
+    } else if constexpr (std::is_same_v<R, Layers>) {
+      for (size_t kind = 0; kind < kLayerKinds.size(); ++kind) {
+        LayerConfig layer;
+        select(layer, kind);
+        nested(layer, here + "[]");
+      }
+    } else if constexpr (kVisitable<T>) {
+      nested(member, here);
+    } else if constexpr (kOptionalStruct<T>) {
+      typename T::value_type fresh{};
+      nested(fresh, here);
+    }
+  }
+};
 
 }  // namespace
 
 std::string dump_config(const Config& config) {
   YAML::Emitter out;
-  out << YAML::BeginMap;
-
-  out << YAML::Key << "mesh" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "dims" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  for (const MeshDimConfig& dim : config.mesh.dims) out << YAML::Key << dim.name << YAML::Value << dim.size;
-  out << YAML::EndMap;
-  out << YAML::Key << "devices" << YAML::Value << to_string(config.mesh.devices);
-  out << YAML::EndMap;
-
-  const DataConfig& data = config.data;
-  out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "dataset" << YAML::Value << to_string(data.dataset);
-  out << YAML::Key << "path" << YAML::Value << data.path;
-  out << YAML::Key << "train_split" << YAML::Value << data.train_split;
-  out << YAML::Key << "test_split" << YAML::Value << data.test_split;
-  if (data.validation_fraction > 0) out << YAML::Key << "validation_split" << YAML::Value << number_text(data.validation_fraction);
-  if (!data.validation_split.empty()) out << YAML::Key << "validation_split" << YAML::Value << data.validation_split;
-  if (is_text(data.dataset))
-    out << YAML::Key << "vectorizer" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "mode"
-        << YAML::Value << data.vectorizer.mode << YAML::Key << "max_tokens" << YAML::Value << data.vectorizer.max_tokens;
-  if (is_text(data.dataset) && data.vectorizer.mode == "int")
-    out << YAML::Key << "output_sequence_length" << YAML::Value << data.vectorizer.output_sequence_length;
-  if (is_text(data.dataset)) out << YAML::EndMap;
-  out << YAML::Key << "batch_size" << YAML::Value << data.batch_size;
-  out << YAML::Key << "shuffle" << YAML::Value;
-  if (data.shuffle.enabled)
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "seed" << YAML::Value << data.shuffle.seed << YAML::EndMap;
-  else
-    out << false;
-  out << YAML::Key << "layout" << YAML::Value << YAML::Flow << data.layout;
-  if (!data.classes.empty()) out << YAML::Key << "classes" << YAML::Value << YAML::Flow << data.classes;
-  if (data.dataset == Dataset::image_folder) {
-    out << YAML::Key << "image_shape" << YAML::Value << YAML::Flow << data.image_shape;
-    out << YAML::Key << "resize" << YAML::Value << data.resize;
-    out << YAML::Key << "on_bad_file" << YAML::Value << data.on_bad_file;
-  }
-  if (data.dataset == Dataset::arrays) {
-    out << YAML::Key << "arrays" << YAML::Value << YAML::BeginMap;
-    for (const auto& [split, files] : data.arrays.splits)
-      out << YAML::Key << split << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "features" << YAML::Value
-          << files.features << YAML::Key << "labels" << YAML::Value << files.labels << YAML::EndMap;
-    if (data.arrays.divide_by > 0) out << YAML::Key << "divide_by" << YAML::Value << data.arrays.divide_by;
-    out << YAML::Key << "example_shape" << YAML::Value << YAML::Flow << data.arrays.example_shape << YAML::EndMap;
-  }
-  if (data.dataset == Dataset::csv)
-    out << YAML::Key << "csv" << YAML::Value << YAML::BeginMap << YAML::Key << "label" << YAML::Value << data.csv.label
-        << YAML::Key << "features" << YAML::Value << YAML::Flow << data.csv.features << YAML::EndMap;
-  if (data.prefetch != 0) out << YAML::Key << "prefetch" << YAML::Value << data.prefetch;
-  if (data.dataset == Dataset::mnist) {
-    out << YAML::Key << "image_shape" << YAML::Value;
-    if (data.image_shape.empty())
-      out << "flat";
-    else
-      out << YAML::Flow << data.image_shape;
-  }
-  out << YAML::EndMap;
-
-  out << YAML::Key << "model" << YAML::Value << YAML::BeginSeq;
-  for (const LayerConfig& layer : config.model) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << to_string(layer.kind) << YAML::Value;
-    switch (layer.kind) {
-      case LayerKind::dense:
-        out << layer.dense.units << YAML::Key << "name" << YAML::Value << layer.name;
-        out << YAML::Key << "activation" << YAML::Value << to_string(layer.dense.activation);
-        out << YAML::Key << "use_bias" << YAML::Value << layer.dense.use_bias;
-        out << YAML::Key << "init" << YAML::Value;
-        emit_initializer(out, layer.dense.kernel_init);
-        if (layer.dense.use_bias) {
-          out << YAML::Key << "bias_init" << YAML::Value;
-          emit_initializer(out, layer.dense.bias_init);
-        }
-        break;
-      case LayerKind::batch_norm: {
-        const BatchNormConfig& bn = layer.batch_norm;
-        out << YAML::BeginMap;
-        if (!bn.parameter_free)
-          out << YAML::Key << "center" << YAML::Value << bn.center << YAML::Key << "scale" << YAML::Value << bn.scale
-              << YAML::Key << "momentum" << YAML::Value << number_text(bn.momentum) << YAML::Key << "epsilon"
-              << YAML::Value << number_text(bn.epsilon);
-        out << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
-        break;
-      }
-      case LayerKind::dropout:
-        out << number_text(layer.dropout.rate) << YAML::Key << "name" << YAML::Value << layer.name;
-        emit_seed(out, layer.dropout.seed);
-        break;
-      case LayerKind::conv2d: {
-        const Conv2dConfig& conv = layer.conv2d;
-        out << conv.filters << YAML::Key << "name" << YAML::Value << layer.name;
-        out << YAML::Key << "kernel_size" << YAML::Value << YAML::Flow << pair_list(conv.kernel_size);
-        out << YAML::Key << "strides" << YAML::Value << YAML::Flow << pair_list(conv.strides);
-        out << YAML::Key << "padding" << YAML::Value << to_string(conv.padding);
-        out << YAML::Key << "activation" << YAML::Value << to_string(conv.activation);
-        out << YAML::Key << "use_bias" << YAML::Value << conv.use_bias;
-        out << YAML::Key << "init" << YAML::Value;
-        emit_initializer(out, conv.kernel_init);
-        if (conv.use_bias) {
-          out << YAML::Key << "bias_init" << YAML::Value;
-          emit_initializer(out, conv.bias_init);
-        }
-        break;
-      }
-      case LayerKind::max_pool2d:
-      case LayerKind::avg_pool2d:
-        out << YAML::Flow << pair_list(layer.pool2d.pool_size) << YAML::Key << "name" << YAML::Value << layer.name;
-        out << YAML::Key << "strides" << YAML::Value << YAML::Flow << pair_list(layer.pool2d.strides);
-        out << YAML::Key << "padding" << YAML::Value << to_string(layer.pool2d.padding);
-        break;
-      case LayerKind::embedding:
-        out << layer.embedding.output_dim << YAML::Key << "name" << YAML::Value << layer.name;
-        out << YAML::Key << "input_dim" << YAML::Value << layer.embedding.input_dim;
-        out << YAML::Key << "init" << YAML::Value;
-        emit_initializer(out, layer.embedding.init);
-        break;
-      case LayerKind::layer_norm:
-        out << YAML::BeginMap << YAML::Key << "epsilon" << YAML::Value << number_text(layer.layer_norm.epsilon)
-            << YAML::Key << "center" << YAML::Value << layer.layer_norm.center << YAML::Key << "scale" << YAML::Value
-            << layer.layer_norm.scale << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
-        break;
-      case LayerKind::relayout:
-        out << YAML::Flow << layer.relayout.specs << YAML::Key << "name" << YAML::Value << layer.name;
-        break;
-      default:
-        out << YAML::BeginMap << YAML::EndMap << YAML::Key << "name" << YAML::Value << layer.name;
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-
-  out << YAML::Key << "layouts" << YAML::Value << YAML::BeginMap;
-  for (const LayoutRule& rule : config.layouts)
-    out << YAML::Key << rule.pattern << YAML::Value << YAML::Flow << rule.specs;
-  out << YAML::EndMap;
-
-  const TrainConfig& train = config.train;
-  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "epochs" << YAML::Value << train.epochs;
-  if (train.max_steps) out << YAML::Key << "max_steps" << YAML::Value << *train.max_steps;
-  out << YAML::Key << "loss" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "sparse_softmax_cross_entropy"
-      << YAML::Value << YAML::BeginMap << YAML::Key << "reduction" << YAML::Value << to_string(train.loss.reduction)
-      << YAML::EndMap << YAML::EndMap;
-  dump_optimizer(out, train.optimizer);
-  out << YAML::Key << "eval_every_epoch" << YAML::Value << train.eval_every_epoch;
-  out << YAML::Key << "log_every" << YAML::Value << train.log_every;
-  if (train.clip.global_norm > 0 || train.clip.value > 0) {
-    const bool norm = train.clip.global_norm > 0;
-    out << YAML::Key << "clip" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-        << (norm ? "global_norm" : "value") << YAML::Value
-        << number_text(norm ? train.clip.global_norm : train.clip.value) << YAML::EndMap;
-  }
-  if (train.accumulation_steps != 1)
-    out << YAML::Key << "accumulation_steps" << YAML::Value << train.accumulation_steps;
-  if (!train.init_from.empty()) out << YAML::Key << "init_from" << YAML::Value << train.init_from;
-  if (!train.init_skip.empty()) out << YAML::Key << "init_skip" << YAML::Value << YAML::Flow << train.init_skip;
-  if (train.validation_every_steps > 0)
-    out << YAML::Key << "validation_every" << YAML::Value << train.validation_every_steps;
-  if (const auto& stopping = train.early_stopping) {
-    out << YAML::Key << "early_stopping" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "monitor"
-        << YAML::Value << stopping->monitor << YAML::Key << "patience" << YAML::Value << stopping->patience
-        << YAML::Key << "min_delta" << YAML::Value << number_text(stopping->min_delta) << YAML::Key << "mode"
-        << YAML::Value << stopping->mode << YAML::EndMap;
-  }
-  out << YAML::EndMap;
-
-  const CheckpointConfig& checkpoint = config.checkpoint;
-  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "dir" << YAML::Value << checkpoint.dir;
-  out << YAML::Key << "every" << YAML::Value;
-  if (checkpoint.every == CheckpointEvery::steps)
-    out << checkpoint.every_steps;
-  else
-    out << (checkpoint.every == CheckpointEvery::epoch ? "epoch" : "never");
-  out << YAML::Key << "max_to_keep" << YAML::Value << checkpoint.max_to_keep;
-  if (!checkpoint.keep_best.empty()) out << YAML::Key << "keep_best" << YAML::Value << checkpoint.keep_best;
-  out << YAML::EndMap;
-
-  out << YAML::Key << "comm" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "timeout_s" << YAML::Value << number_text(config.comm.timeout_s);
-  out << YAML::EndMap;
-
-  out << YAML::Key << "run_dir" << YAML::Value << config.run_dir;
-  out << YAML::EndMap;
+  out << encode_keys(config, 0);
   return std::string(out.c_str()) + "\n";
+}
+
+std::string describe_config(const Config& config) {
+  Config copy = config;
+  return printed(copy);
+}
+
+std::string config_schema() {
+  std::vector<std::string> lines{"# The config's keys (generated from app/config.hpp's declarations)", ""};
+  Config config;
+  Schema schema{"", lines};
+  config.visit(schema);
+  std::set<std::string> seen;  // layer kinds share keys (activation, init, name): each once
+  lines.erase(std::remove_if(lines.begin(), lines.end(), [&](const std::string& line) { return !seen.insert(line).second; }),
+              lines.end());
+  return fmt::format("{}\n", fmt::join(lines, "\n"));
 }
 
 }  // namespace dtrain

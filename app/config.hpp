@@ -1,19 +1,22 @@
 // The YAML config as plain typed structs: the mesh, the data, the model, the layouts, the training loop,
-// the checkpoints. load_config reads a file (plus --set overrides) and checks everything that needs only
-// the config; each error is a UsageError starting "FILE:LINE:COL: " (1-based) that says what was expected.
-// Checks that need the model's shapes come later, in the engine, which reports them at the Where kept
-// beside each field (Where::str(), throw_config_error).
+// the checkpoints. Each struct declares its keys ONCE, in `visit`: v(member, "key", rule, "doc"[, flags]).
+// One visitor reads them (load_config: every error a UsageError "FILE:LINE:COL: path: what was expected"),
+// one writes the dump a checkpoint keeps, one prints them (plan's echo, the round-trip test), one the schema
+// reference (config_schema). Positions of every key read live in Config::locations; the engine's later
+// checks report there (Config::where, throw_config_error).
 #pragma once
 #include <yaml-cpp/yaml.h>
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/optim/schedule.hpp"
+#include "core/shape.hpp"
 
 namespace dtrain {
 
@@ -23,8 +26,7 @@ namespace dtrain {
 inline constexpr size_t kMaxNameLength = 256;
 inline constexpr int kMaxDevices = 1 << 20;  // the product of mesh.dims (and each dim's size)
 inline constexpr int kMaxMeshDims = 32;      // Mesh::kMaxDims
-// Any tensor the config's numbers imply (a batch of inputs, a dense kernel, a layer's activations);
-// products are computed with overflow checks, so a huge number is this error, never a wrapped size.
+// Any tensor the config's numbers imply; products are overflow-checked, so a huge number is this error.
 inline constexpr std::int64_t kMaxTensorElements = std::int64_t(1) << 40;
 
 // A place in the config. A file position (1-based line and column); or, with line == 0, a whole source
@@ -39,20 +41,70 @@ struct Where {
 // Throws UsageError("WHERE: message"), the form of every config error.
 [[noreturn]] void throw_config_error(const Where& where, const std::string& message);
 
+// ---- rules: what a key's value may be (read, written and documented in config.cpp) ----
+enum KeyFlags : unsigned { kOptional = 0, kRequired = 1, kOmitDefault = 2 /* left out of the dump at its default */ };
+inline constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+struct Int { std::int64_t min, max = kNoLimit; };
+struct Num { const char* what = nullptr; bool (*ok)(double) = nullptr; };  // "> 0" and its test; none: any
+struct Bool {};
+struct Text { const char* expected; };  // a non-empty string
+struct Choice { const std::vector<std::string>* names; };  // a string member, or an enum in the names' order
+struct Sub {};  // a struct with its own visit(): a map of its keys
+struct Tagged { const std::vector<std::string>* kinds; const char* what; };  // KIND or {KIND: {keys}}; selects .kind
+// Values with a syntax of their own:
+struct Dims {};        // mesh.dims {name: size, ...}
+struct Specs {};       // [dim | unsharded, ...]
+struct Seed {};        // [s0, s1] or s
+struct Pair { const char* what; };  // n or [h, w]
+struct Split {};       // train, test[:5000], a folder name (text_folder, image_folder)
+struct ValidationSplit { double* fraction; };  // a fraction in (0, 1) or a split
+struct ClassNames {};
+struct ImageShape {};
+struct Shuffle {};     // false, true or {seed: N}
+struct Every { std::int64_t* steps; };  // epoch, never or N
+struct ValidationEvery {};  // epoch or N
+struct Patterns {};    // [RE2 pattern, ...]
+struct Extents {};     // [n, ...]
+struct Columns {};     // [column, ...]
+struct Steps {};       // [step, ...] increasing
+struct Rates {};       // [rate, ...] > 0
+struct Clip {};        // {global_norm: C} or {value: C}
+struct LayerName {};
+struct Layers {};      // model: [{KIND: VALUE, keys...}, ...]
+struct LayoutRules {}; // layouts: {regex: specs}
+
+inline const std::vector<std::string> kDeviceKinds{"cpu", "gpu"};
+inline const std::vector<std::string> kDatasets{"mnist", "imdb", "text_folder", "image_folder", "arrays", "csv"};
+inline const std::vector<std::string> kInitKinds{"zeros", "ones", "normal", "uniform", "glorot_uniform"};
+inline const std::vector<std::string> kLayerKinds{
+    "dense", "batch_norm", "dropout", "flatten", "relu", "softmax", "conv2d", "max_pool2d", "avg_pool2d",
+    "global_average_pool", "embedding", "layer_norm", "sigmoid", "tanh", "gelu", "relayout"};
+inline const std::vector<std::string> kActivations{"none", "relu", "softmax", "sigmoid", "tanh", "gelu"};
+inline const std::vector<std::string> kPaddings{"same", "valid"};
+inline const std::vector<std::string> kReductions{"sum", "mean"};
+inline const std::vector<std::string> kOptimizers{"sgd", "adam", "adamw"};
+inline const std::vector<std::string> kSchedules{"constant", "cosine", "linear", "exponential", "step"};
+inline const std::vector<std::string> kMonitors{"val_loss", "val_accuracy"};
+
+inline bool positive(double x) { return x > 0; }
+inline bool nonnegative(double x) { return x >= 0; }
+inline bool fraction(double x) { return x >= 0 && x < 1; }
+
 // ---- mesh ----
 enum class DeviceKind { cpu, gpu };
 
 struct MeshDimConfig {
   std::string name;  // unique, not "unsharded"
   int size = 1;      // >= 1
-  Where where;       // the dim's size in mesh.dims (or the --set that gave it)
 };
 
 struct MeshConfig {
   std::vector<MeshDimConfig> dims;  // YAML order: the last dim varies fastest over the device list
   DeviceKind devices = DeviceKind::cpu;
-  Where where;  // the `mesh` section; the engine reports "mesh size vs device count" here
-  Where devices_where;
+  template <class V> void visit(V& v) {
+    v(dims, "dims", Dims{}, "mesh dim name -> size, e.g. {batch: 2, model: 2}; the last dim varies fastest", kRequired);
+    v(devices, "devices", Choice{&kDeviceKinds}, "virtual CPU devices (fibers) or one GPU per device");
+  }
 
   int num_devices() const;  // product of the sizes
   std::vector<std::string> dim_names() const;
@@ -62,142 +114,134 @@ struct MeshConfig {
 };
 
 // ---- data ----
-// mnist: MNIST-format IDX files. imdb: the aclImdb folder (a text folder with classes neg, pos).
-// text_folder: Keras' text_dataset_from_directory layout, PATH/<split>/<class>/.../*.txt, one example per
-// file. image_folder: PNG/JPEG files in class folders, PATH/<split>/<class>/*.png|jpg|jpeg (Keras'
-// image_dataset_from_directory; data/image_folder.hpp). For both folder data sets the splits are the
-// folders under PATH (train_split, test_split name them, TFDS slices allowed) and the classes the folders
-// under a split (see data.classes). arrays: features and labels from an HDF5 file or .npy files (ArraysConfig).
-// csv: one CSV file with a header row (CsvConfig).
+// The datasets: mnist (IDX files), imdb (the aclImdb folder), text_folder and image_folder (Keras'
+// *_dataset_from_directory: PATH/<split>/<class>/files), arrays (HDF5 datasets or .npy files), csv (one file
+// with a header row). data/ reads them; engine/data_source.cpp wires them.
 enum class Dataset { mnist, imdb, text_folder, image_folder, arrays, csv };
 
-// imdb and text_folder: Keras TextVectorization. mode tf_idf: [N, max_tokens] TF-IDF weights (max_tokens counts
-// [UNK]); mode int: [N, output_sequence_length] token ids (max_tokens counts "" and [UNK]), for an
-// embedding layer.
+// Keras TextVectorization: tf_idf gives [N, max_tokens] weights, int [N, output_sequence_length] token ids.
 struct VectorizerConfig {
-  std::string mode = "tf_idf";     // "tf_idf" or "int"
-  int max_tokens = 0;              // >= 2 (tf_idf), >= 3 (int)
-  int output_sequence_length = 0;  // int mode only, >= 1
-  Where where;                     // the max_tokens value
-  Where sequence_length_where;     // the output_sequence_length value (int mode)
+  std::string mode = "tf_idf";
+  int max_tokens = 0;
+  int output_sequence_length = 0;
+  template <class V> void visit(V& v) {
+    static const std::vector<std::string> modes{"tf_idf", "int"};
+    v(mode, "mode", Choice{&modes}, "tf_idf (TF-IDF weights) or int (token ids, for an embedding)");
+    v(max_tokens, "max_tokens", Int{mode == "int" ? 3 : 2, 1 << 24}, "vocabulary size, [UNK] (and \"\" in int) counted", kRequired);
+    v(output_sequence_length, "output_sequence_length", Int{1, 1 << 20}, "ids per example (mode int only)",
+      mode == "int" ? kRequired : kOmitDefault);
+  }
 };
 
 struct ShuffleConfig {
   bool enabled = false;  // absent section: examples in the data set's own order
   std::uint64_t seed = 0;
-  Where where;
 };
 
-// dataset arrays: features and labels stored as arrays whose first axis counts the examples, either
-// datasets of an HDF5 file (data.path the file; features and labels are dataset paths in it, e.g.
-// /train/x) or .npy files (data.path a folder; features and labels are file names relative to it, e.g.
-// train_x.npy). `data.arrays: {train: {features: X, labels: Y}, test: {...}, divide_by: 255, example_shape:
-// [28, 28, 1]}`; train or test may be left out (a split that names it is then an error). Features float32 or
-// uint8 of any shape [N, ...]; they reach the model as float32, as stored (Keras gets what was saved), or
-// divided by divide_by (> 0) when given: uint8 pixels with divide_by 255 are MNIST's IDX floats bit for bit.
-// Labels: a 1-D integer array (any integer dtype) of N class ids. The features stay on disk (.npy mapped,
-// HDF5 read by hyperslab per batch); each rank reads only its rows. The class count is data.classes' when
-// given, else the largest training label + 1; every label must lie below it.
 struct ArraySplitConfig {
   std::string features, labels;
-  Where where, features_where;
+  template <class V> void visit(V& v) {
+    v(features, "features", Text{"an HDF5 dataset path or a .npy file name"}, "features [N, ...] float32 or uint8", kRequired);
+    v(labels, "labels", Text{"an HDF5 dataset path or a .npy file name"}, "class ids [N], any integer dtype", kRequired);
+  }
 };
+// Features and labels of each split: datasets of the HDF5 file data.path, or .npy files in the folder data.path.
 struct ArraysConfig {
-  std::map<std::string, ArraySplitConfig> splits;  // "train", "test"
-  double divide_by = 0;                            // 0: as stored
-  // One example's shape: the features' shape past the first axis (read from the file when not given), or
-  // a shape of as many elements (e.g. [28, 28, 1] for [N, 784] pixels).
-  std::vector<std::int64_t> example_shape;
+  std::optional<ArraySplitConfig> train, test;
+  double divide_by = 0;  // 0: as stored
+  std::vector<std::int64_t> example_shape;  // read from the file when not given
   bool example_shape_given = false;
-  Where where, example_shape_where;
+  template <class V> void visit(V& v) {
+    v(train, "train", Sub{}, "the training split's arrays", kOmitDefault);
+    v(test, "test", Sub{}, "the test split's arrays", kOmitDefault);
+    v(divide_by, "divide_by", Num{"> 0", positive}, "features divided by this (255: MNIST's floats)", kOmitDefault);
+    v(example_shape, "example_shape", Extents{}, "one example's shape (default: the stored one)");
+  }
+  const ArraySplitConfig* split(const std::string& name) const {
+    return name == "train" && train ? &*train : name == "test" && test ? &*test : nullptr;
+  }
 };
 
-// dataset csv: data.path one CSV file with a header row (RFC 4180; data/csv.hpp), read into memory.
-// `data.csv: {label: COLUMN, features: [COLUMN, ...]}`: label (required) names the column of class ids
-// (whole numbers >= 0); features picks the feature columns in order (default: every other column). The file
-// is TFDS' one split `train`: test_split slices it too (train_split: train[:80%], test_split: train[80%:]).
-// The class count as for arrays.
+// One CSV file with a header row (TFDS' one split `train`, sliced by train_split and test_split).
 struct CsvConfig {
   std::string label;
   std::vector<std::string> features;  // resolved from the header row when not given
   bool features_given = false;
-  Where where, label_where, features_where;
+  template <class V> void visit(V& v) {
+    v(label, "label", Text{"a column name"}, "the column of class ids (whole numbers >= 0)", kRequired);
+    v(features, "features", Columns{}, "the feature columns in order (default: every other column)");
+  }
 };
 
 struct DataConfig {
   Dataset dataset = Dataset::mnist;
-  std::string path;  // as written (relative to the working directory); checked to exist
-  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]; text_folder and
-                                      // image_folder: any folder under path, e.g. train[:80%] and train[80%:]
+  std::string path;                   // as written (relative to the working directory)
+  std::string train_split = "train";  // TFDS-like slices: train, train[:5000], test[10%:]
   std::string test_split = "test";
+  double validation_fraction = 0;  // validation_split's number form (0: not that form)
+  std::string validation_split;    // its split form ("": not that form)
   VectorizerConfig vectorizer;
-  std::int64_t batch_size = 0;  // the GLOBAL batch, >= 1
-  ShuffleConfig shuffle;
-  // Specs of the input x, one per axis (batch first); labels take layout[0]. When not given: the first
-  // mesh dim on the batch axis, the other axes unsharded (layout_given false).
-  std::vector<std::string> layout;
-  bool layout_given = false;
-  // data.validation_split: the examples validated during training (not trained on), one of
-  //   a number f in (0, 1)  Keras' validation_split: the LAST f of the training split's examples (after
-  //                         train_split's slice, before any shuffle: floor(n * (1 - f)) stay for training)
-  //   a split string        its own slice, train[90%:] or test[:2000]; one that shares examples with the
-  //                         training split (same split, overlapping ranges) is an error at this key
-  // Absent: no validation. IMDB's vectorizer is fitted on the training examples alone.
-  double validation_fraction = 0;  // the number form (0: not that form)
-  std::string validation_split;    // the string form ("" : not that form)
-  bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
-
-  // mnist: empty = flat [N, 784]; {28, 28} = [N, 28, 28]; {28, 28, 1} (NHWC).
-  // image_folder (required): [height, width, channels], channels 1 (grayscale) or 3 (rgb), Keras' color_mode
-  // (colour to gray by ITU-R 601 luma, gray replicated to rgb, alpha dropped: data/image_decode.hpp).
-  std::vector<int> image_shape;
-  // image_folder: how images of another size reach image_shape, as tf.image.resize (data/image_resize.hpp):
-  // bilinear (Keras' default), nearest, or none (every image must already be height x width: else an error
-  // naming the file and its size).
-  std::string resize = "bilinear";
-  // image_folder: a file that does not decode (corrupt, truncated, CMYK, wrong size under resize none, or a
-  // .bmp/.gif/.webp/.tif in a class folder) is an error naming it (error), or left out with a notice counting
-  // them and naming the first few (skip).
-  std::string on_bad_file = "error";
-  // data.classes: the class names, label k named classes[k] (printed by eval and predict, kept in checkpoints).
-  // mnist: 10 names (default "0".."9"), imdb: 2 (default neg, pos); for class folders (text_folder, image_folder) the
-  // folders to read, in label order (default: every subfolder of the training split, sorted by name, as
-  // Keras; the test split must then have the same subfolders). Distinct, non-empty, at least 2.
-  std::vector<std::string> classes;
-  ArraysConfig arrays;  // dataset arrays
-  CsvConfig csv;        // dataset csv
-
-  // Training batches (micro-batches under train.accumulation_steps) each device has read ahead, 0..256: a
-  // worker thread reads them (the source's values densified and cut to the device's block) while the step
-  // computes; 0 (default): each device reads its block at the start of the step. The same batches in the
-  // same order either way, so the same results bit for bit. Off by default: on the 2-core CI machine reading
-  // the in-memory data is 1/88 of an MNIST step and 1/5 of an IMDB TF-IDF one (bench_input_pipeline), and
-  // with both cores busy with the devices' threads a third one measured from 11% slower to 18% faster on
-  // imdb_dp, by the machine's load; it pays where reading is slow or cores are spare.
+  std::vector<int> image_shape;        // mnist: empty (flat), {28, 28} or {28, 28, 1}; image_folder: [H, W, C]
+  std::string resize = "bilinear";     // image_folder
+  std::string on_bad_file = "error";   // image_folder
+  std::vector<std::string> classes;    // class k's name
+  ArraysConfig arrays;
+  CsvConfig csv;
+  std::int64_t batch_size = 0;  // the GLOBAL batch
   std::int64_t prefetch = 0;
-
-  Where where, dataset_where, path_where, train_split_where, test_split_where, batch_size_where,
-      layout_where, image_shape_where, classes_where, validation_split_where, resize_where, on_bad_file_where,
-      prefetch_where;
-
-  // One example's x shape without the batch axis: {784}, {28, 28}, {28, 28, 1}, {max_tokens} (tf_idf),
-  // {output_sequence_length} (int), image_folder's image_shape, arrays.example_shape, or {csv feature columns}.
+  ShuffleConfig shuffle;
+  std::vector<std::string> layout;  // specs of the input x (batch first); labels take layout[0]
+  bool layout_given = false;
+  template <class V> void visit(V& v) {
+    static const std::vector<std::string> resizes{"bilinear", "nearest", "none"}, on_bad{"error", "skip"};
+    v(dataset, "dataset", Choice{&kDatasets}, "the kind of data set", kRequired);
+    v(path, "path", Text{"a path"}, "its file or folder, relative to the working directory", kRequired);
+    v(train_split, "train_split", Split{}, "the training examples: train, train[:5000], test[10%:] (TFDS slices)");
+    v(test_split, "test_split", Split{}, "the examples eval and the per-epoch evaluation read");
+    v(validation_split, "validation_split", ValidationSplit{&validation_fraction},
+      "validated during training: a fraction f (the LAST f of train_split) or a disjoint split", kOmitDefault);
+    v(arrays, "arrays", Sub{}, "dataset arrays: {train: {features, labels}, test: ..., divide_by, example_shape}", kOmitDefault);
+    v(csv, "csv", Sub{}, "dataset csv: {label: COLUMN, features: [COLUMN, ...]}", kOmitDefault);
+    v(vectorizer, "vectorizer", Sub{}, "imdb, text_folder: Keras TextVectorization {mode, max_tokens, ...}", kOmitDefault);
+    v(image_shape, "image_shape", ImageShape{}, "mnist: flat, [28, 28] or [28, 28, 1]; image_folder: [H, W, C] (C 1 or 3)", kOmitDefault);
+    const KeyFlags images = dataset == Dataset::image_folder ? kOptional : kOmitDefault;  // inspect shows them
+    v(resize, "resize", Choice{&resizes}, "image_folder: tf.image.resize's method to image_shape (none: sizes must match)", images);
+    v(on_bad_file, "on_bad_file", Choice{&on_bad}, "image_folder: a file that does not decode is an error, or skipped", images);
+    v(classes, "classes", ClassNames{}, "class names in label order (class folders: the folders to read)", kOmitDefault);
+    v(batch_size, "batch_size", Int{1}, "the GLOBAL batch (micro-batches under accumulation_steps)", kRequired);
+    v(prefetch, "prefetch", Int{0, 256}, "batches a worker thread reads ahead per device (same results)", kOmitDefault);
+    v(shuffle, "shuffle", Shuffle{}, "false, or {seed: N}: a new order every epoch, the same on any mesh");
+    v(layout, "layout", Specs{}, "specs of the input x, batch first (default: the first mesh dim on the batch)");
+  }
+  bool has_validation() const { return validation_fraction > 0 || !validation_split.empty(); }
+  // One example's x shape without the batch axis.
   std::vector<std::int64_t> example_shape() const;
 };
 
 // ---- model ----
 enum class InitKind { zeros, ones, normal, uniform, glorot_uniform };
 
-// A variable initializer. Random kinds draw from a counter-based RNG keyed by `seed` and the global
-// element index (so values do not depend on the mesh). A seed not written in the config is
-// {1000 + layer index, slot} with slot 0 kernel, 1 bias, 2 dropout, so every config is deterministic.
+// A variable initializer. Random kinds draw from a counter-based RNG keyed by `seed` and the global element
+// index (values do not depend on the mesh). A seed not written is {1000 + layer index, slot} (slot 0 kernel,
+// 1 bias, 2 dropout), so every config is deterministic.
 struct InitializerConfig {
   InitKind kind = InitKind::zeros;
   std::array<std::int64_t, 2> seed{0, 0};
   bool seed_given = false;
   double mean = 0.0, stddev = 1.0;       // normal; stddev 1 = tf.random.stateless_normal (the tutorial's)
   double minval = -0.05, maxval = 0.05;  // uniform (Keras' defaults)
-  Where where;
+  template <class V> void visit(V& v) {
+    if (kind == InitKind::zeros || kind == InitKind::ones) return;
+    v(seed, "seed", Seed{}, "[s0, s1] (or s: [s, 0])");
+    if (kind == InitKind::normal) {
+      v(mean, "mean", Num{}, "normal's mean");
+      v(stddev, "stddev", Num{"> 0", positive}, "normal's standard deviation");
+    }
+    if (kind == InitKind::uniform) {
+      v(minval, "minval", Num{}, "uniform's lower bound");
+      v(maxval, "maxval", Num{}, "uniform's upper bound (> minval)");
+    }
+  }
 };
 
 enum class LayerKind {
@@ -207,66 +251,77 @@ enum class LayerKind {
 enum class Activation { none, relu, softmax, sigmoid, tanh, gelu };
 enum class PaddingKind { same, valid };
 
-struct DenseConfig {
-  int units = 0;  // >= 1
+// The keys dense and conv2d share: activation, bias, initializers (Keras' defaults: glorot_uniform, zeros).
+struct WeightsConfig {
   Activation activation = Activation::none;
   bool use_bias = true;
-  InitializerConfig kernel_init;  // default glorot_uniform (Keras' default)
-  InitializerConfig bias_init;    // default zeros
-  Where units_where;
+  InitializerConfig kernel_init;
+  InitializerConfig bias_init;
+  template <class V> void visit(V& v) {
+    v(activation, "activation", Choice{&kActivations}, "applied to the output");
+    v(use_bias, "use_bias", Bool{}, "add a bias");
+    v(kernel_init, "init", Tagged{&kInitKinds, "initializer"}, "the kernel's initializer");
+    if (use_bias) v(bias_init, "bias_init", Tagged{&kInitKinds, "initializer"}, "the bias' initializer");
+  }
 };
 
-// Keras Conv2D on NHWC images: `{conv2d: FILTERS, kernel_size: 3, strides: 1, padding: valid, activation,
-// use_bias, init, bias_init}`; kernel_size and strides are one integer or [h, w]. Keras' defaults.
-struct Conv2dConfig {
-  int filters = 0;  // >= 1
+struct DenseConfig : WeightsConfig {
+  int units = 0;
+};
+
+// Keras Conv2D on NHWC images.
+struct Conv2dConfig : WeightsConfig {
+  int filters = 0;
   std::array<int, 2> kernel_size{0, 0};
   std::array<int, 2> strides{1, 1};
   PaddingKind padding = PaddingKind::valid;
-  Activation activation = Activation::none;
-  bool use_bias = true;
-  InitializerConfig kernel_init;  // default glorot_uniform
-  InitializerConfig bias_init;    // default zeros
-  Where filters_where, kernel_size_where;
 };
 
-// Keras MaxPooling2D / AveragePooling2D: `{max_pool2d: POOL, strides: POOL, padding: valid}`.
+// Keras MaxPooling2D / AveragePooling2D.
 struct Pool2dConfig {
   std::array<int, 2> pool_size{2, 2};
   std::array<int, 2> strides{0, 0};  // 0: the pool size (Keras' default)
   PaddingKind padding = PaddingKind::valid;
 };
 
-// Keras Embedding: `{embedding: OUTPUT_DIM, input_dim: VOCABULARY, init}`; input_dim defaults to the int
-// vectorizer's max_tokens. The table is EMBEDDING_NAME/embeddings [input_dim, output_dim].
+// Keras Embedding: the table NAME/embeddings [input_dim, output_dim]; input_dim defaults to the int
+// vectorizer's max_tokens.
 struct EmbeddingConfig {
   int output_dim = 0;
   int input_dim = 0;
   InitializerConfig init;  // default uniform [-0.05, 0.05] (Keras)
-  Where output_dim_where, input_dim_where;
 };
 
-// Keras LayerNormalization over the last axis: `{layer_norm: {epsilon: 1e-3, center: true, scale: true}}`.
+// Keras LayerNormalization over the last axis.
 struct LayerNormConfig {
   double epsilon = 1e-3;
   bool center = true, scale = true;
+  template <class V> void visit(V& v) {
+    v(epsilon, "epsilon", Num{"> 0", positive}, "added to the variance");
+    v(center, "center", Bool{}, "a learned offset beta");
+    v(scale, "scale", Bool{}, "a learned scale gamma");
+  }
 };
 
-// `{relayout: [batch, unsharded, ...]}`: DTensor's relayout of the activations between two layers (one spec
-// per axis), e.g. to gather image rows before a pool whose output bands would be uneven.
+// DTensor's relayout of the activations between two layers (one spec per axis).
 struct RelayoutConfig {
   std::vector<std::string> specs;
-  Where where;
 };
 
 // `batch_norm: {}` is the DTensor tutorial's parameter-free version: batch statistics over the GLOBAL
-// batch, always (training and eval), epsilon 1e-5, no variables. Any key given selects the Keras-style
-// layer: gamma (scale) / beta (center), moving statistics for inference; Keras' defaults.
+// batch, always, epsilon 1e-5, no variables. Any key given selects the Keras-style layer (its defaults).
 struct BatchNormConfig {
   bool parameter_free = true;
   bool center = false, scale = false;  // Keras-style default: true, true
   double momentum = 0.99;              // Keras-style only
   double epsilon = 1e-5;               // Keras-style default: 1e-3
+  template <class V> void visit(V& v) {
+    if (parameter_free) return;
+    v(center, "center", Bool{}, "a learned offset beta");
+    v(scale, "scale", Bool{}, "a learned scale gamma");
+    v(momentum, "momentum", Num{"in [0, 1)", fraction}, "of the moving statistics");
+    v(epsilon, "epsilon", Num{"> 0", positive}, "added to the variance");
+  }
 };
 
 struct DropoutConfig {
@@ -275,7 +330,11 @@ struct DropoutConfig {
   bool seed_given = false;
 };
 
-// One layer. Only the sub-struct matching `kind` is meaningful.
+struct EmptyConfig {
+  template <class V> void visit(V&) {}
+};
+
+// One layer: `{KIND: VALUE, name: ..., keys}`. Only the sub-struct matching `kind` is meaningful.
 struct LayerConfig {
   LayerKind kind = LayerKind::dense;
   std::string name;  // unique; default <type><n> counted per type in order: dense1, dense2, bn1, dropout1
@@ -288,18 +347,58 @@ struct LayerConfig {
   EmbeddingConfig embedding;
   LayerNormConfig layer_norm;
   RelayoutConfig relayout;
-  Where where;  // the layer's entry in `model`
+  template <class V> void visit(V& v) {
+    const std::string& k = kLayerKinds[size_t(kind)];
+    const char* key = k.c_str();
+    switch (kind) {
+      case LayerKind::dense:
+        v(dense.units, key, Int{1, std::numeric_limits<int>::max()}, "units", kRequired);
+        dense.visit(v);
+        break;
+      case LayerKind::conv2d:
+        v(conv2d.filters, key, Int{1, 1 << 20}, "filters", kRequired);
+        v(conv2d.kernel_size, "kernel_size", Pair{"a kernel size"}, "n or [h, w]", kRequired);
+        visit_window(v, conv2d.strides, conv2d.padding);
+        conv2d.visit(v);
+        break;
+      case LayerKind::max_pool2d:
+      case LayerKind::avg_pool2d:
+        v(pool2d.pool_size, key, Pair{"a pool size"}, "n or [h, w]", kRequired);
+        visit_window(v, pool2d.strides, pool2d.padding);
+        break;
+      case LayerKind::batch_norm: v(batch_norm, key, Sub{}, "{} (DTensor's) or Keras' {center, scale, momentum, epsilon}", kRequired); break;
+      case LayerKind::layer_norm: v(layer_norm, key, Sub{}, "{epsilon, center, scale}", kRequired); break;
+      case LayerKind::dropout:
+        v(dropout.rate, key, Num{"in [0, 1)", fraction}, "the rate", kRequired);
+        v(dropout.seed, "seed", Seed{}, "[s0, s1] (or s) keying the masks");
+        break;
+      case LayerKind::embedding:
+        v(embedding.output_dim, key, Int{1, 1 << 20}, "output_dim", kRequired);
+        v(embedding.input_dim, "input_dim", Int{1, 1 << 28}, "the vocabulary (default: the int vectorizer's max_tokens)");
+        v(embedding.init, "init", Tagged{&kInitKinds, "initializer"}, "the table's initializer");
+        break;
+      case LayerKind::relayout: v(relayout.specs, key, Specs{}, "the activations' specs, batch first", kRequired); break;
+      default: {
+        EmptyConfig none;
+        v(none, key, Sub{}, "{}", kRequired);
+      }
+    }
+    v(name, "name", LayerName{}, "unique; part of variable paths NAME/kernel");
+  }
+
+ private:
+  template <class V> static void visit_window(V& v, std::array<int, 2>& strides, PaddingKind& padding) {
+    v(strides, "strides", Pair{"strides"}, "n or [h, w] (pools: the pool size)");
+    v(padding, "padding", Choice{&kPaddings}, "valid or same (Keras')");
+  }
 };
 
 // ---- layouts ----
-// One `layouts:` rule: a regex (full match) over variable paths such as "dense1/kernel" -> a spec per
+// One `layouts:` rule: an RE2 regex (full match) over variable paths such as "dense1/kernel" -> a spec per
 // axis. Rules keep YAML order; the first match wins; unmatched variables are replicated.
 struct LayoutRule {
   std::string pattern;
-  // An RE2 regex (core/nn/layout_map.hpp: linear time, bounded stack), checked when read; nn::LayoutMap
-  // matches it.
   std::vector<std::string> specs;  // mesh dim names or "unsharded"; no dim twice
-  Where where;                     // the rule's key: rank mismatch, indivisible dims, "matches nothing"
 };
 
 // ---- training ----
@@ -307,25 +406,36 @@ enum class Reduction { sum, mean };
 enum class OptimizerKind { sgd, adam, adamw };
 
 struct LossConfig {  // sparse softmax cross-entropy over logits (the only loss)
+  int kind = 0;
   Reduction reduction = Reduction::mean;
-  Where where;
+  template <class V> void visit(V& v) { v(reduction, "reduction", Choice{&kReductions}, "over the batch"); }
 };
 
-// `optimizer: {KIND: {PARAMS}}` (or just KIND), Keras' optimizers and defaults:
-//   sgd:   learning_rate 0.01, momentum 0.0 (in [0, 1)), nesterov false (needs momentum > 0), weight_decay 0
-//   adam:  learning_rate 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7, weight_decay 0
-//   adamw: adam's, weight_decay 0.004
-// weight_decay is Keras' on every optimizer: DECOUPLED, w -= learning_rate * weight_decay * w before the
-// step (the current, scheduled, rate), not an L2 term in the loss; on every trainable variable, biases
-// and normalization scales too (Keras' default when no variables are excluded).
-// `schedule` (any optimizer): the learning rate per step, {KIND: {PARAMS}} with KIND one of
-//   constant:    {warmup_steps: 0}
-//   cosine:      {warmup_steps: 0, decay_steps (required), alpha: 0.0}
-//   linear:      {warmup_steps: 0, decay_steps (required), end_learning_rate: 0.0}
-//   exponential: {warmup_steps: 0, decay_steps (required), decay_rate (required), staircase: false}
-//   step:        {warmup_steps: 0, boundaries: [steps...] (required), values: [rates...] (one more)}
-// learning_rate is the peak rate (after warmup); a step schedule's values[0] is it (learning_rate, when
-// given, must equal it). Formulas in core/optim/schedule.hpp; the rate depends on the global step only.
+}  // namespace dtrain
+namespace dtrain::optim {
+template <class V> void visit(LearningRateSchedule& s, V& v) {
+  using K = ScheduleKind;
+  v(s.warmup_steps, "warmup_steps", Int{0}, "steps of linear warmup from 0 to learning_rate");
+  if (s.kind == K::cosine || s.kind == K::linear || s.kind == K::exponential)
+    v(s.decay_steps, "decay_steps", Int{1}, "steps of decay after warmup", kRequired);
+  if (s.kind == K::cosine)
+    v(s.alpha, "alpha", Num{"in [0, 1] (the final rate as a fraction of learning_rate)", [](double x) { return x >= 0 && x <= 1; }},
+      "cosine: the final rate as a fraction of learning_rate");
+  if (s.kind == K::linear) v(s.end_learning_rate, "end_learning_rate", Num{">= 0", nonnegative}, "linear: the final rate");
+  if (s.kind == K::exponential) {
+    v(s.decay_rate, "decay_rate", Num{"> 0", positive}, "exponential: the factor per decay_steps", kRequired);
+    v(s.staircase, "staircase", Bool{}, "exponential: decay in whole steps of decay_steps");
+  }
+  if (s.kind == K::step) {
+    v(s.boundaries, "boundaries", Steps{}, "step: the steps where the rate changes, increasing", kRequired);
+    v(s.values, "values", Rates{}, "step: the rates, one more than boundaries (values[0] is learning_rate)", kRequired);
+  }
+}
+}  // namespace dtrain::optim
+namespace dtrain {
+
+// Keras' optimizers and defaults; weight_decay is DECOUPLED (w -= learning_rate * weight_decay * w).
+// The schedule's formulas: core/optim/schedule.hpp; learning_rate is its peak (after warmup).
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::sgd;
   double learning_rate = 0.01;  // default: Keras' (sgd 0.01, adam and adamw 0.001)
@@ -334,70 +444,75 @@ struct OptimizerConfig {
   bool nesterov = false;  // sgd
   double weight_decay = 0.0;  // default 0.004 for adamw
   optim::LearningRateSchedule schedule;  // its learning_rate is learning_rate
-  Where where;
+  template <class V> void visit(V& v) {
+    v(learning_rate, "learning_rate", Num{"> 0", positive}, "the (peak) rate");
+    if (kind == OptimizerKind::sgd) {
+      v(momentum, "momentum", Num{"in [0, 1)", fraction}, "sgd's momentum", kOmitDefault);
+      v(nesterov, "nesterov", Bool{}, "Nesterov momentum (needs momentum > 0)", kOmitDefault);
+    } else {
+      v(beta_1, "beta_1", Num{"in [0, 1)", fraction}, "decay of the first moment");
+      v(beta_2, "beta_2", Num{"in [0, 1)", fraction}, "decay of the second moment");
+      v(epsilon, "epsilon", Num{"> 0", positive}, "added to the second moment's root");
+    }
+    v(weight_decay, "weight_decay", Num{"in [0, 1) (decoupled: w -= learning_rate * weight_decay * w)", fraction},
+      "decoupled weight decay (adamw: 0.004)", kind == OptimizerKind::adamw ? kOptional : kOmitDefault);
+    v(schedule, "schedule", Tagged{&kSchedules, "schedule"}, "the rate per step (core/optim/schedule.hpp)", kOmitDefault);
+  }
 };
 
-// train.clip: gradient clipping of the summed gradients before each update (Keras' semantics), one of
-//   {global_norm: C}  every gradient scaled by min(1, C / N), N the norm of all gradients of all variables
-//                     together (Keras' global_clipnorm), whatever their sharding: equal on every mesh
-//   {value: C}        every gradient value clamped to [-C, C] (Keras' clipvalue)
-// C > 0. Off when not given.
+// train.clip: {global_norm: C} scales all gradients by min(1, C / N), N their global norm (Keras'
+// global_clipnorm); {value: C} clamps each to [-C, C]. C > 0; off when not given.
 struct ClipConfig {
   double global_norm = 0, value = 0;  // 0: not set
-  Where where;
 };
 
-// train.early_stopping: Keras' EarlyStopping callback, {monitor: val_loss, patience: 0, min_delta: 0, mode: auto,
-// restore_best_weights: false} (Keras' defaults; `{}` takes them all). monitor is val_loss or val_accuracy;
-// mode auto minimizes val_loss and maximizes val_accuracy (min, max force it). The run stops after a
-// validation once `patience` validations in a row (epochs, with validation_every: epoch) have not improved on
-// the best by more than min_delta (>= 0), saving the position reached; exit code 0. Needs
-// data.validation_split. restore_best_weights: true is refused (use checkpoint.keep_best and evaluate
-// DIR/best). The state (best, step, validations since) is saved in every checkpoint, so a resumed run stops
-// where the uninterrupted one does (resuming a run that stopped trains on until the next validation decides
-// again: it stops there unless that validation improves).
+// train.early_stopping: Keras' EarlyStopping (restore_best_weights: use checkpoint.keep_best instead). Its
+// state is saved in every checkpoint, so a resumed run stops where the uninterrupted one does.
 struct EarlyStoppingConfig {
   std::string monitor = "val_loss";
   std::string mode = "auto";  // auto, min, max
-  std::int64_t patience = 0;  // >= 0
-  double min_delta = 0;       // >= 0
-  Where where;
+  std::int64_t patience = 0;
+  double min_delta = 0;
+  bool restore_best_weights = false;  // refused when true
+  template <class V> void visit(V& v) {
+    static const std::vector<std::string> modes{"auto", "min", "max"};
+    v(monitor, "monitor", Choice{&kMonitors}, "the validation metric watched");
+    v(patience, "patience", Int{0, 1 << 30}, "validations without improvement before stopping");
+    v(min_delta, "min_delta", Num{">= 0", nonnegative}, "the least change that counts as improvement");
+    v(mode, "mode", Choice{&modes}, "auto minimizes val_loss and maximizes val_accuracy");
+    v(restore_best_weights, "restore_best_weights", Bool{}, "refused: evaluate DIR/best (checkpoint.keep_best)", kOmitDefault);
+  }
 };
 
 struct TrainConfig {
-  int epochs = 1;  // >= 1
-  std::optional<std::int64_t> max_steps;  // stop after this many steps in all (benchmarks, tests)
+  int epochs = 1;
+  std::optional<std::int64_t> max_steps;
   LossConfig loss;
   OptimizerConfig optimizer;
-  bool eval_every_epoch = true;  // evaluate the test split after each epoch
-  std::int64_t log_every = 100;  // steps between plain log lines (when not on a terminal)
+  bool eval_every_epoch = true;
+  std::int64_t log_every = 100;
   ClipConfig clip;
-  // train.accumulation_steps: k >= 1. Each optimizer step sums the gradients of k micro-batches of
-  // data.batch_size / k examples (forward and backward one micro-batch at a time: the memory of one), so
-  // data.batch_size stays the GLOBAL batch of a step (= k x micro-batch) and the losses (mean or sum) equal
-  // one big batch's. k must divide data.batch_size, and the batch shards (data.layout's first dim) the
-  // micro-batch. Steps, metrics and checkpoints count optimizer steps. BatchNorm's batch statistics and
-  // Dropout's masks are per micro-batch.
   std::int64_t accumulation_steps = 1;
-  // Fine-tuning, `dtrain train` only (engine/init_from.hpp): train.init_from names a checkpoint (a checkpoint
-  // dir, read through its `latest`, or one DIR/ckpt-N folder) whose model variables (the trainable ones and
-  // the rest: BatchNorm's moving statistics) start this fresh run, on any mesh and layouts; not its
-  // optimizer slots, step or data position (this config's optimizer and schedule start at step 0). Every
-  // variable must match by path and shape, both ways, except those train.init_skip names: RE2 patterns (full
-  // match) over variable paths ("dense3/.*") left as this config initializes them (a new head) and, in the
-  // checkpoint, not read. An IMDB model keeps the checkpoint's fitted vectorizer (its inputs' meaning).
-  // The command line's --init-from PATH and --init-skip PATTERN (repeatable) replace them.
   std::string init_from;               // "": a run from the initializers
-  std::vector<std::string> init_skip;  // each checked to compile and to match some variable
-  Where init_from_where;
-  std::vector<Where> init_skip_where;  // one per pattern
-  // train.validation_every: when data.validation_split is evaluated: `epoch` (the default: after each
-  // epoch's last step) or N (every N optimizer steps, counted over the whole run: at steps N, 2N, ...; not
-  // also at each epoch's end). A validation comes before that step's save; its metrics go to the progress
-  // output and metrics.jsonl (split "validation"). Needs data.validation_split.
+  std::vector<std::string> init_skip;  // each checked to compile
   std::int64_t validation_every_steps = 0;  // 0: epoch
   std::optional<EarlyStoppingConfig> early_stopping;
-  Where where, epochs_where, max_steps_where, accumulation_steps_where, validation_every_where;
+  template <class V> void visit(V& v) {
+    static const std::vector<std::string> losses{"sparse_softmax_cross_entropy"};
+    v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
+    v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
+    v(loss, "loss", Tagged{&losses, "loss"}, "sparse softmax cross-entropy over logits, {reduction: sum | mean}");
+    v(optimizer, "optimizer", Tagged{&kOptimizers, "optimizer"}, "KIND or {KIND: {learning_rate, ...}} (Keras' defaults)", kRequired);
+    v(eval_every_epoch, "eval_every_epoch", Bool{}, "evaluate the test split after each epoch");
+    v(log_every, "log_every", Int{1}, "steps between plain log lines (when not on a terminal)");
+    v(clip, "clip", Clip{}, "{global_norm: C} or {value: C} (Keras' global_clipnorm, clipvalue)", kOmitDefault);
+    v(accumulation_steps, "accumulation_steps", Int{1, 1 << 20},
+      "k micro-batches of batch_size / k summed per optimizer step", kOmitDefault);
+    v(init_from, "init_from", Text{"a checkpoint dir or folder"}, "fine-tuning: the model variables start from it", kOmitDefault);
+    v(init_skip, "init_skip", Patterns{}, "variable patterns init_from leaves as initialized", kOmitDefault);
+    v(validation_every_steps, "validation_every", ValidationEvery{}, "epoch or every N steps", kOmitDefault);
+    v(early_stopping, "early_stopping", Sub{}, "Keras' EarlyStopping {monitor, patience, min_delta, mode}", kOmitDefault);
+  }
 };
 
 enum class CheckpointEvery { epoch, steps, never };
@@ -406,21 +521,22 @@ struct CheckpointConfig {
   std::string dir;  // default RUN_DIR/ckpt
   CheckpointEvery every = CheckpointEvery::epoch;
   std::int64_t every_steps = 0;  // when every == steps
-  int max_to_keep = 3;           // >= 1
-  // checkpoint.keep_best: val_loss or val_accuracy (direction as early stopping's mode auto). A checkpoint is
-  // saved at every validation, and the best one so far is kept beyond max_to_keep; DIR/best names it (as
-  // DIR/latest names the latest): `dtrain eval --checkpoint DIR/best`. Needs data.validation_split and
-  // checkpoints (every is not never).
+  int max_to_keep = 3;
   std::string keep_best;  // "": off
-  Where where, dir_where, keep_best_where;
+  template <class V> void visit(V& v) {
+    v(dir, "dir", Text{"a directory"}, "where checkpoints go (default RUN_DIR/ckpt)");
+    v(every, "every", Every{&every_steps}, "epoch, never or a number of steps");
+    v(max_to_keep, "max_to_keep", Int{1, 1 << 20}, "the newest kept");
+    v(keep_best, "keep_best", Choice{&kMonitors}, "also keep the best validation's checkpoint as DIR/best", kOmitDefault);
+  }
 };
 
 // ---- communication between processes ----
 struct CommConfig {
-  // How long a process waits in a collective for its peers (under mpirun) before it gives up with an
-  // error: a stuck or dead peer ends the job with a message instead of a hang. > 0, finite.
   double timeout_s = 300;
-  Where timeout_s_where;  // the value; when not given, the comm section or else the config itself
+  template <class V> void visit(V& v) {
+    v(timeout_s, "timeout_s", Num{"> 0", positive}, "how long a collective waits for its peers before an error");
+  }
 };
 
 // ---- the whole config ----
@@ -431,14 +547,24 @@ struct Config {
   std::vector<LayerConfig> model;
   std::vector<LayoutRule> layouts;
   TrainConfig train;
+  std::string run_dir;  // --run-dir, else run_dir:, else runs/<config file stem>
   CheckpointConfig checkpoint;
   CommConfig comm;
-  std::string run_dir;  // --run-dir, else run_dir:, else runs/<config file stem>
-  Where run_dir_where;
+  template <class V> void visit(V& v) {
+    v(mesh, "mesh", Sub{}, "the device mesh", kRequired);
+    v(data, "data", Sub{}, "the data set and its input pipeline", kRequired);
+    v(model, "model", Layers{}, "the layers in order", kRequired);
+    v(layouts, "layouts", LayoutRules{}, "variable regex -> specs; unmatched variables are replicated");
+    v(train, "train", Sub{}, "the training loop", kRequired);
+    v(run_dir, "run_dir", Text{"a directory"}, "metrics.jsonl, vocabulary, plots (default runs/<config stem>)");
+    v(checkpoint, "checkpoint", Sub{}, "sharded HDF5 checkpoints");
+    v(comm, "comm", Sub{}, "communication between processes");
+  }
 
   std::string source_text;             // the file's text as read (before overrides)
   std::vector<std::string> overrides;  // the --set assignments applied, in order
-  // Every key read, by dotted path ("data.batch_size", "model[1].dense", "layouts[0]"), at its value.
+  // Where every key is, by dotted path ("data.batch_size", "model[1].dense", "layouts[0]"): a key read is at its
+  // value (a --set, --run-dir or --init-from at that flag); a key not given at its section.
   std::map<std::string, Where> locations;
 
   Where where(const std::string& path) const;  // locations[path], or the file itself
@@ -457,23 +583,30 @@ Config load_config(const std::string& path, const LoadOptions& options = {});
 // The same from text; `file` names it in messages and gives the default run dir's stem.
 Config parse_config(const std::string& text, const std::string& file, const LoadOptions& options = {});
 
-// Applies one override "dotted.key.path=VALUE" to a YAML tree: VALUE is parsed as YAML (so "[batch, model]"
-// is a list), missing maps are created, a numeric segment indexes a list ("model.0.dense=64", or as
-// messages write it, "model[0].dense=64").
-// Errors read "--set ASSIGNMENT: ...". Returns the nodes it created or replaced, so that later errors about
-// them can name the override.
+// Applies one override "dotted.key.path=VALUE" to a YAML tree: VALUE is parsed as YAML, missing maps are
+// created, a numeric segment indexes a list ("model.0.dense=64" or "model[0].dense=64"). Errors read
+// "--set ASSIGNMENT: ...". Returns the nodes it created or replaced (later errors about them name the override).
 std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment);
 
-// The resolved config (every default written out) as YAML that parse_config reads back to the same
-// Config; what a checkpoint stores.
+// The resolved config (every default written out, but off features) as YAML that parse_config reads back
+// to the same Config; what a checkpoint stores.
 std::string dump_config(const Config& config);
+// Every key's value, one "path = value" line each, as the structs hold them (not through the dump): plan's
+// echo, and what the round-trip test compares.
+std::string describe_config(const Config& config);
+// The schema reference: every key, its type and range, its default and its doc line (dtrain plan --schema).
+std::string config_schema();
+
+// Each layer's output shape [batch, ...], from the example shape on through the layers' own output_shape
+// (core/nn), with the checks of what the config's numbers imply (sizes, window fits, even bands): the one
+// shape walk, which load_config runs and plan prints. Throws UsageError at the key concerned.
+std::vector<Shape> model_shapes(const Config& config);
 
 std::string to_string(DeviceKind kind);
 std::string to_string(Dataset dataset);
 bool is_text(Dataset dataset);            // imdb, text_folder: texts through data.vectorizer
 bool has_split_folders(Dataset dataset);  // text_folder, image_folder: a split is any folder under data.path
-// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell
-// (image_folder: its class folders, or data.classes; arrays, csv: their labels).
+// The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
 int known_class_count(Dataset dataset);
 std::string to_string(InitKind kind);
 std::string to_string(LayerKind kind);

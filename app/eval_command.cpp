@@ -32,7 +32,7 @@ int run_eval(const CommandOptions& options) {
   const checkpoint::CheckpointIndex& index = opened.index;
   if (!options.split.empty()) {
     config.data.test_split = options.split;
-    config.data.test_split_where = Where{"--split " + options.split, 0, 0};
+    config.locations["data.test_split"] = Where{"--split " + options.split, 0, 0};
   }
   Engine engine = build_engine(config, train_options(config));
   const BuiltModel& built = engine.built;

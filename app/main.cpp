@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
       sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
       sub->add_flag("--verify", options.verify, "Check every file and dataset against its checksums; load nothing");
     }
+    if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")
       sub->add_option("--processes", options.processes, "Plan for `mpirun -np P`: which process holds which devices")
           ->check(CLI::PositiveNumber);

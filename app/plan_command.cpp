@@ -135,6 +135,7 @@ std::string dataset_text(const Config& config) {
 
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
+  if (options.echo) fmt::print("{}\n", describe_config(config));
   train::TrainOptions one_step = train_options(config);
   one_step.epochs = 1;
   one_step.max_steps = 1;
@@ -190,6 +191,11 @@ int run_plan(const CommandOptions& options) {
                config.train.init_skip.empty() ? ""
                                               : fmt::format("; left as initialized: {}", fmt::join(config.train.init_skip, ", ")));
   print_validation(config);
+  // The config's own shape walk (the one load_config checked).
+  const std::vector<Shape> shapes = model_shapes(config);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    fmt::print("{} {:<20} {:<20} output {}\n", i == 0 ? "layers:" : "       ", config.model[i].name,
+               to_string(config.model[i].kind), shape_string(shapes[i]));
   fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "bytes/device", "update per device (and slots)");

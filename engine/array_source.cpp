@@ -71,8 +71,8 @@ struct ArraySplit {
 ArraySplit open_array_split(const Config& config, const std::string& split_text, const Where& where) {
   const ArraysConfig& arrays = config.data.arrays;
   const std::string name = data::split_name(split_text);  // read_data checked it, but not eval's --split
-  if (!arrays.splits.count(name)) throw_config_error(where, fmt::format("data.arrays has no '{}' entry", name));
-  const ArraySplitConfig& files = arrays.splits.at(name);
+  if (!arrays.split(name)) throw_config_error(where, fmt::format("data.arrays has no '{}' entry", name));
+  const ArraySplitConfig& files = *arrays.split(name);
   ArraySplit split;
   split.features = data::open_array(config.data.path, files.features);
   data::check_features(*split.features);
@@ -82,7 +82,7 @@ ArraySplit open_array_split(const Config& config, const std::string& split_text,
   DTRAIN_CHECK_USAGE(labels->rows() == split.features->rows(), "[arrays] {} holds {} examples but {} holds {} labels",
                      split.features->name(), split.features->rows(), labels->name(), labels->rows());
   if (num_elements(Shape(arrays.example_shape)) != split.features->row_elements())
-    throw_config_error(arrays.example_shape_where,
+    throw_config_error(config.where("data.arrays.example_shape"),
                        fmt::format("data.arrays.example_shape {} does not hold the examples of {} (shape {})",
                                    shape_string(arrays.example_shape), split.features->name(),
                                    shape_string(split.features->shape())));
@@ -109,8 +109,8 @@ LoadedData load_array_data(const Config& config, bool with_train) {
   const DataConfig& data = config.data;
   // The training labels fix the class count, so they are read even for evaluation (labels only: the
   // features stay on disk).
-  ArraySplit train = open_array_split(config, data.train_split, data.train_split_where);
-  ArraySplit test = open_array_split(config, data.test_split, data.test_split_where);
+  ArraySplit train = open_array_split(config, data.train_split, config.where("data.train_split"));
+  ArraySplit test = open_array_split(config, data.test_split, config.where("data.test_split"));
   const int64_t largest = train.labels.empty() ? -1 : *std::max_element(train.labels.begin(), train.labels.end());
   LoadedData loaded;
   loaded.num_classes = class_count(config, largest);
@@ -128,7 +128,7 @@ LoadedData load_array_data(const Config& config, bool with_train) {
       validation_labels.assign(train_labels.begin() + kept, train_labels.end());
       train_labels.resize(size_t(kept));
     } else if (!data.validation_split.empty()) {
-      ArraySplit validation = open_array_split(config, data.validation_split, data.validation_split_where);
+      ArraySplit validation = open_array_split(config, data.validation_split, config.where("data.validation_split"));
       check_disjoint(config, validation.features->rows());  // the same rows as train's when the names agree
       validation_row = validation.slice.begin;
       validation_labels = checked_labels(validation, loaded.num_classes, config);
@@ -148,13 +148,13 @@ LoadedData load_array_data(const Config& config, bool with_train) {
 
 LoadedData load_csv_data(const Config& config, bool with_train) {
   const DataConfig& data = config.data;
-  for (const auto& [split, where] : {std::pair{data.train_split, data.train_split_where}, {data.test_split, data.test_split_where}})
+  for (const auto& [split, where] : {std::pair{data.train_split, config.where("data.train_split")}, {data.test_split, config.where("data.test_split")}})
     if (data::split_name(split) != "train")  // read_data checked it, but not eval's --split
       throw_config_error(where, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train[80%:] (got '{}')", split));
   std::vector<int64_t> lines;
   const data::Dataset all = data::read_csv(data.path, data.csv.label, data.csv.features, &lines);
-  const data::SplitSlice train_slice = slice_of_split(config, data.train_split, all.size(), data.train_split_where);
-  const data::SplitSlice test_slice = slice_of_split(config, data.test_split, all.size(), data.test_split_where);
+  const data::SplitSlice train_slice = slice_of_split(config, data.train_split, all.size(), config.where("data.train_split"));
+  const data::SplitSlice test_slice = slice_of_split(config, data.test_split, all.size(), config.where("data.test_split"));
   const auto& labels = all.labels();
   const int64_t largest = *std::max_element(labels.begin() + train_slice.begin, labels.begin() + train_slice.end);
   LoadedData loaded;
@@ -174,7 +174,7 @@ LoadedData load_csv_data(const Config& config, bool with_train) {
       train_end = train_slice.begin + kept_for_training(config, train_slice.end - train_slice.begin);
       loaded.validation = std::make_unique<DatasetSource>(all.slice(train_end, train_slice.end), false, 0);
     } else if (!data.validation_split.empty()) {
-      const data::SplitSlice slice = slice_of_split(config, data.validation_split, all.size(), data.validation_split_where);
+      const data::SplitSlice slice = slice_of_split(config, data.validation_split, all.size(), config.where("data.validation_split"));
       check_disjoint(config, all.size());
       check_labels(slice);
       loaded.validation = std::make_unique<DatasetSource>(all.slice(slice.begin, slice.end), false, 0);

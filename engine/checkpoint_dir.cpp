@@ -20,7 +20,7 @@ checkpoint::WriterLock lock_checkpoint_dir(const Config& config) {
   try {
     return checkpoint::WriterLock(config.checkpoint.dir);
   } catch (const UsageError& error) {
-    throw_config_error(config.checkpoint.dir_where, error.what());
+    throw_config_error(config.where("checkpoint.dir"), error.what());
   }
 }
 

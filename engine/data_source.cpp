@@ -90,7 +90,7 @@ data::Dataset load_mnist_split(const Config& config, const std::string& split_te
   Shape example{split.images.rows * split.images.cols};
   if (!config.data.image_shape.empty()) example = Shape(config.data.image_shape.begin(), config.data.image_shape.end());
   if (num_elements(example) != split.images.rows * split.images.cols) {
-    throw_config_error(config.data.image_shape_where,
+    throw_config_error(config.where("data.image_shape"),
                        fmt::format("image_shape {} does not hold the {}x{} images of {}", shape_string(example),
                                    split.images.rows, split.images.cols, config.data.path));
   }
@@ -136,7 +136,7 @@ int64_t kept_for_training(const Config& config, int64_t n) {
   const DataConfig& data = config.data;
   const auto kept = int64_t(std::floor(double(n) * (1.0 - data.validation_fraction)));
   if (kept <= 0 || kept >= n) {
-    throw_config_error(data.validation_split_where,
+    throw_config_error(config.where("data.validation_split"),
                        fmt::format("data.validation_split: {} of the {} examples of '{}' leaves {} for training and {} "
                                    "for validation; both need examples",
                                    data.validation_fraction, n, data.train_split, kept, n - kept));
@@ -151,7 +151,7 @@ void check_disjoint(const Config& config, int64_t named_size) {
   const data::SplitSlice validation = data::parse_split(data.validation_split, named_size);
   const int64_t begin = std::max(train.begin, validation.begin), end = std::min(train.end, validation.end);
   if (begin >= end) return;
-  throw_config_error(data.validation_split_where,
+  throw_config_error(config.where("data.validation_split"),
                      fmt::format("data.validation_split: '{}' shares examples [{}, {}) of split '{}' with train_split "
                                  "'{}': they would be both trained on and validated on; take examples the training "
                                  "split leaves out (e.g. train_split: train[:90%] with validation_split: train[90%:])",
@@ -174,7 +174,7 @@ std::unique_ptr<DatasetSource> dataset_validation(
   }
   if (data.validation_split.empty()) return nullptr;
   int64_t named_size = 0;
-  data::Dataset validation = load_split(data.validation_split, data.validation_split_where, &named_size);
+  data::Dataset validation = load_split(data.validation_split, config.where("data.validation_split"), &named_size);
   check_disjoint(config, named_size);
   return std::make_unique<DatasetSource>(std::move(validation), false, 0);
 }
@@ -192,9 +192,9 @@ data::TextExamples validation_texts(const Config& config, data::TextExamples& tr
     train.labels.resize(size_t(kept));
   } else if (!data.validation_split.empty()) {
     int64_t named_size = 0;
-    validation = load_text_split(config, data.validation_split, data.validation_split_where, &named_size);
+    validation = load_text_split(config, data.validation_split, config.where("data.validation_split"), &named_size);
     if (data.dataset == Dataset::text_folder && validation.class_names != train.class_names)
-      throw_config_error(data.validation_split_where,
+      throw_config_error(config.where("data.validation_split"),
                          fmt::format("the validation split's classes [{}] differ from the training split's [{}] (give "
                                      "data.classes to pick the same folders in both)",
                                      fmt::join(validation.class_names, ", "), fmt::join(train.class_names, ", ")));
@@ -254,7 +254,7 @@ data::Dataset image_dataset(const Config& config, data::ImageExamples examples) 
 LoadedData load_image_folder(const Config& config, bool with_train) {
   LoadedData loaded;
   std::optional<data::ImageExamples> train;
-  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.data.train_split_where);
+  if (with_train) train = load_image_folder_split(config, config.data.train_split, config.where("data.train_split"));
   const std::vector<std::string> train_classes = train ? train->class_names : std::vector<std::string>{};
   // Without data.classes each split names its own (sorted) folders: a split missing a class would shift every
   // label after it.
@@ -265,8 +265,8 @@ LoadedData load_image_folder(const Config& config, bool with_train) {
                                           split, fmt::join(classes, ", "), config.data.train_split,
                                           fmt::join(train_classes, ", ")));
   };
-  data::ImageExamples test = load_image_folder_split(config, config.data.test_split, config.data.test_split_where);
-  check_classes(test.class_names, config.data.test_split, config.data.test_split_where);
+  data::ImageExamples test = load_image_folder_split(config, config.data.test_split, config.where("data.test_split"));
+  check_classes(test.class_names, config.data.test_split, config.where("data.test_split"));
   loaded.class_names = test.class_names;
   loaded.num_classes = int(loaded.class_names.size());
   if (train) {
@@ -313,21 +313,21 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
     loaded.num_classes = classes_of(config);
     loaded.class_names = default_class_names(config);
     if (with_train) {
-      data::Dataset train = load_mnist_split(config, config.data.train_split, config.data.train_split_where);
+      data::Dataset train = load_mnist_split(config, config.data.train_split, config.where("data.train_split"));
       loaded.validation = dataset_validation(config, train, [&](const std::string& split, const Where& where, int64_t* size) {
         return load_mnist_split(config, split, where, size);
       });
       loaded.train = std::make_unique<DatasetSource>(std::move(train), shuffle, seed);
     }
     loaded.test = std::make_unique<DatasetSource>(
-        load_mnist_split(config, config.data.test_split, config.data.test_split_where), false, 0);
+        load_mnist_split(config, config.data.test_split, config.where("data.test_split")), false, 0);
     return loaded;
   }
   // imdb: the config's names for neg, pos; text_folder: the training split's folders (the test split's in eval).
   const bool folder_names = config.data.dataset == Dataset::text_folder;
   loaded.class_names = default_class_names(config);
   if (with_train) {
-    data::TextExamples train = load_text_split(config, config.data.train_split, config.data.train_split_where);
+    data::TextExamples train = load_text_split(config, config.data.train_split, config.where("data.train_split"));
     if (folder_names) loaded.class_names = train.class_names;
     data::TextExamples validation = validation_texts(config, train);
     if (vectorizer) {  // fine-tuning: the checkpoint's vocabulary makes the inputs, not a re-fit
@@ -338,7 +338,7 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
       // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller
       // vocabulary (Keras' when the texts have fewer distinct tokens) only leaves ids unused.
       if (!fitted.vectorizer.is_int() && fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
-        throw_config_error(config.data.vectorizer.where,
+        throw_config_error(config.where("data.vectorizer.max_tokens"),
                            fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
                                        fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
       }
@@ -358,11 +358,11 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
                      "{}: data.vectorizer makes inputs of shape {}, but the saved {} vectorizer ({} tokens) makes {}",
                      config.file, shape_string(config.data.example_shape()), loaded.vectorizer->mode(),
                      loaded.vectorizer->size(), shape_string(loaded.vectorizer->example_shape()));
-  data::TextExamples test = load_text_split(config, config.data.test_split, config.data.test_split_where);
+  data::TextExamples test = load_text_split(config, config.data.test_split, config.where("data.test_split"));
   if (folder_names && !with_train) loaded.class_names = test.class_names;
   // Label k must name the same class in both splits.
   if (folder_names && test.class_names != loaded.class_names)
-    throw_config_error(config.data.test_split_where,
+    throw_config_error(config.where("data.test_split"),
                        fmt::format("the test split's classes [{}] differ from the training split's [{}] (give "
                                    "data.classes to pick the same folders in both)",
                                    fmt::join(test.class_names, ", "), fmt::join(loaded.class_names, ", ")));

@@ -20,7 +20,7 @@ const std::string kVariables = "variables/";
 
 // An error about train.init_from, at its place in the config (or at --init-from).
 [[noreturn]] void fail_init(const Config& config, const std::string& message) {
-  const Where& where = config.train.init_from_where;
+  const Where where = config.where("train.init_from");
   throw_config_error(where, where.line == 0 && where.file.rfind("--init-from", 0) == 0 ? message
                                                                                        : "train.init_from: " + message);
 }
@@ -129,7 +129,7 @@ InitPlan plan_init(const Config& config, const nn::Sequential& model, const chec
     if (used[i]) continue;
     std::vector<std::string> paths;
     for (const auto& info : model.variables()) paths.push_back(info.path);
-    throw_config_error(train.init_skip_where[i],
+    throw_config_error(config.where(fmt::format("train.init_skip[{}]", i)),
                        fmt::format("train.init_skip: '{}' matches no variable of the model ({}) or of checkpoint {}",
                                    train.init_skip[i], quoted_names(paths), index.folder));
   }

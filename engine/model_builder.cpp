@@ -54,6 +54,73 @@ ops::Padding to_padding(PaddingKind padding) {
   return padding == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
 }
 
+
+// The elements of `shape` times `bytes_per_element`, or nullopt when that overflows int64.
+std::optional<int64_t> checked_bytes(const Shape& shape, int64_t bytes_per_element) {
+  int64_t total = bytes_per_element;
+  for (int64_t extent : shape) {
+    if (extent < 0 || (extent > 0 && total > std::numeric_limits<int64_t>::max() / extent)) return std::nullopt;
+    total *= extent;
+  }
+  return total;
+}
+
+std::string bytes_needed(const std::optional<int64_t>& bytes) {
+  return bytes ? fmt::format("{} bytes", *bytes) : std::string("more than 2^63 bytes");
+}
+
+// This machine's memory in bytes (0 when unknown).
+int64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
+}
+
+// Sizes that could never be allocated (a dense layer of 10^9 units, a huge max_tokens) are config errors
+// here, before anything is allocated, naming what was too large and the bytes it needs, instead of a
+// std::bad_alloc (or an overflowed size) later.
+void check_sizes(const Config& config, const nn::Sequential& model, const Shape& input_shape, int devices_here) {
+  const int64_t memory = physical_memory();
+  auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
+  const Where input_where = config.where(is_text(config.data.dataset) ? "data.vectorizer.max_tokens" : "data.batch_size");
+  const std::optional<int64_t> input_bytes = checked_bytes(input_shape, sizeof(float));
+  if (too_large(input_bytes)) {
+    throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes)",
+                                                shape_string(input_shape), bytes_needed(input_bytes), memory));
+  }
+  std::optional<int64_t> total = 0;
+  for (const auto& info : model.variables()) {
+    const Shape local = info.choice.layout.local_shape(info.shape);
+    const std::optional<int64_t> bytes = checked_bytes(local, sizeof(float));
+    const std::string layer = info.path.substr(0, info.path.find('/'));
+    Where where = config.where("model");
+    for (size_t i = 0; i < config.model.size(); ++i) {
+      const LayerKind kind = config.model[i].kind;
+      const bool sized = kind == LayerKind::dense || kind == LayerKind::conv2d || kind == LayerKind::embedding;
+      if (config.model[i].name == layer)
+        where = config.where(fmt::format("model[{}]{}", i, sized ? "." + to_string(kind) : ""));
+    }
+    const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
+    if (too_large(bytes) || too_large(here)) {
+      throw_config_error(where, fmt::format("variable {} of shape {} is too large: it needs {} per device{} (this "
+                                            "machine has {} bytes)",
+                                            info.path, shape_string(info.shape), bytes_needed(bytes),
+                                            devices_here > 1 ? fmt::format(", {} for this process's {} devices",
+                                                                           bytes_needed(here), devices_here)
+                                                             : "",
+                                            memory));
+    }
+    total = total && here && *here <= std::numeric_limits<int64_t>::max() - *total ? std::optional<int64_t>(*total + *here)
+                                                                           : std::nullopt;
+  }
+  if (too_large(total)) {
+    throw_config_error(config.where("model"),
+                       fmt::format("the model's variables need {} on this process's {} device(s) (this machine has {} bytes)",
+                                   bytes_needed(total), devices_here, memory));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
   switch (layer.kind) {
     case LayerKind::dense:
@@ -118,97 +185,30 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
   throw Error("[model] unknown layer kind");
 }
 
-// The elements of `shape` times `bytes_per_element`, or nullopt when that overflows int64.
-std::optional<int64_t> checked_bytes(const Shape& shape, int64_t bytes_per_element) {
-  int64_t total = bytes_per_element;
-  for (int64_t extent : shape) {
-    if (extent < 0 || (extent > 0 && total > std::numeric_limits<int64_t>::max() / extent)) return std::nullopt;
-    total *= extent;
-  }
-  return total;
-}
-
-std::string bytes_needed(const std::optional<int64_t>& bytes) {
-  return bytes ? fmt::format("{} bytes", *bytes) : std::string("more than 2^63 bytes");
-}
-
-// This machine's memory in bytes (0 when unknown).
-int64_t physical_memory() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
-}
-
-// Sizes that could never be allocated (a dense layer of 10^9 units, a huge max_tokens) are config errors
-// here, before anything is allocated, naming what was too large and the bytes it needs, instead of a
-// std::bad_alloc (or an overflowed size) later.
-void check_sizes(const Config& config, const nn::Sequential& model, const Shape& input_shape, int devices_here) {
-  const int64_t memory = physical_memory();
-  auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
-  const Where& input_where = is_text(config.data.dataset) ? config.data.vectorizer.where : config.data.batch_size_where;
-  const std::optional<int64_t> input_bytes = checked_bytes(input_shape, sizeof(float));
-  if (too_large(input_bytes)) {
-    throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes)",
-                                                shape_string(input_shape), bytes_needed(input_bytes), memory));
-  }
-  std::optional<int64_t> total = 0;
-  for (const auto& info : model.variables()) {
-    const Shape local = info.choice.layout.local_shape(info.shape);
-    const std::optional<int64_t> bytes = checked_bytes(local, sizeof(float));
-    const std::string layer = info.path.substr(0, info.path.find('/'));
-    Where where = config.where("model");
-    for (const LayerConfig& layer_config : config.model) {
-      if (layer_config.name != layer) continue;
-      where = layer_config.kind == LayerKind::dense       ? layer_config.dense.units_where
-              : layer_config.kind == LayerKind::conv2d    ? layer_config.conv2d.filters_where
-              : layer_config.kind == LayerKind::embedding ? layer_config.embedding.output_dim_where
-                                                          : layer_config.where;
-      if (where.file.empty()) where = layer_config.where;
-    }
-    const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
-    if (too_large(bytes) || too_large(here)) {
-      throw_config_error(where, fmt::format("variable {} of shape {} is too large: it needs {} per device{} (this "
-                                            "machine has {} bytes)",
-                                            info.path, shape_string(info.shape), bytes_needed(bytes),
-                                            devices_here > 1 ? fmt::format(", {} for this process's {} devices",
-                                                                           bytes_needed(here), devices_here)
-                                                             : "",
-                                            memory));
-    }
-    total = total && here && *here <= std::numeric_limits<int64_t>::max() - *total ? std::optional<int64_t>(*total + *here)
-                                                                           : std::nullopt;
-  }
-  if (too_large(total)) {
-    throw_config_error(config.where("model"),
-                       fmt::format("the model's variables need {} on this process's {} device(s) (this machine has {} bytes)",
-                                   bytes_needed(total), devices_here, memory));
-  }
-}
-
-}  // namespace
-
 MeshPtr build_mesh(const Config& config) {
   if (config.mesh.devices == DeviceKind::gpu) {
     const std::string why = devices_unavailable(Place::Kind::Cuda);
-    if (!why.empty()) throw_config_error(config.mesh.devices_where, why + "; use devices: cpu");
+    if (!why.empty()) throw_config_error(config.where("mesh.devices"), why + "; use devices: cpu");
   }
   try {
     return make_mesh(config.mesh.dim_names(), config.mesh.dim_sizes());
   } catch (const UsageError& e) {
-    throw_config_error(config.mesh.where, e.what());
+    throw_config_error(config.where("mesh"), e.what());
   }
 }
 
 BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape) {
   BuiltModel built{std::make_unique<nn::Sequential>(), {}};
-  for (const LayerConfig& layer : config.model) {
+  for (size_t i = 0; i < config.model.size(); ++i) {
     try {
-      built.model->add(make_layer(layer));
+      built.model->add(make_layer(config.model[i]));
     } catch (const UsageError& e) {
-      throw_config_error(layer.where, e.what());
+      throw_config_error(config.where(fmt::format("model[{}]", i)), e.what());
     }
   }
   std::vector<nn::LayoutRule> rules;
-  for (const LayoutRule& rule : config.layouts) rules.push_back({rule.pattern, rule.specs, rule.where.str()});
+  for (size_t i = 0; i < config.layouts.size(); ++i)
+    rules.push_back({config.layouts[i].pattern, config.layouts[i].specs, config.where(fmt::format("layouts[{}]", i)).str()});
   nn::LayoutMap layouts(rules);
   Shape input_shape{config.data.batch_size};
   input_shape.insert(input_shape.end(), example_shape.begin(), example_shape.end());
@@ -244,7 +244,7 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
   try {
     engine.trainer->input_layout(int(engine.example.size()) + 1);
   } catch (const UsageError& error) {
-    throw_config_error(config.data.layout_where, error.what());
+    throw_config_error(config.where("data.layout"), error.what());
   }
   return engine;
 }

@@ -19,6 +19,9 @@
 
 namespace dtrain {
 
+// The nn layer a layer's config describes.
+std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer);
+
 // The config's mesh. devices: gpu where this build has no CUDA or no GPU is visible: a config error at
 // mesh.devices.
 MeshPtr build_mesh(const Config& config);

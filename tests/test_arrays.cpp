@@ -332,7 +332,7 @@ TEST_CASE("dataset arrays round-trips through dump_config, with the example shap
   const Config again = parse_config(dump_config(config), "dumped.yaml", options);
   CHECK(again.data.dataset == Dataset::arrays);
   CHECK(again.data.arrays.divide_by == 255);
-  CHECK(again.data.arrays.splits.at("test").labels == "/test/y");
+  CHECK(again.data.arrays.test->labels == "/test/y");
   CHECK(again.data.example_shape() == std::vector<int64_t>{4, 6});
   std::filesystem::remove(files.h5);  // the dump needs no file to know the shape
   CHECK(parse_config(dump_config(config), "dumped.yaml", options).data.example_shape() == std::vector<int64_t>{4, 6});

@@ -293,7 +293,7 @@ TEST_CASE("train.init_from and init_skip: config errors at FILE:LINE:COL, the co
   // The command line replaces the config's; the resolved config keeps them (a checkpoint's record).
   const Config config = parse("  init_from: old\n  init_skip: [x/.*]\n", LoadOptions{{}, "", false, "new", {"head/.*", "dense2/.*"}});
   CHECK(config.train.init_from == "new");
-  CHECK(config.train.init_from_where.str() == "--init-from new");
+  CHECK(config.where("train.init_from").str() == "--init-from new");
   CHECK(config.train.init_skip == std::vector<std::string>{"head/.*", "dense2/.*"});
   const Config again = parse_config(dump_config(config), "dumped.yaml", {{}, "", false, "", {}});
   CHECK(again.train.init_from == "new");
