@@ -84,9 +84,9 @@ struct SpanningGroup {
   struct Stage {
     std::vector<const float*> sources;  // per local member; each writes its own entry
     std::atomic<size_t> next_item{0};   // the next unclaimed range (reset by the leader)
-    // reduce_scatter's sum and block: replaced by the leader at each call; the last call's are kept one call
-    // longer for a member still copying its chunk out.
-    std::shared_ptr<float[]> sum, block, last_sum, last_block;
+    // reduce_scatter's sum and block: replaced by the leader at each call (each member holds the block it
+    // copies its chunk from).
+    std::shared_ptr<float[]> sum, block;
   } stage;
 };
 
@@ -163,17 +163,18 @@ class HierarchicalCommunicator final : public Communicator {
     const size_t n = size_t(group.size()), k = size_t(route.local.size());
     if (k > 1 && n * count >= kStagedCount) {
       // The members' sends summed once into the process's sum; MPI into its block; each copies its chunk.
+      // Every member holds the block itself, taken before the barrier that lets the leader go on: the
+      // leader's next call on the group replaces span.stage.block while a slow member may still copy from it.
       SpanningGroup& span = slot(route);
       if (route.leader()) {
-        span.stage.last_sum = std::move(span.stage.sum);
-        span.stage.last_block = std::move(span.stage.block);
         span.stage.sum = allocate_floats(n * count);
         span.stage.block = allocate_floats(k * count);
       }
       sum_into(route, span, send, true, n * count, ReduceOp::Sum);
-      if (route.leader()) span.mpi->reduce_scatter(span.stage.sum.get(), span.stage.block.get(), scaled(span.count, count));
+      const std::shared_ptr<float[]> block = span.stage.block;
+      if (route.leader()) span.mpi->reduce_scatter(span.stage.sum.get(), block.get(), scaled(span.count, count));
       local_->barrier(route.local);  // the block is in
-      copy_floats(recv, span.stage.block.get() + size_t(route.local.index) * count, count);
+      copy_floats(recv, block.get() + size_t(route.local.index) * count, count);
       return;
     }
     const SpanningGroup& span = *route.spanning;
