@@ -1,4 +1,4 @@
-// Stress of the spanning collectives' in-process stage (core/comm/hierarchical.cpp): many consecutive
+// Stress of the spanning collectives' in-process stage (core/comm/two_level.cpp): many consecutive
 // large reduce_scatters and all_reduces on ONE group that spans 2 processes with 4 members each, every rank
 // delayed at random before each call, every result checked exactly against plain loops over the inputs.
 // A member that lags behind its process's leader must still get its own call's result, never a buffer the
