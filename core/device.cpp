@@ -217,7 +217,7 @@ void run_spmd_on(const MeshPtr& mesh, Place::Kind devices, const std::function<v
   auto where = [&](int rank) { return fmt::format("[process {} of {}, device {}] ", placement.process, placement.processes, rank); };
   if (devices == Place::Kind::Cuda) return run_gpu_ranks(mesh, placement, places, where, fn);
   LocalWorld world(placement.local);
-  const SpanningGroups& spanning = spanning_groups(mesh, placement, &world.aborted());
+  const std::shared_ptr<SpanningGroups> spanning = spanning_groups(mesh, placement, &world.aborted());
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int i = 0; i < placement.local; ++i)
     comms.push_back(hierarchical_communicator(placement.first + i, placement, world.communicator(i), spanning));

@@ -1,15 +1,12 @@
 // Meshes spread over processes, c10d style: run plainly, each case re-executes this test binary under
 // `mpirun -np P` on itself and checks that every process passed; under mpirun, each process runs the case's
-// checks on the ranks it holds and compares them with the same program run with every rank in one process.
+// checks on the ranks it holds: collectives against plain loops over the inputs, training and checkpoints
+// against the same program run with every rank in one process.
 // (The SPMD op and gradient suites also run under mpirun: see the mpi.* entries in CMakeLists.txt.)
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <chrono>
-#include <climits>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -21,6 +18,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "tests/checkpoint_fixture.hpp"
+#include "tests/mpi_launch.hpp"
 #include "tests/temp_folder.hpp"
 #include "tests/training_fixture.hpp"
 
@@ -29,52 +27,10 @@ using namespace dtrain::testing;
 
 namespace {
 
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return false;
-  std::string paths = path;
-  size_t start = 0;
-  while (start <= paths.size()) {
-    size_t end = paths.find(':', start);
-    if (end == std::string::npos) end = paths.size();
-    std::filesystem::path candidate = std::filesystem::path(paths.substr(start, end - start)) / program;
-    if (access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
-// Whether this build and machine can start processes; says why not. Only "needs mpirun: ..." cases call it:
-// each has a ctest entry of its own that reads "skipped:" as SKIPPED (CMakeLists.txt).
-bool can_launch() {
-#ifndef DTRAIN_HAS_MPI
-  MESSAGE("skipped: dtrain was built without MPI");
-  return false;
-#else
-  if (on_path("mpirun")) return true;
-  MESSAGE("skipped: mpirun is not on PATH");
-  return false;
-#endif
-}
-
-// Runs this binary's test case `name` under `mpirun -np processes [mpirun_options]` and checks it passed.
+// Runs this file's test case `name` under `mpirun -np processes`.
 void launch(int processes, const std::string& name, const std::string& mpirun_options = "",
             const std::string& environment = "") {
-  char self[PATH_MAX];
-  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  REQUIRE(length > 0);
-  self[length] = '\0';
-  const std::string command =
-      fmt::format("{} mpirun --allow-run-as-root --oversubscribe {} -np {} '{}' --source-file='*/test_mpi.cpp' "
-                  "--test-case='{}' --no-intro --no-version --no-colors",
-                  environment, mpirun_options, processes, self, name);
-  INFO("command: ", command);
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(command.c_str());
-  MESSAGE(command << ": " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s");
-  REQUIRE(status != -1);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  testing::launch("test_mpi.cpp", processes, name, mpirun_options, environment);
 }
 
 // Everything one rank saw, in call order: each collective's result on integer-valued floats (so sums are
@@ -83,11 +39,15 @@ using Record = std::vector<float>;
 
 void record(Record& out, const float* values, size_t count) { out.insert(out.end(), values, values + count); }
 
+// What world rank `who` contributes at element i of the collective numbered `salt`.
+float value(int who, size_t i, int salt) { return float((who * 7 + int(i % 11) * 3 + salt) % 64); }
+// Member m's count in all_gather_varying: members send different counts (one sends none).
+size_t varying_count(int member, size_t count) { return size_t(member % 3) * count / 2; }
+
 // Every collective on `group`, with `count` floats per member and rank-dependent values.
 void exercise(const DeviceContext& device, const Group& group, size_t count, Record& out) {
   Communicator& comm = *device.comm;
   const int rank = device.rank, n = group.size();
-  auto value = [&](int who, size_t i, int salt) { return float((who * 7 + int(i % 11) * 3 + salt) % 64); };
   // Ranks arrive in a different order in each process: the in-process parts must not depend on it.
   if (rank % 3 == 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
 
@@ -126,8 +86,7 @@ void exercise(const DeviceContext& device, const Group& group, size_t count, Rec
     record(out, data.data(), count);
   }
 
-  // Members send different counts (one sends none); the counts are part of what is checked.
-  const size_t mine = size_t(group.index % 3) * count / 2;
+  const size_t mine = varying_count(group.index, count);
   std::vector<float> varying(std::max<size_t>(mine, 1));
   for (size_t i = 0; i < mine; ++i) varying[i] = value(rank, i, 9);
   VaryingGather result;
@@ -138,6 +97,41 @@ void exercise(const DeviceContext& device, const Group& group, size_t count, Rec
     record(out, result.members[size_t(member)], result.counts[size_t(member)]);
   }
   comm.barrier(group);
+}
+
+// What exercise() must record for member `index` of a group of world ranks `ranks`: plain loops over the
+// values every member sent, no communicator.
+Record expected(const std::vector<int>& ranks, int index, size_t count) {
+  const int n = int(ranks.size());
+  Record out;
+  for (size_t i = 0; i < count; ++i) {
+    float sum = 0;
+    for (int who : ranks) sum += value(who, i, 1);
+    out.push_back(sum);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    float most = value(ranks[0], i, 2);
+    for (int who : ranks) most = std::max(most, value(who, i, 2));
+    out.push_back(most);
+  }
+  for (int salt : {3, 3, 4})  // all_gather, all_gather_shared, all_gather_shared_in_place
+    for (int who : ranks)
+      for (size_t i = 0; i < count; ++i) out.push_back(value(who, i, salt));
+  for (size_t i = 0; i < count; ++i) {  // reduce_scatter: chunk `index` of every member's send, summed
+    float sum = 0;
+    for (int who : ranks) sum += value(who, size_t(index) * count + i, 5);
+    out.push_back(sum);
+  }
+  for (int who : ranks)  // all_to_all: chunk `index` of each member's send
+    for (size_t i = 0; i < count; ++i) out.push_back(value(who, size_t(index) * count + i, 6) + float(index) * 100.0f);
+  for (int root : {0, n / 2, n - 1})
+    for (size_t i = 0; i < count; ++i) out.push_back(value(ranks[size_t(root)], i, 7 + root));
+  for (int member = 0; member < n; ++member) {
+    const size_t length = varying_count(member, count);
+    out.push_back(float(length));
+    for (size_t i = 0; i < length; ++i) out.push_back(value(ranks[size_t(member)], i, 9));
+  }
+  return out;
 }
 
 // Meshes whose groups cross processes in every way: along the first dims, the last, all; {3,4} over 4
@@ -161,36 +155,38 @@ void check_collectives_across_processes() {
         if (subset & (1u << d)) dims.push_back(names[d]);
       // The in-process staged and shared paths, and (20000) the summing stage of spanning all_reduce.
       for (size_t count : {size_t(7), size_t(5000), size_t(20000)}) {
-        std::vector<Record> spread(size_t(mesh->size())), alone(size_t(mesh->size()));
-        run_spmd(mesh, [&](DeviceContext& device) { exercise(device, device.group(dims), count, spread[size_t(device.rank)]); });
-        run_spmd_in_process(mesh, [&](DeviceContext& device) {
-          exercise(device, device.group(dims), count, alone[size_t(device.rank)]);
+        std::vector<Record> spread(size_t(mesh->size()));
+        std::vector<Group> groups(size_t(mesh->size()));
+        run_spmd(mesh, [&](DeviceContext& device) {
+          groups[size_t(device.rank)] = device.group(dims);
+          exercise(device, device.group(dims), count, spread[size_t(device.rank)]);
         });
         const Placement placement = placement_of(mesh->size());
         for (int rank = placement.first; rank < placement.first + placement.local; ++rank) {
           INFO("mesh ", mesh->to_string(), " group along ", fmt::format("{}", fmt::join(dims, ",")), " count ", count,
                " rank ", rank);
+          const Group& group = groups[size_t(rank)];
           REQUIRE(!spread[size_t(rank)].empty());
-          CHECK(spread[size_t(rank)] == alone[size_t(rank)]);
+          CHECK(spread[size_t(rank)] == expected(group.ranks, group.index, count));
           ++compared;
         }
       }
     }
   }
-  MESSAGE("process " << process_index() << ": " << compared << " rank/group/size cases equal to one process");
+  MESSAGE("process " << process_index() << ": " << compared << " rank/group/size cases equal to the plain loops");
   CHECK(compared > 0);
 }
 
 }  // namespace
 
-TEST_CASE("needs mpirun: collectives across 2 and 4 processes equal the in-process ones on every group of 6 meshes") {
+TEST_CASE("needs mpirun: collectives across 2 and 4 processes give the results of plain loops on every group of 6 meshes") {
   if (mpi_launched()) return check_collectives_across_processes();
   if (!can_launch()) return;
   launch(2, "needs mpirun: collectives across 2 and 4 processes*");
   launch(4, "needs mpirun: collectives across 2 and 4 processes*");
 }
 
-TEST_CASE("needs mpirun: collectives over TCP only (the path between machines) equal the in-process ones") {
+TEST_CASE("needs mpirun: collectives over TCP only (the path between machines) give the results of plain loops") {
   if (mpi_launched()) return check_collectives_across_processes();
   if (!can_launch()) return;
   launch(2, "needs mpirun: collectives over TCP only*", "--mca btl self,tcp");

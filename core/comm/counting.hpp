@@ -30,6 +30,7 @@ class CountingCommunicator : public Communicator {
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override;
   void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override;
   void all_to_all(const Group& group, const float* send, float* recv, size_t count) override;
+  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override;
   void broadcast(const Group& group, float* data, size_t count, int root) override;
   void barrier(const Group& group) override;
 

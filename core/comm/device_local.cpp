@@ -13,8 +13,8 @@
 //   all_gather_shared(_in_place)  one buffer per device, allocated by the first member there to join (and freed
 //                   on its stream); members write their chunks into it (in place) or the executor gathers the
 //                   sends into D's, then D's is copied to the other devices'.
-//   all_gather_varying  no kernel: each member reads the sends on its device where they are, and copies the
-//                   others' on its own stream after the join.
+//   all_gather_varying  no kernel: each member copies every member's send into its own storage, on its own
+//                   stream after the join.
 //   barrier         the join alone.
 #include "core/comm/device_local.hpp"
 
@@ -357,9 +357,13 @@ class DeviceLocalCommunicator final : public Communicator {
     return result;
   }
 
-  // Each member reads the sends on its own device in place and copies the others' into `out.storage`, on its
-  // own stream after the join. The senders keep their sends until their next collective on the group, which
-  // joins this stream again.
+  // Each member copies every member's send into `out.storage`, on its own stream after the join. The senders
+  // keep their sends until their next collective on the group, which joins this stream again.
+  // All of all_to_all's chunks move, not only the neighbours'.
+  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
+    all_to_all(group, send, recv, count);
+  }
+
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const size_t n = size_t(group.size());
     Extras extras;
@@ -367,26 +371,18 @@ class DeviceLocalCommunicator final : public Communicator {
     run(group, {Kind::AllGatherVarying, 0}, send, nullptr, extras, [](const Executor&) {}, [&](const Call& call) {
           out.counts.resize(n);
           out.members.resize(n);
-          size_t elsewhere = 0;
+          size_t total = 0;
+          for (size_t m = 0; m < n; ++m) total += out.counts[m] = call.members[m].varying;
+          const CollectiveKernels& k = kernels();
+          out.storage = k.allocate(place_.device, std::max<size_t>(total, 1));
+          size_t offset = 0;
           for (size_t m = 0; m < n; ++m) {
-            out.counts[m] = call.members[m].varying;
-            if (call.members[m].device != place_.device) elsewhere += out.counts[m];
-          }
-          out.storage.reset();
-          if (elsewhere > 0) {
-            const CollectiveKernels& k = kernels();
-            out.storage = k.allocate(place_.device, elsewhere);
-            size_t offset = 0;
-            for (size_t m = 0; m < n; ++m) {
-              const Member& member = call.members[m];
-              if (member.device == place_.device) continue;
+            const Member& member = call.members[m];
+            if (out.counts[m] > 0)
               k.copy(out.storage.get() + offset, place_.device, member.send, member.device, out.counts[m], stream_);
-              out.members[m] = out.storage.get() + offset;
-              offset += out.counts[m];
-            }
+            out.members[m] = out.storage.get() + offset;
+            offset += out.counts[m];
           }
-          for (size_t m = 0; m < n; ++m)
-            if (call.members[m].device == place_.device) out.members[m] = call.members[m].send;
         });
   }
 

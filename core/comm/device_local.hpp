@@ -7,8 +7,8 @@
 // stream then waits on. Every collective thus joins the members' streams; nothing waits for the device.
 //
 // Sums run in member order, so every member gets the same bits, and the bits of LocalWorld for the same inputs.
-// all_gather_shared(_in_place) gives the members on one device one buffer; all_gather_varying points at the
-// members' own sends on the reader's device and copies the others' (kept in `out.storage`).
+// all_gather_shared(_in_place) gives the members on one device one buffer; all_gather_varying copies every
+// member's send into the reader's own `out.storage`.
 // A buffer handed out by the shared gathers is freed on the stream of the member that allocated it; the
 // others' handles, when released, make that stream wait for their own, so no reader is outrun by the free.
 #pragma once

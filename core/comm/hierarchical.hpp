@@ -1,8 +1,7 @@
 // A mesh spread over processes (mpirun -np P): how its devices are placed, and the communicator its ranks
 // use. With N devices, process p holds world ranks [p*N/P, (p+1)*N/P): the last mesh dims stay inside a
 // process. A collective on a group inside one process is the in-process one; a group that spans processes
-// is combined in-process first, then ONE non-blocking MPI call per process (its lowest member, the leader,
-// on that group's own MPI communicator), then shared back to the process's members.
+// goes through the two-level algorithm (two_level.hpp) with the group's own MPI communicator as transport.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -32,12 +31,13 @@ Placement placement_of(int devices, int processes, int process);
 // process calls this for the same meshes in the same order, before its ranks start) and kept. `stop` is
 // watched while a leader waits for other processes: a failure in this process ends the wait.
 class SpanningGroups;
-const SpanningGroups& spanning_groups(MeshPtr mesh, const Placement& placement, const std::atomic<bool>* stop);
+std::shared_ptr<SpanningGroups> spanning_groups(MeshPtr mesh, const Placement& placement,
+                                                const std::atomic<bool>* stop);
 
 // World rank `rank`'s communicator: `local` is its in-process communicator, whose ranks are world ranks
 // minus placement.first.
 std::unique_ptr<Communicator> hierarchical_communicator(int rank, const Placement& placement,
                                                         std::unique_ptr<Communicator> local,
-                                                        const SpanningGroups& spanning);
+                                                        std::shared_ptr<SpanningGroups> spanning);
 
 }  // namespace dtrain

@@ -12,7 +12,7 @@
 //   all_gather      (member, range): stored into chunk `member` of every recv.
 //   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
 // all_gather_shared_in_place has no items: each member writes its own chunk of the one result.
-// all_gather_varying copies nothing: members get pointers to each other's send buffers.
+// all_gather_varying: each member copies every member's send into its own storage.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -294,15 +294,31 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
-  // No copy: the members read each other's send buffers in place (see the contract in communicator.hpp),
-  // so after the rendezvous there is nothing to wait for.
+  // Each member copies every member's send into storage of its own, then waits until all have copied: a
+  // member may change its send once it returns.
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
+    const size_t n = size_t(group.size());
     Meeting meeting = meet(group, {Kind::AllGatherVarying, 0}, send, nullptr, 0, count);
-    const Call& call = *meeting.call;
-    out.members.assign(call.sends.begin(), call.sends.end());
+    Call& call = *meeting.call;
     out.counts.assign(call.counts.begin(), call.counts.end());
-    out.storage.reset();
+    size_t total = 0;
+    for (size_t length : out.counts) total += length;
+    out.storage = allocate_floats(std::max<size_t>(total, 1));
+    out.members.resize(n);
+    float* at = out.storage.get();
+    for (size_t m = 0; m < n; ++m) {
+      copy(at, call.sends[m], out.counts[m]);
+      out.members[m] = at;
+      at += out.counts[m];
+    }
+    if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
+    fibers::wait_until([&] { return call.done_items.load() >= n; });
     leave(meeting);
+  }
+
+  // All of all_to_all's chunks move, not only the neighbours'.
+  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
+    all_to_all(group, send, recv, count);
   }
 
   // Each member writes its own chunk of the call's result, then waits for the others' (they read it next).

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/communicator.hpp"
+#include "core/comm/transport.hpp"
 
 namespace dtrain {
 
@@ -43,27 +43,15 @@ void set_collective_timeout(double seconds);
 // The limit set last (300 s until set): the NCCL watchdog honours it too.
 double collective_timeout();
 
-// Non-blocking collectives among a fixed list of processes, one MPI communicator (made once, at creation).
-// Each call returns when the operation is complete; meanwhile the calling fiber polls and lets the other
-// fibers of its thread run. A wait longer than the collective timeout throws an Error naming the group.
-// Counts are per process.
-class ProcessGroup {
+// Non-blocking collectives among a fixed list of processes, one MPI communicator (made once, at creation):
+// the MPI transport (transport.hpp), on host buffers. Each call returns when the operation is complete;
+// meanwhile the calling fiber polls and lets the other fibers of its thread run. A wait longer than the
+// collective timeout throws an Error naming the group. Counts are per process.
+class ProcessGroup : public Transport {
  public:
-  virtual ~ProcessGroup() = default;
   // Watched while waiting (may be null): set when this process's run failed; the wait then throws.
   const std::atomic<bool>* stop = nullptr;
-  virtual void all_reduce(float* data, size_t count, ReduceOp op) = 0;
-  // In place: process i's block is data[offsets[i] .. offsets[i] + counts[i]) (floats), gathered into all.
-  virtual void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) = 0;
-  // Bytes of any length from every process, concatenated in process order (sizes exchanged first).
-  virtual std::vector<char> all_gather_bytes(const char* data, size_t bytes, std::vector<size_t>& sizes) = 0;
-  // send holds every process's block (counts[i] floats each, in order); recv gets the sum of block index().
-  virtual void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) = 0;
-  // send_counts[i] floats to process i (consecutive in send), recv_counts[i] from process i into recv.
-  virtual void all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
-                          const std::vector<size_t>& recv_counts) = 0;
-  virtual void broadcast(float* data, size_t count, int root) = 0;
-  virtual void barrier() = 0;
+  std::string name() const override { return "mpi"; }
 };
 
 // A communicator over `processes` (ascending MPI ranks, this one among them). Collective over those

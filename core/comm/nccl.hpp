@@ -1,8 +1,8 @@
-// Collectives on GPU buffers across processes (a mesh on GPUs under `mpirun -np P`), mirroring
-// core/comm/hierarchical.hpp: a collective on a group inside the process is the in-process device one
-// (DeviceLocalWorld); on a group that spans processes it is combined in-process first, then the process's lowest
-// member (its leader) makes ONE NCCL call on the group's own NCCL communicator, on the leader's stream, then the
-// result is shared back in-process. Everything is stream-ordered: no host round trip of the data.
+// Collectives on GPU buffers across processes (a mesh on GPUs under `mpirun -np P`): a collective on a group
+// inside the process is the in-process device one (DeviceLocalWorld); on a group that spans processes it is the
+// two-level algorithm (two_level.hpp, shared with MPI) with the group's own NCCL communicator as transport: the
+// process's lowest member (its leader) makes ONE NCCL call, on its stream, for the process's members.
+// Everything is stream-ordered: no host round trip of the data.
 //
 // Every group of the mesh that spans processes gets its NCCL communicator up front (one NCCL rank per process:
 // the leader's GPU; ncclGetUniqueId on the group's first process, the id sent over MPI, ncclCommInitRankConfig,

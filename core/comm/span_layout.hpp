@@ -1,6 +1,6 @@
 // How a group of mesh ranks lies over the processes of a run (core/comm/hierarchical.hpp's placement): which
 // processes hold members, which members each holds, and which member leads a process's part. Pure logic,
-// shared by the NCCL communicator and its tests.
+// shared by the two-level communicator (two_level.hpp), the transports' set-up and their tests.
 #pragma once
 #include <vector>
 
