@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "app/config.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 
 namespace dtrain {
 

@@ -11,7 +11,7 @@
 #include "engine/data_source.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/run_outputs.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
 #include "core/train/metrics_log.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
 namespace {

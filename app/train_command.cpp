@@ -15,7 +15,7 @@
 #include "engine/model_builder.hpp"
 #include "engine/run_outputs.hpp"
 #include "core/checkpoint/state.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "bench/bench_util.hpp"
 #include "core/device.hpp"
 #include "core/fibers.hpp"

@@ -18,7 +18,7 @@
 
 #include "engine/data_source.hpp"
 #include "engine/model_builder.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
 using namespace dtrain;

@@ -7,10 +7,10 @@
 #include <mutex>
 #include <thread>
 
-#include "core/comm/gpu.hpp"
-#include "core/comm/hierarchical.hpp"
-#include "core/comm/local.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/nccl/gpu.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
+#include "core/comm/local/local.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/gpu_assignment.hpp"

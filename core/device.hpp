@@ -58,7 +58,7 @@ class ScopedDevice {
 
 // Runs fn on every rank of the mesh that this process holds, one fiber each. Returns when all are done;
 // if any threw, the others are aborted and the first error is rethrown here. Under `mpirun -np P` the
-// mesh is spread over the P processes (core/comm/hierarchical.hpp; a UsageError when P does not divide the
+// mesh is spread over the P processes (core/comm/mpi/hierarchical.hpp; a UsageError when P does not divide the
 // mesh size) and errors name the process and device; otherwise every rank runs in this process.
 void run_spmd(const MeshPtr& mesh, const std::function<void(DeviceContext&)>& fn);
 // Every rank of the mesh in this process, whatever the process count (a reference run in tests).

@@ -1,5 +1,5 @@
 // Which GPU each mesh rank runs on (mesh.devices: gpu). A process holds `local` consecutive ranks of the mesh
-// (core/comm/hierarchical.hpp); the processes on one node share its visible GPUs. The process's rank i goes
+// (core/comm/mpi/hierarchical.hpp); the processes on one node share its visible GPUs. The process's rank i goes
 // to cuda:((process_on_node * local + i) % visible): under mpirun with one rank per process, one GPU per
 // process; with more ranks than GPUs in a process (a whole mesh on a 1-GPU machine), several ranks share one.
 #pragma once

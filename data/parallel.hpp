@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 
 namespace dtrain::data {
 

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "core/checkpoint/manager.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <optional>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/gpu_assignment.hpp"

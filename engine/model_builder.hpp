@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "app/config.hpp"
-#include "core/comm/hierarchical.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/nn/sequential.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/trainer.hpp"

@@ -11,7 +11,7 @@
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "tests/spmd_harness.hpp"
 #include "tests/temp_folder.hpp"

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 
 namespace {
 

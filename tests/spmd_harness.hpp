@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/ops/ops.hpp"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm/local.hpp"
+#include "core/comm/local/local.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"

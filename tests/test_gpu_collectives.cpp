@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/device_local.hpp"
-#include "core/comm/gpu.hpp"
-#include "core/comm/local.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/local/device_local.hpp"
+#include "core/comm/nccl/gpu.hpp"
+#include "core/comm/local/local.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/comm/span_layout.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"

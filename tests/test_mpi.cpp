@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm/hierarchical.hpp"
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "tests/checkpoint_fixture.hpp"

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/fibers.hpp"
 #include "tests/mpi_launch.hpp"

@@ -1,7 +1,11 @@
 // The communication layer: collectives among the ranks (devices) of a run, over any group of them. A rank
 // calls its own Communicator; behind it, ranks of one process meet in memory (local: host buffers on
 // fibers; device_local: GPU buffers, stream-ordered), and a group that spans processes takes the two-level
-// algorithm (two_level.hpp) over a transport (MPI, NCCL).
+// algorithm (two_level.hpp) over a transport (transport.hpp: MPI, NCCL).
+//
+// Files by transport: this folder holds the interface, the two-level algorithm and what every backend shares;
+// local/ the in-process worlds (host fibers, GPU devices), mpi/ MPI's transport and the CPU mesh's process
+// groups, nccl/ NCCL's transport and the GPU mesh's world (built into the CUDA backend library).
 //
 // Invariants:
 // - Every member of a group calls the same collectives on that group, in the same order, with the same

@@ -1,10 +1,10 @@
-// How a group of mesh ranks lies over the processes of a run (core/comm/hierarchical.hpp's placement): which
+// How a group of mesh ranks lies over the processes of a run (core/comm/mpi/hierarchical.hpp's placement): which
 // processes hold members, which members each holds, and which member leads a process's part. Pure logic,
 // shared by the two-level communicator (two_level.hpp), the transports' set-up and their tests.
 #pragma once
 #include <vector>
 
-#include "core/comm/hierarchical.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/mesh.hpp"
 
 namespace dtrain {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 
 namespace dtrain::train {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_engine.hpp"

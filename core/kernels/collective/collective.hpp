@@ -1,4 +1,4 @@
-// CollectiveKernels: what the in-process device communicator (core/comm/device_local.hpp) asks of the memory
+// CollectiveKernels: what the in-process device communicator (core/comm/local/device_local.hpp) asks of the memory
 // its ranks' buffers live in: stream order (events), copies between devices, and two kernels over the buffers
 // of several members at once. Handles are opaque (void*: cudaStream_t, cudaEvent_t) so the communicator builds
 // without CUDA headers. The CPU implementation works on host memory at once (streams and events are null, its

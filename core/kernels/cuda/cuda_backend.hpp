@@ -55,7 +55,7 @@ DTRAIN_CUDA_FAMILIES(DTRAIN_DECLARE_FAMILY)
 inline constexpr uint32_t kCudaBackendVersion = 1;
 
 // What the library hands the core; each member is the library's implementation of the core function of the
-// same name (dispatch.hpp, cuda.hpp, device_memory.hpp, upload.hpp, core/comm/nccl.hpp).
+// same name (dispatch.hpp, cuda.hpp, device_memory.hpp, upload.hpp, core/comm/nccl/nccl.hpp).
 struct CudaBackend {
   // These three come first in every version: the core checks them before anything else.
   uint32_t version;            // kCudaBackendVersion of the library's build
@@ -92,7 +92,7 @@ struct CudaBackend {
                                                      std::shared_ptr<NcclGroups> groups);
 };
 
-// The library's definitions behind the table (cuda.cu, device_memory.cu, upload.cu, core/comm/nccl.cpp, and
+// The library's definitions behind the table (cuda.cu, device_memory.cu, upload.cu, core/comm/nccl/nccl.cpp, and
 // each family's .cu for family<F>); only the library's own files call them directly.
 namespace cuda_library {
 template <class Family>

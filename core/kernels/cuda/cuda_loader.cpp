@@ -1,6 +1,6 @@
 // The core's side of the CUDA backend (cuda_backend.hpp): loads libdtrain_cuda.so on the first call that needs a
 // GPU and forwards every CUDA entry of dispatch.hpp, cuda.hpp, device_memory.hpp, upload.hpp and
-// core/comm/nccl.hpp to its table. Where the library was not built or cannot be loaded, those calls throw and say
+// core/comm/nccl/nccl.hpp to its table. Where the library was not built or cannot be loaded, those calls throw and say
 // why (cuda_device_count() answers 0 instead); no other file of the core knows whether CUDA is there.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/comm/nccl.hpp"
+#include "core/comm/nccl/nccl.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cuda/cuda.hpp"
 #include "core/kernels/cuda/cuda_backend.hpp"

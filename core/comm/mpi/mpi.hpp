@@ -1,5 +1,5 @@
 // The process layer: what dtrain needs from MPI when a mesh is spread over `mpirun -np P` processes.
-// Built when DTRAIN_WITH_MPI is on; otherwise core/comm/no_mpi.cpp provides the same functions for a
+// Built when DTRAIN_WITH_MPI is on; otherwise core/comm/mpi/no_mpi.cpp provides the same functions for a
 // single process (and says dtrain was built without MPI when asked for more).
 //
 // Collectives between processes are non-blocking MPI calls waited for by polling: a blocking call made in

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/comm/communicator.hpp"
-#include "core/comm/hierarchical.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/mesh.hpp"
 #include "core/place.hpp"
 

@@ -1,6 +1,6 @@
-#include "core/comm/gpu.hpp"
+#include "core/comm/nccl/gpu.hpp"
 
-#include "core/comm/nccl.hpp"
+#include "core/comm/nccl/nccl.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {

@@ -2,7 +2,7 @@
 // (transport.hpp) is one NCCL communicator with one rank per process, called by the process's leader on its
 // own stream; the two-level algorithm over it is core/comm/two_level.cpp, shared with MPI. Blocks of equal
 // size take ncclAllGather / ncclReduceScatter; others one ncclBroadcast / ncclReduce per process (grouped).
-#include "core/comm/nccl.hpp"
+#include "core/comm/nccl/nccl.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/comm/span_layout.hpp"
 #include "core/comm/two_level.hpp"
 #include "core/error.hpp"

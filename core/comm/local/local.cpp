@@ -21,7 +21,7 @@
 //
 // A collective allocates nothing in steady state: a group's rank list is interned once into an id, and
 // finished calls, with their vectors and staging storage, are kept and reused.
-#include "core/comm/local.hpp"
+#include "core/comm/local/local.hpp"
 
 #include <immintrin.h>
 

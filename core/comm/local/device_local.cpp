@@ -16,7 +16,7 @@
 //   all_gather_varying  no kernel: each member copies every member's send into its own storage, on its own
 //                   stream after the join.
 //   barrier         the join alone.
-#include "core/comm/device_local.hpp"
+#include "core/comm/local/device_local.hpp"
 
 #include <algorithm>
 #include <exception>

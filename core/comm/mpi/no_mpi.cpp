@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
 namespace dtrain {

@@ -1,11 +1,11 @@
 // Placement of a mesh over processes, and its MPI side: one MPI communicator per mesh group that spans
 // processes, as the transport (transport.hpp) of the two-level algorithm (two_level.cpp).
-#include "core/comm/hierarchical.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 
 #include <map>
 #include <mutex>
 
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/comm/span_layout.hpp"
 #include "core/comm/two_level.hpp"
 #include "core/error.hpp"

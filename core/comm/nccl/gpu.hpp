@@ -1,6 +1,6 @@
 // The communicators of a mesh whose ranks run on GPUs (`mesh.devices: gpu`), for run_spmd. Inside a process the
 // ranks meet in a DeviceLocalWorld (device memory, any number of ranks per GPU); when the mesh spans processes
-// (mpirun), a group that crosses them goes through NCCL from each process's lowest member (core/comm/nccl.hpp).
+// (mpirun), a group that crosses them goes through NCCL from each process's lowest member (core/comm/nccl/nccl.hpp).
 // The training side makes one GpuWorld per run, hands communicator(i) to local rank i's fiber (with that rank's
 // stream current there) and calls abort() when a rank fails, as it does with LocalWorld.
 #pragma once
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/comm/communicator.hpp"
-#include "core/comm/device_local.hpp"
-#include "core/comm/hierarchical.hpp"
+#include "core/comm/local/device_local.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/mesh.hpp"
 #include "core/place.hpp"
 

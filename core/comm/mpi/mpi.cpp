@@ -1,7 +1,7 @@
 // The process layer over MPI (see mpi.hpp). Every MPI call after initialization is made under one lock
 // (MPI_THREAD_SERIALIZED asks no more), and collectives are started non-blocking and polled with
 // MPI_Test from fibers::poll_until, so a waiting fiber never holds its thread.
-#include "core/comm/mpi.hpp"
+#include "core/comm/mpi/mpi.hpp"
 
 #include <mpi.h>
 
