@@ -217,7 +217,7 @@ int run_plan(const CommandOptions& options) {
                layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);
   }
   // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
-  // only its chunk (its gradient arrives as factors, see core/optim/optimizer.hpp).
+  // only its part of the shard (its gradient arrives as factors, see core/optim/optimizer.hpp).
   fmt::print("\nper device: variables {}, gradients up to {}, optimizer slots {} ({}); {} parameters in all\n",
              bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
              to_string(config.train.optimizer.kind), built.model->num_parameters());

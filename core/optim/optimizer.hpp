@@ -16,7 +16,8 @@
 // computes just the rows of x^T g its shard needs, straight into the shard, with the whole batch as the inner
 // dimension, instead of every member computing all of x_r^T g_r (a thin, inefficient GEMM) for the
 // reduce-scatter to read n of them back (memory traffic of n gradients). Same sums, other rounding. A flat
-// buffer whose gradients all came so needs no reduce-scatter at all.
+// buffer whose gradients all came so needs no reduce-scatter at all. Measured (bench/ab_train_step.sh, 7
+// interleaved rounds, factors on vs off): mnist_core_dp 1.7x slower without it, imdb_dp within the noise.
 // Variables whose shard is under the optimizer's min_sharded_elements() values, or with no data-parallel
 // dim, are updated whole, in place, on every rank (their gradients summed together in bucketed all-reduces):
 // splitting a small one saves less than it costs. The threshold is measured per optimizer (sgd.cpp,
