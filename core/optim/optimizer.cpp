@@ -46,14 +46,15 @@ ShardInfo shard_of(int64_t total, int parts, int index) {
 
 namespace {
 
-// `count` floats from `from` to `to`, both at `place`, through the kernel table (on a GPU: on the rank's stream).
-void copy_values(const Place& place, float* to, const float* from, int64_t count) {
+// `count` floats from `from` to `to` (added to it with `accumulate`), both at `place`, through the kernel table
+// (on a GPU: on the rank's stream).
+void copy_values(const Place& place, float* to, const float* from, int64_t count, bool accumulate = false) {
   if (count <= 0) return;
   kernels::BlockCopy block;
   block.rank = 1;
   block.extent[0] = count;
   block.src_stride[0] = block.dst_stride[0] = 1;
-  kernels::kernels_for<kernels::CopyKernels>(place, "optimizer").copy_block(from, to, block, false);
+  kernels::kernels_for<kernels::CopyKernels>(place, "optimizer").copy_block(from, to, block, accumulate);
 }
 
 void fill_zeros(const Place& place, float* to, int64_t count) {
@@ -226,14 +227,7 @@ void Optimizer::gradient_from_factors(const FlatBuffer& flat, const Entry& entry
       product = block.data();
     }
     factor_product_.rows(comm, flat.group, f.x.local(), f.g.local(), blocks_, product);
-    if (product != out) {
-      const float* part = product + (begin - first * cols);
-      if (first_term) {
-        std::copy_n(part, count, out);
-      } else {
-        for (int64_t i = 0; i < count; ++i) out[i] += part[i];
-      }
-    }
+    if (product != out) copy_values(flat.place, out, product + (begin - first * cols), count, !first_term);
     first_term = false;
   }
 }
