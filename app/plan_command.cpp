@@ -4,7 +4,6 @@
 // exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
 // from the dataset kind, which the model's last layer must match.
 #include <filesystem>
-#include <limits>
 #include <map>
 
 #include "app/commands.hpp"
@@ -201,9 +200,7 @@ int run_plan(const CommandOptions& options) {
              "local shape", "bytes/device", "update per device (and slots)");
   const OptimizerConfig& optimizer = config.train.optimizer;
   const int slots_per_variable = optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
-  // GPU variables are updated whole (core/optim/optimizer.hpp).
-  const int64_t min_sharded = engine.devices == Place::Kind::Cuda ? std::numeric_limits<int64_t>::max()
-                                                                  : one_step.make_optimizer()->min_sharded_elements();
+  const int64_t min_sharded = one_step.make_optimizer()->min_sharded_elements();
   double variable_bytes = 0, trainable_bytes = 0, slot_bytes = 0;
   for (const auto& info : built.model->variables()) {
     const Layout& layout = info.choice.layout;
@@ -213,17 +210,20 @@ int run_plan(const CommandOptions& options) {
     std::string update = "-";
     if (info.trainable) {
       trainable_bytes += bytes;
+      // A flat-sharded variable's share of a rank's shard of its flat buffer (core/optim/optimizer.hpp): 1/n of
+      // it, give or take the values where the shards cut the buffer.
       const optim::FlatSharding sharding = optim::flat_sharding(layout, info.shape, min_sharded);
-      slot_bytes += slots_per_variable * double(sharding.chunk) * sizeof(float);
+      const int64_t share = (sharding.local_size + sharding.group_size - 1) / sharding.group_size;
+      slot_bytes += slots_per_variable * double(share) * sizeof(float);
       update = sharding.sharded() ? fmt::format("flat 1/{} over [{}]: {} of {} values", sharding.group_size,
-                                                fmt::join(sharding.dims, ", "), sharding.chunk, sharding.local_size)
+                                                fmt::join(sharding.dims, ", "), share, sharding.local_size)
                                   : fmt::format("whole: {} values", sharding.local_size);
     }
     fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
                layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);
   }
   // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
-  // only its chunk (its gradient arrives as factors, see core/optim/optimizer.hpp).
+  // only its part of the shard (its gradient arrives as factors, see core/optim/optimizer.hpp).
   fmt::print("\nper device: variables {}, gradients up to {}, optimizer slots {} ({}); {} parameters in all\n",
              bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
              to_string(config.train.optimizer.kind), built.model->num_parameters());

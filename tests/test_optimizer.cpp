@@ -1,15 +1,19 @@
-// Optimizers: SGD and Adam against their formulas (Keras' Adam), and the flat-sharded update (ZeRO-1: each
-// rank of a data-parallel group updates one chunk of a variable and keeps only that chunk of its slots)
-// giving the same variables and slots on every mesh and layout as one device, padded chunks included.
+// Optimizers: SGD and Adam against their formulas (Keras' Adam), and the flat-sharded update (ZeRO-1: the
+// variables of a data-parallel group laid end to end in a flat buffer, each rank updating one shard of it and
+// keeping only that shard of the slots) giving the same variables and slots on every mesh and layout as one
+// device, and bitwise those of the unsharded update, padded shards and shards across variables included; on
+// GPU ranks too ("needs a GPU").
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 
 #include "core/comm/counting.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "core/optim/optimizer.hpp"
 #include "tests/spmd_harness.hpp"
 
@@ -174,7 +178,7 @@ TEST_CASE("sharded updates give every mesh and layout the single-device variable
   // another mesh) is not blown up to a full step either way: the test is about layouts, not that.
   MeshPtr single = make_mesh({"x"}, {1});
   std::vector<Tensor> reference = train_steps(single, Layout::replicated(single, 2), w0, x, r, 3, adam(1e-3f));
-  CHECK(optim::flat_sharding(Layout::replicated(make_mesh({"x"}, {8}), 2), {512, 1024}, 16384).chunk == 512 * 1024 / 8);
+  CHECK(optim::flat_sharding(Layout::replicated(make_mesh({"x"}, {8}), 2), {512, 1024}, 16384).sharded());
   for (const MeshPtr& mesh : {make_mesh({"x"}, {8}), make_mesh({"x", "y"}, {4, 2}), make_mesh({"x", "y", "z"}, {2, 2, 2})}) {
     std::vector<Layout> layouts{Layout::replicated(mesh, 2)};
     if (mesh->has_dim("y")) {  // model-parallel variables, updated sharded over the remaining dims
@@ -193,29 +197,34 @@ TEST_CASE("sharded updates give every mesh and layout the single-device variable
   }
 }
 
-TEST_CASE("flat sharding: chunks of ceil(L/n) values over the unused mesh dims of size > 1") {
+TEST_CASE("flat sharding: over the unused mesh dims of size > 1; shards of ceil(T/n) values of a flat buffer") {
   const std::string u = kUnsharded;
   MeshPtr eight = make_mesh({"x"}, {8}), grid = make_mesh({"a", "one", "b"}, {2, 1, 3});
   optim::FlatSharding s = optim::flat_sharding(Layout::replicated(eight, 2), {700, 500}, 16384);
   CHECK(s.dims == std::vector<std::string>{"x"});
   CHECK(s.group_size == 8);
   CHECK(s.local_size == 350000);
-  CHECK(s.chunk == 43750);
   s = optim::flat_sharding(Layout({u, "b"}, grid), {700, 501}, 1);  // local [700, 167]; over a only
   CHECK(s.dims == std::vector<std::string>{"a"});
-  CHECK(s.chunk == 700 * 167 / 2);
-  s = optim::flat_sharding(Layout::replicated(grid, 1), {13}, 1);  // over a and b: 6 chunks of 3, the last 1 value
+  CHECK(s.group_size == 2);
+  CHECK(s.local_size == 700 * 167);
+  s = optim::flat_sharding(Layout::replicated(grid, 1), {13}, 1);  // over a and b
   CHECK(s.dims == std::vector<std::string>{"a", "b"});
-  CHECK(s.chunk == 3);
-  CHECK(s.begin(4) == 12);
-  CHECK(s.count(4) == 1);
-  CHECK(s.begin(5) == 13);
-  CHECK(s.count(5) == 0);
+  CHECK(s.group_size == 6);
+  // 13 values over 6 ranks: shards of 3, the fifth 1 value, the last none.
+  CHECK(optim::shard_of(13, 6, 0).offset == 0);
+  CHECK(optim::shard_of(13, 6, 0).size == 3);
+  CHECK(optim::shard_of(13, 6, 4).offset == 12);
+  CHECK(optim::shard_of(13, 6, 4).size == 1);
+  CHECK(optim::shard_of(13, 6, 5).offset == 13);
+  CHECK(optim::shard_of(13, 6, 5).size == 0);
+  CHECK(optim::shard_of(350000, 8, 7).offset == 7 * 43750);
+  CHECK(optim::shard_of(350000, 8, 7).size == 43750);
   // Whole: under the threshold, or no data-parallel dim left.
   CHECK(!optim::flat_sharding(Layout::replicated(eight, 2), {7, 5}, 36).sharded());
   CHECK(optim::flat_sharding(Layout::replicated(eight, 2), {7, 5}, 35).sharded());
   CHECK(!optim::flat_sharding(Layout({"x", u}, eight), {800, 500}, 1).sharded());
-  CHECK(optim::flat_sharding(Layout({"x", u}, eight), {800, 500}, 1).chunk == 50000);
+  CHECK(optim::flat_sharding(Layout({"x", u}, eight), {800, 500}, 1).local_size == 50000);
   // The thresholds: SGD's update is cheap, so only larger variables are worth splitting.
   CHECK(optim::make_sgd(0.1f)->min_sharded_elements() == 32768);
   CHECK(optim::make_adam({})->min_sharded_elements() == 16384);
@@ -324,11 +333,11 @@ TEST_CASE("the update work and the slots are split: each element updated once pe
     CHECK(trained.kept[rank] == std::vector<int64_t>{43750});
   }
 
-  // 7 x 5 on {x: 3} (sharded, min 1): chunks of 12, 12 and 11 values.
+  // 7 x 5 on {x: 3} (sharded, min 1): shards of 12, 12 and 11 values.
   MeshPtr three = make_mesh({"x"}, {3});
   trained = counted({three, Layout::replicated(three, 2), std::nullopt, "x", 1}, {7, 5}, &updated);
   CHECK(updated == std::vector<int64_t>{steps * 12, steps * 12, steps * 11});
-  CHECK(trained.kept[2] == std::vector<int64_t>{12});
+  CHECK(trained.kept[2] == std::vector<int64_t>{11});  // (and one value of the flat buffer's padding)
 
   // On {a: 2, b: 2} sharded on a: split over b only, 2 x 250 = 500 values each; each rank's group along b.
   MeshPtr grid = make_mesh({"a", "b"}, {2, 2});
@@ -418,5 +427,141 @@ TEST_CASE("apply sums the partial tensors it is handed along with the small grad
     CHECK(both.collectives[rank] == none.collectives[rank] + 1);
     CHECK(close(pair.weights[rank], none.weights[rank], 0.0f));
     CHECK(close(both.weights[rank], none.weights[rank], 0.0f));
+  }
+}
+
+namespace {
+
+// w [7, 5], an optional b [5] and u [6], which no loss uses (no gradient), all replicated, trained `steps`
+// times with loss = sum((x @ w [+ b]) * r), x [24, 7] split on `batch_dim` (replicated when empty), on
+// `devices`. Every variable and slot of every rank (the variables are replicated: each rank's local values are
+// the global ones) and the values each rank keeps per slot of w, b, u.
+struct FlatRun {
+  std::vector<std::vector<Tensor>> tensors;  // [rank]: w, b (with_bias), u, then every slot in slots() order
+  std::vector<std::vector<int64_t>> kept;    // [rank][variable]
+};
+
+FlatRun run_flat(const MeshPtr& mesh, const std::string& batch_dim, bool with_bias, int64_t min_sharded,
+                 const MakeOptimizer& make_optimizer, Place::Kind devices, int steps = 3) {
+  const Tensor w0 = test_tensor({7, 5}, 51), b0 = test_tensor({5}, 52), u0 = test_tensor({6}, 53);
+  const Tensor x = eighths({24, 7}, 54), r = eighths({24, 5}, 55);
+  FlatRun run;
+  run.tensors.resize(size_t(mesh->size()));
+  run.kept.resize(size_t(mesh->size()));
+  std::mutex mutex;
+  run_spmd_in_process_on(mesh, devices, [&](DeviceContext& device) {
+    const auto on_device = [&](const Tensor& t) { return t.clone().to(device.place); };
+    const Layout matrix = Layout::replicated(mesh, 2), vector = Layout::replicated(mesh, 1);
+    nn::Parameters params;
+    params.add("w", Var(DTensor(w0.shape(), matrix, on_device(w0)), true));
+    if (with_bias) params.add("b", Var(DTensor(b0.shape(), vector, on_device(b0)), true));
+    params.add("u", Var(DTensor(u0.shape(), vector, on_device(u0)), true));
+    std::unique_ptr<optim::Optimizer> optimizer = make_optimizer();
+    optimizer->build(params, min_sharded);
+    const Layout x_layout = batch_dim.empty() ? matrix : Layout::batch_sharded(mesh, batch_dim, 2);
+    Var input(DTensor(x.shape(), x_layout, pack(x, x_layout, device.rank).to(device.place)));
+    Var weight(DTensor(r.shape(), matrix, on_device(r)));
+    for (int step = 0; step < steps; ++step) {
+      Var y = matmul(input, params.at("w"));
+      if (with_bias) y = add(y, params.at("b"));
+      backward(reduce_sum(multiply(y, weight), {0, 1}));
+      optimizer->apply(params);
+    }
+    std::vector<Tensor> tensors;
+    for (const std::string& path : params.paths()) tensors.push_back(params.at(path).value().local().to(Place::cpu()));
+    for (auto& [name, slot] : optimizer->slots()) tensors.push_back(slot->local().to(Place::cpu()));  // collective
+    std::vector<int64_t> kept;
+    for (size_t v = 0; v < params.paths().size(); ++v) kept.push_back(optimizer->slot_values(v));
+    std::lock_guard<std::mutex> lock(mutex);
+    run.tensors[size_t(device.rank)] = std::move(tensors);
+    run.kept[size_t(device.rank)] = std::move(kept);
+  });
+  return run;
+}
+
+MakeOptimizer sgd_momentum() {
+  return [] { return optim::make_sgd(optim::SgdOptions{0.05f, 0.9f, true, 0.01f}); };
+}
+
+}  // namespace
+
+TEST_CASE("a flat buffer of several variables, shards across their boundaries: bitwise the unsharded update") {
+  // w (35 values), b (5) and u (6) end to end: on {x: 3} shards of 16, 16 and 14 values, the last one holding
+  // w's end, b and u. u has no gradient (kept as it is, its slots untouched); with x replicated the gradients
+  // arrive summed (no reduce-scatter); with x split, w's as factors and b's as summands.
+  const MeshPtr three = make_mesh({"x"}, {3}), eight = make_mesh({"x"}, {8}), grid = make_mesh({"a", "b"}, {2, 2});
+  struct Case {
+    MeshPtr mesh;
+    std::string batch_dim;
+    bool with_bias;
+  };
+  const std::vector<Case> cases{{three, "x", true}, {three, "x", false}, {three, "", true},
+                                {eight, "x", true}, {grid, "b", true},   {grid, "a", false}};
+  for (bool use_adam : {false, true}) {
+    const MakeOptimizer make = use_adam ? adam() : sgd_momentum();
+    for (const Case& c : cases) {
+      CAPTURE(use_adam);
+      CAPTURE(c.mesh->to_string());
+      CAPTURE(c.batch_dim);
+      CAPTURE(c.with_bias);
+      const FlatRun whole = run_flat(c.mesh, c.batch_dim, c.with_bias, std::numeric_limits<int64_t>::max(), make,
+                                     Place::Kind::Cpu);
+      const FlatRun flat = run_flat(c.mesh, c.batch_dim, c.with_bias, 1, make, Place::Kind::Cpu);
+      const size_t variables = c.with_bias ? 3 : 2;
+      REQUIRE(flat.tensors[0].size() == variables * (use_adam ? 3 : 2));
+      for (int rank = 0; rank < c.mesh->size(); ++rank) {
+        CAPTURE(rank);
+        REQUIRE(flat.tensors[size_t(rank)].size() == whole.tensors[0].size());
+        for (size_t i = 0; i < whole.tensors[0].size(); ++i) {
+          std::string why;
+          INFO("tensor " << i << ": " << why);
+          CHECK(close(flat.tensors[size_t(rank)][i], whole.tensors[0][i], 0.0f, &why));
+        }
+        CHECK(whole.kept[size_t(rank)] == (c.with_bias ? std::vector<int64_t>{35, 5, 6} : std::vector<int64_t>{35, 6}));
+      }
+      // u untouched: its initial values, its slots zero.
+      CHECK(close(flat.tensors[0][variables - 1], test_tensor({6}, 53), 0.0f));
+      CHECK(close(flat.tensors[0].back(), Tensor({6}), 0.0f));
+      // Every value of every variable kept by one rank of its group (here every rank, in rank order): the
+      // slots cost 1/n per rank.
+      const int64_t total = c.with_bias ? 46 : 41;
+      for (int rank = 0; rank < c.mesh->size(); ++rank) {
+        int64_t kept = 0;
+        for (int64_t v : flat.kept[size_t(rank)]) kept += v;
+        CHECK(kept == optim::shard_of(total, c.mesh->size(), rank).size);
+      }
+    }
+  }
+  // The shards of {x: 3}: 16, 16, 14 values, the last one across w, b and u.
+  const FlatRun flat = run_flat(three, "x", true, 1, adam(), Place::Kind::Cpu, 1);
+  CHECK(flat.kept[0] == std::vector<int64_t>{16, 0, 0});
+  CHECK(flat.kept[1] == std::vector<int64_t>{16, 0, 0});
+  CHECK(flat.kept[2] == std::vector<int64_t>{3, 5, 6});
+}
+
+TEST_CASE("needs a GPU: flat ZeRO-1 on GPU ranks gives the CPU's variables and slots, each rank keeping 1/n") {
+  if (kernels::cuda_device_count() == 0) {
+    MESSAGE("skipped: no GPU");
+    return;
+  }
+  const MeshPtr three = make_mesh({"x"}, {3}), grid = make_mesh({"a", "b"}, {2, 2});
+  for (bool use_adam : {false, true}) {
+    const MakeOptimizer make = use_adam ? adam() : sgd_momentum();
+    for (const auto& [mesh, batch_dim] : std::vector<std::pair<MeshPtr, std::string>>{{three, "x"}, {grid, "b"}}) {
+      CAPTURE(use_adam);
+      CAPTURE(mesh->to_string());
+      const FlatRun cpu = run_flat(mesh, batch_dim, true, 1, make, Place::Kind::Cpu);
+      const FlatRun gpu = run_flat(mesh, batch_dim, true, 1, make, Place::Kind::Cuda);
+      for (int rank = 0; rank < mesh->size(); ++rank) {
+        CAPTURE(rank);
+        CHECK(gpu.kept[size_t(rank)] == cpu.kept[size_t(rank)]);
+        REQUIRE(gpu.tensors[size_t(rank)].size() == cpu.tensors[size_t(rank)].size());
+        for (size_t i = 0; i < cpu.tensors[size_t(rank)].size(); ++i) {
+          std::string why;
+          INFO("tensor " << i << ": " << why);
+          CHECK(close(gpu.tensors[size_t(rank)][i], cpu.tensors[size_t(rank)][i], 1e-6f, &why));
+        }
+      }
+    }
   }
 }

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/clip/clip.hpp"
-#include "core/kernels/gemm/gemm_engine.hpp"
-#include "core/kernels/cuda/device_memory.hpp"
+#include "core/kernels/copy/copy.hpp"
+#include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
 #include "core/optim/parallel_update.hpp"
 
@@ -25,7 +24,6 @@ void Optimizer::set_schedule(const LearningRateSchedule& schedule) {
 FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min_elements) {
   FlatSharding sharding;
   sharding.local_size = num_elements(layout.local_shape(shape));
-  sharding.chunk = sharding.local_size;
   if (sharding.local_size < min_elements) return sharding;
   const Mesh& mesh = layout.mesh();
   int n = 1;
@@ -36,34 +34,75 @@ FlatSharding flat_sharding(const Layout& layout, const Shape& shape, int64_t min
     sharding.dim_set.add(d);
     n *= mesh.dim_sizes()[d];
   }
-  if (n == 1) return sharding;
   sharding.group_size = n;
-  sharding.chunk = (sharding.local_size + n - 1) / n;
   return sharding;
 }
 
+ShardInfo shard_of(int64_t total, int parts, int index) {
+  const int64_t capacity = (total + parts - 1) / parts;
+  const int64_t offset = std::min(int64_t(index) * capacity, total);
+  return {offset, std::min(capacity, total - offset)};
+}
+
+namespace {
+
+// `count` floats from `from` to `to` (added to it with `accumulate`), both at `place`, through the kernel table
+// (on a GPU: on the rank's stream).
+void copy_values(const Place& place, float* to, const float* from, int64_t count, bool accumulate = false) {
+  if (count <= 0) return;
+  kernels::BlockCopy block;
+  block.rank = 1;
+  block.extent[0] = count;
+  block.src_stride[0] = block.dst_stride[0] = 1;
+  kernels::kernels_for<kernels::CopyKernels>(place, "optimizer").copy_block(from, to, block, accumulate);
+}
+
+void fill_zeros(const Place& place, float* to, int64_t count) {
+  if (count > 0) kernels::kernels_for<kernels::ElementwiseKernels>(place, "optimizer").fill(to, count, 0.0f);
+}
+
+// The overlap of [a.offset, a.offset + a.size) and [b.offset, b.offset + b.size) (size 0 when none).
+ShardInfo overlap(ShardInfo a, ShardInfo b) {
+  const int64_t begin = std::max(a.offset, b.offset), end = std::min(a.offset + a.size, b.offset + b.size);
+  return {begin, std::max<int64_t>(end - begin, 0)};
+}
+
+}  // namespace
+
 void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
   entries_.clear();
+  flats_.clear();
   const size_t num_slots = slot_names().size();
-  int64_t scratch = 0;
+  DeviceContext* device = nullptr;
   for (const auto& path : params.paths()) {
     Var& var = params.at(path);
     if (!var.requires_grad()) continue;
     var.state()->keep_partial_grad = true;
+    var.state()->accepts_grad_factors = false;  // a flat-sharded one's below
     const DTensor& value = var.value();
     const Place place = value.local().place();
-    const int64_t whole_below = place.is_cpu() ? min_elements : std::numeric_limits<int64_t>::max();
-    Entry entry{path, value.global_shape(), value.layout(), flat_sharding(value.layout(), value.global_shape(), whole_below),
-                {}, {}, {}};
-    const FlatSharding& sharding = entry.sharding;
+    const FlatSharding sharding = flat_sharding(value.layout(), value.global_shape(), min_elements);
+    Entry entry(path, value.global_shape(), value.layout(), sharding.local_size);
     if (sharding.sharded()) {
-      var.state()->accepts_grad_factors = true;
-      entry.group = current_device().group(sharding.dims);
-      DTRAIN_CHECK(entry.group.size() == sharding.group_size, "[{}] {}: group of {} ranks for {} chunks", name(), path,
-                   entry.group.size(), sharding.group_size);
-      for (size_t i = 0; i < num_slots; ++i) entry.chunks.emplace_back(Shape{sharding.chunk});
-      const int64_t padded = sharding.group_size * sharding.chunk;
-      scratch = std::max(scratch, sharding.chunk + (padded != sharding.local_size ? padded : 0));
+      // The flat buffer of its group and place, or a new one (in the same order on every rank).
+      auto same = [&](const FlatBuffer& flat) { return flat.dims == sharding.dim_set && flat.place == place; };
+      auto found = std::find_if(flats_.begin(), flats_.end(), same);
+      if (found == flats_.end()) {
+        if (device == nullptr) device = &current_device();
+        FlatBuffer flat;
+        flat.group = device->group(sharding.dims);
+        flat.dims = sharding.dim_set;
+        flat.place = place;
+        DTRAIN_CHECK(flat.group.size() == sharding.group_size, "[{}] {}: group of {} ranks for {} shards", name(), path,
+                     flat.group.size(), sharding.group_size);
+        found = flats_.insert(flats_.end(), std::move(flat));
+      }
+      // The factor path's gathers and products are the CPU's.
+      var.state()->accepts_grad_factors = place.is_cpu();
+      entry.flat = int(found - flats_.begin());
+      entry.offset = found->total;
+      found->total += entry.size;
+      found->entries.push_back(entries_.size());
     } else {
       for (size_t i = 0; i < num_slots; ++i) {
         entry.full.emplace_back(entry.shape, entry.layout, Tensor(entry.layout.local_shape(entry.shape), place));
@@ -71,24 +110,38 @@ void Optimizer::build(nn::Parameters& params, int64_t min_elements) {
     }
     entries_.push_back(std::move(entry));
   }
-  scratch_ = scratch > 0 ? Tensor::uninitialized({scratch}) : Tensor();
+  for (FlatBuffer& flat : flats_) {
+    const int n = flat.group.size();
+    flat.capacity = (flat.total + n - 1) / n;
+    flat.shard = shard_of(flat.total, n, flat.group.index);
+    flat.gradients = Tensor({n * flat.capacity}, flat.place);  // zeros: the padding is never written
+    flat.gradient_shard = Tensor::uninitialized({flat.capacity}, flat.place);
+    for (size_t i = 0; i < num_slots; ++i) flat.slots.emplace_back(Shape{flat.capacity}, flat.place);
+  }
+}
+
+ShardInfo Optimizer::own_part(const Entry& entry) const {
+  return overlap(flats_[size_t(entry.flat)].shard, {entry.offset, entry.size});
 }
 
 int64_t Optimizer::slot_values(size_t index) const {
-  const Entry& entry = entries_.at(index);
-  return entry.sharding.sharded() ? entry.sharding.chunk : entry.sharding.local_size;
+  DTRAIN_CHECK(index < entries_.size(), "[{}] no trainable variable {}", name(), index);
+  const Entry& entry = entries_[index];
+  return entry.flat < 0 ? entry.size : own_part(entry).size;
 }
 
 std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
-  DeviceContext* device = nullptr;
-  for (auto& entry : entries_) {
-    if (!entry.sharding.sharded() || !entry.full.empty()) continue;
-    if (device == nullptr) device = &current_device();
-    const size_t chunk = size_t(entry.sharding.chunk);
-    for (const Tensor& slot_chunk : entry.chunks) {
-      Tensor gathered = Tensor::uninitialized({int64_t(chunk) * entry.sharding.group_size});
-      device->comm->all_gather(entry.group, slot_chunk.data(), gathered.data(), chunk);
-      entry.full.emplace_back(entry.shape, entry.layout, gathered.slice_view(0, entry.layout.local_shape(entry.shape)));
+  for (FlatBuffer& flat : flats_) {
+    if (flat.slots.empty() || !entries_[flat.entries.front()].full.empty()) continue;  // none, or gathered already
+    Communicator& comm = *current_device().comm;
+    for (const Tensor& shard : flat.slots) {
+      Tensor gathered = Tensor::uninitialized({flat.group.size() * flat.capacity}, flat.place);
+      comm.all_gather(flat.group, shard.buffer(), gathered.buffer(), size_t(flat.capacity));
+      for (size_t e : flat.entries) {
+        Entry& entry = entries_[e];
+        entry.full.emplace_back(entry.shape, entry.layout,
+                                gathered.slice_view(entry.offset, entry.layout.local_shape(entry.shape)));
+      }
     }
   }
   std::vector<std::pair<std::string, DTensor*>> named;
@@ -100,14 +153,17 @@ std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
 }
 
 void Optimizer::take_back_gathered_slots() {
-  for (auto& entry : entries_) {
-    if (!entry.sharding.sharded() || entry.full.empty()) continue;
-    const int64_t begin = entry.sharding.begin(entry.group.index), count = entry.sharding.count(entry.group.index);
-    for (size_t i = 0; i < entry.chunks.size(); ++i) {
+  for (Entry& entry : entries_) {
+    if (entry.flat < 0 || entry.full.empty()) continue;
+    FlatBuffer& flat = flats_[size_t(entry.flat)];
+    const ShardInfo part = own_part(entry);
+    for (size_t i = 0; i < flat.slots.size(); ++i) {
       const Tensor& gathered = entry.full[i].local();
-      DTRAIN_CHECK(gathered.size() == entry.sharding.local_size, "[{}] slot {} of {} holds {} values, not {}",
-                   name(), i, entry.path, gathered.size(), entry.sharding.local_size);
-      std::copy_n(gathered.data() + begin, count, entry.chunks[i].data());
+      DTRAIN_CHECK(gathered.size() == entry.size && gathered.place() == flat.place,
+                   "[{}] slot {} of {} holds {} values at {}, not {} at {}", name(), i, entry.path, gathered.size(),
+                   gathered.place().describe(), entry.size, flat.place.describe());
+      copy_values(flat.place, flat.slots[i].buffer() + (part.offset - flat.shard.offset),
+                  gathered.buffer() + (part.offset - entry.offset), part.size);
     }
     entry.full.clear();
   }
@@ -129,14 +185,146 @@ void Optimizer::run_update(const Place& place, float* out, const float* in, cons
 
 namespace {
 
-// `count` floats from `from` to `to`, both at `place` (on a GPU: enqueued on the rank's stream).
-void copy_floats(const Place& place, float* to, const float* from, int64_t count) {
-  if (place.is_cpu()) {
-    std::copy_n(from, count, to);
-  } else {
-    kernels::cuda_copy_on_device(place.device, to, from, size_t(count));
+// Whether x^T g, computed from x and g gathered over `dims` (one mesh dim, the batch), gives the variable's
+// local shard in `layout`: x [D, a] and g [D, b] for a variable [a, b], none of them pending sums. Compares
+// mesh dim indices: all of them are on the variable's mesh.
+bool factors_line_up(const VarState::GradFactors& f, const Layout& layout, PartialDims dims) {
+  if (dims.size() != 1 || f.x.rank() != 2 || f.g.rank() != 2 || f.x.is_partial() || f.g.is_partial()) return false;
+  const int batch = *dims.begin();
+  return f.x.layout().dim_at(0) == batch && f.g.layout().dim_at(0) == batch &&
+         f.x.layout().dim_at(1) == layout.dim_at(0) && f.g.layout().dim_at(1) == layout.dim_at(1);
+}
+
+}  // namespace
+
+void Optimizer::gradient_from_factors(const FlatBuffer& flat, const Entry& entry, float* out) {
+  Communicator& comm = *current_device().comm;
+  const Shape local_shape = entry.layout.local_shape(entry.shape);
+  const int64_t rows = local_shape[0], cols = local_shape[1];
+  // The rows of x^T g that hold each member's part of the variable (none: an empty block where the order
+  // of the blocks puts it, before or after the variable).
+  const int n = flat.group.size();
+  blocks_.resize(size_t(n));
+  for (int member = 0; member < n; ++member) {
+    const ShardInfo shard = shard_of(flat.total, n, member);
+    const ShardInfo part = overlap(shard, {entry.offset, entry.size});
+    const int64_t begin = part.offset - entry.offset;
+    blocks_[size_t(member)] = part.size > 0                      ? RowBlock{begin / cols, std::min(rows, (begin + part.size + cols - 1) / cols)}
+                              : shard.offset + shard.size <= entry.offset ? RowBlock{0, 0}
+                                                                          : RowBlock{rows, rows};
+  }
+  const ShardInfo mine = own_part(entry);
+  const int64_t begin = mine.offset - entry.offset, count = mine.size;
+  const int64_t first = blocks_[size_t(flat.group.index)].first, last = blocks_[size_t(flat.group.index)].last;
+  const bool whole_rows = begin % cols == 0 && count % cols == 0;
+  bool first_term = true;
+  for (const auto& f : entry.factors) {
+    // Whole rows of a first term go straight into the shard; else through a block of rows.
+    Tensor block;
+    float* product = out;
+    if (!first_term || !whole_rows) {
+      block = Tensor::uninitialized({last - first, cols});
+      product = block.data();
+    }
+    factor_product_.rows(comm, flat.group, f.x.local(), f.g.local(), blocks_, product);
+    if (product != out) copy_values(flat.place, out, product + (begin - first * cols), count, !first_term);
+    first_term = false;
   }
 }
+
+void Optimizer::sum_gradients(FlatBuffer& flat, nn::Parameters& params) {
+  flat.stepped = false;
+  bool summands = false;  // some gradient came as summands: the reduce-scatter is needed
+  const float* send = flat.gradients.buffer();
+  std::optional<DTensor> sole;  // the gradient itself, when it is the whole flat buffer: sent as it is, no copy
+  for (size_t e : flat.entries) {
+    Entry& entry = entries_[e];
+    Var& var = params.at(entry.path);
+    DTRAIN_CHECK(var.value().layout() == entry.layout && var.value().local().size() == entry.size,
+                 "[{}] {} changed layout since build: {}", name(), entry.path, var.value().describe());
+    float* region = flat.gradients.buffer() + entry.offset;
+    entry.stepped = var.has_grad();
+    if (!entry.stepped) {  // zeros: nothing to add, nothing to count in a global norm
+      fill_zeros(flat.place, region, entry.size);
+      continue;
+    }
+    flat.stepped = true;
+    std::optional<DTensor> grad = std::move(var.state()->grad);
+    entry.factors = std::move(var.state()->grad_factors);
+    var.zero_grad();
+    const auto lines_up = [&](const auto& f) { return factors_line_up(f, entry.layout, flat.dims); };
+    if (!grad && !entry.factors.empty() && std::all_of(entry.factors.begin(), entry.factors.end(), lines_up)) continue;
+    for (const auto& f : entry.factors) {  // multiply the factors out and sum all terms the general way
+      DTensor term = ops::matmul(f.x, f.g, true, false);
+      grad = grad ? ops::add(redistribute(std::move(*grad), entry.layout), redistribute(std::move(term), entry.layout))
+                  : std::move(term);
+    }
+    entry.factors.clear();
+    if (grad->layout() == entry.layout && grad->partial() == flat.dims) {  // the usual case: summands over the group
+      summands = true;
+      if (flat.entries.size() == 1 && flat.group.size() * flat.capacity == entry.size) {
+        sole = std::move(*grad);
+        send = sole->local().buffer();
+      } else {
+        copy_values(flat.place, region, grad->local().buffer(), entry.size);
+      }
+    } else {
+      // Already summed (or pending over only some of the dims, or in another layout): summed here in the
+      // variable's layout; its part of the shard is copied in after the reduce-scatter.
+      entry.summed = redistribute(std::move(*grad), entry.layout);
+    }
+  }
+  if (!flat.stepped) return;  // no variable of it had a gradient, on any rank
+  Communicator& comm = *current_device().comm;
+  if (summands) comm.reduce_scatter(flat.group, send, flat.gradient_shard.buffer(), size_t(flat.capacity));
+  // The parts the reduce-scatter did not sum (in the same order on every rank: the factors are collective).
+  for (size_t e : flat.entries) {
+    Entry& entry = entries_[e];
+    const ShardInfo part = own_part(entry);
+    float* to = flat.gradient_shard.buffer() + (part.offset - flat.shard.offset);
+    if (!entry.factors.empty()) {
+      gradient_from_factors(flat, entry, to);
+      entry.factors.clear();
+    } else if (entry.summed) {
+      copy_values(flat.place, to, entry.summed->local().buffer() + (part.offset - entry.offset), part.size);
+      entry.summed.reset();
+    } else if (!summands) {
+      fill_zeros(flat.place, to, part.size);  // no gradient: zeros, as a reduce-scatter would have left
+    }
+  }
+}
+
+void Optimizer::update_and_gather(FlatBuffer& flat, nn::Parameters& params) {
+  const ShardInfo shard = flat.shard;
+  std::vector<float*> slots(flat.slots.size());
+  // The updated shard goes straight into the gather's result (no send buffer), read from the variables' old
+  // values, which stay theirs until assign.
+  std::shared_ptr<float[]> gathered = current_device().comm->all_gather_shared_in_place(
+      flat.group, size_t(flat.capacity), [&](float* mine) {
+        for (size_t e : flat.entries) {
+          const Entry& entry = entries_[e];
+          const ShardInfo part = own_part(entry);
+          if (part.size == 0) continue;
+          const int64_t at = part.offset - shard.offset;
+          const float* in = params.at(entry.path).value().local().buffer() + (part.offset - entry.offset);
+          if (!entry.stepped) {
+            copy_values(flat.place, mine + at, in, part.size);
+            continue;
+          }
+          for (size_t i = 0; i < slots.size(); ++i) slots[i] = flat.slots[i].buffer() + at;
+          run_update(flat.place, mine + at, in, flat.gradient_shard.buffer() + at, slots, part.size);
+        }
+        fill_zeros(flat.place, mine + shard.size, flat.capacity - shard.size);  // the last shard's padding
+      });
+  const Tensor values = Tensor::adopt({flat.group.size() * flat.capacity}, std::move(gathered), flat.place);
+  for (size_t e : flat.entries) {
+    const Entry& entry = entries_[e];
+    params.at(entry.path).assign(
+        DTensor(entry.shape, entry.layout, values.slice_view(entry.offset, entry.layout.local_shape(entry.shape))));
+  }
+}
+
+namespace {
 
 // Gradients that only need summing (all_reduce) over the same mesh dims, already in their variable's
 // sharding, are summed together in one collective, like DDP's gradient buckets: small variables then
@@ -166,7 +354,7 @@ void sum_small_gradients_together(std::vector<DTensor*>& grads) {
     for (DTensor* grad : members) {
       DTRAIN_CHECK(grad->local().place() == place, "[optimizer] gradients at {} and {} in one bucket",
                    place.describe(), grad->local().place().describe());
-      copy_floats(place, buffer.buffer() + offset, grad->local().buffer(), grad->local().size());
+      copy_values(place, buffer.buffer() + offset, grad->local().buffer(), grad->local().size());
       offset += grad->local().size();
     }
     device.comm->all_reduce(device.group(dims), buffer.buffer(), size_t(total), ReduceOp::Sum);
@@ -180,133 +368,34 @@ void sum_small_gradients_together(std::vector<DTensor*>& grads) {
   }
 }
 
-}  // namespace
-
-namespace {
-
-// Whether x^T g, computed from x and g gathered over `dims` (one mesh dim, the batch), gives the variable's
-// local shard in `layout`: x [D, a] and g [D, b] for a variable [a, b], none of them pending sums. Compares
-// mesh dim indices: all of them are on the variable's mesh.
-bool factors_line_up(const VarState::GradFactors& f, const Layout& layout, PartialDims dims) {
-  if (dims.size() != 1 || f.x.rank() != 2 || f.g.rank() != 2 || f.x.is_partial() || f.g.is_partial()) return false;
-  const int batch = *dims.begin();
-  return f.x.layout().dim_at(0) == batch && f.g.layout().dim_at(0) == batch &&
-         f.x.layout().dim_at(1) == layout.dim_at(0) && f.g.layout().dim_at(1) == layout.dim_at(1);
+// Whether this rank is the one that counts a shard in `layout`: at coordinate 0 of every mesh dim the layout
+// leaves out (the shard is replicated along those).
+bool counts_replicated_shard(const Layout& layout, int rank) {
+  const Mesh& mesh = layout.mesh();
+  for (int d = 0; d < mesh.num_dims(); ++d)
+    if (layout.axis_of_dim(d) < 0 && mesh.coord_at(rank, d) != 0) return false;
+  return true;
 }
 
 }  // namespace
 
-void Optimizer::chunk_from_factors(const Entry& entry, const std::vector<VarState::GradFactors>& factors,
-                                   float* grad_chunk) {
-  Communicator& comm = *current_device().comm;
-  const FlatSharding& sharding = entry.sharding;
-  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
-  const Shape local_shape = entry.layout.local_shape(entry.shape);
-  const int64_t rows = local_shape[0], cols = local_shape[1];
-  // The rows of x^T g that hold each member's chunk.
-  blocks_.resize(size_t(sharding.group_size));
-  for (int member = 0; member < sharding.group_size; ++member) {
-    const int64_t member_begin = sharding.begin(member), member_count = sharding.count(member);
-    const int64_t member_end = std::min(rows, (member_begin + member_count + cols - 1) / cols);
-    blocks_[size_t(member)] = member_count == 0 ? RowBlock{rows, rows}  // (blocks ascend)
-                                                : RowBlock{member_begin / cols, member_end};
-  }
-  const int64_t first = blocks_[size_t(entry.group.index)].first, last = blocks_[size_t(entry.group.index)].last;
-  const bool whole_rows = begin % cols == 0 && count % cols == 0;
-  bool first_term = true;
-  for (const auto& f : factors) {
-    // Whole rows of a first term go straight into the chunk; else through a block of rows.
-    Tensor block;
-    float* product = grad_chunk;
-    if (!first_term || !whole_rows) {
-      block = Tensor::uninitialized({last - first, cols});
-      product = block.data();
-    }
-    factor_product_.rows(comm, entry.group, f.x.local(), f.g.local(), blocks_, product);
-    if (product != grad_chunk) {
-      const float* part = product + (begin - first * cols);
-      if (first_term) {
-        std::copy_n(part, count, grad_chunk);
-      } else {
-        for (int64_t i = 0; i < count; ++i) grad_chunk[i] += part[i];
-      }
-    }
-    first_term = false;
-  }
-}
-
-void Optimizer::apply_sharded(Entry& entry, Var& var, std::optional<DTensor> grad,
-                              std::vector<VarState::GradFactors> factors) {
-  const float* g = sharded_gradient(entry, var, grad, std::move(factors));
-  if (clip_.value > 0) {  // into the scratch chunk (g may be it), not into a summed gradient others may read
-    float* clipped = scratch_.data();
-    kernels::cpu_kernels<kernels::ClipKernels>().clip_by_value(clipped, g, clip_.value,
-                                                               entry.sharding.count(entry.group.index));
-    g = clipped;
-  }
-  update_sharded(entry, var, g);
-}
-
-const float* Optimizer::sharded_gradient(Entry& entry, Var& var, std::optional<DTensor>& grad,
-                                         std::vector<VarState::GradFactors> factors) {
+float Optimizer::global_norm_factor(std::span<const std::pair<Entry*, DTensor>> whole) {
   DeviceContext& device = current_device();
-  const FlatSharding& sharding = entry.sharding;
-  const int64_t local_size = sharding.local_size, chunk = sharding.chunk;
-  const int64_t begin = sharding.begin(entry.group.index);
-  const int64_t padded = sharding.group_size * chunk;
-  const Tensor& value = var.value().local();
-  DTRAIN_CHECK(var.value().layout() == entry.layout && value.size() == local_size,
-               "[{}] {} changed layout since build: {}", name(), entry.path, var.value().describe());
-  float* grad_chunk = scratch_.data();
-  const float* g = grad_chunk;
-  const auto lines_up = [&](const auto& f) { return factors_line_up(f, entry.layout, sharding.dim_set); };
-  const bool from_factors = !grad && !factors.empty() && std::all_of(factors.begin(), factors.end(), lines_up);
-  if (!from_factors) {  // multiply the factors out and sum all terms the general way
-    for (const auto& f : factors) {
-      DTensor term = ops::matmul(f.x, f.g, true, false);
-      grad = grad ? ops::add(redistribute(std::move(*grad), entry.layout), redistribute(std::move(term), entry.layout))
-                  : std::move(term);
-    }
+  double squares = 0;
+  for (const FlatBuffer& flat : flats_) {  // every rank's shard is its own
+    if (!flat.stepped) continue;
+    squares += kernels::kernels_for<kernels::ClipKernels>(flat.place, "clip")
+                   .sum_of_squares(flat.gradient_shard.buffer(), flat.shard.size);
   }
-  if (from_factors) {
-    chunk_from_factors(entry, factors, grad_chunk);
-  } else if (grad->layout() == entry.layout && grad->partial() == sharding.dim_set) {
-    // The usual case: summands over the group; each member receives the sum of its chunk.
-    const float* send = grad->local().data();
-    if (padded != local_size) {
-      float* buffer = grad_chunk + chunk;
-      std::copy_n(send, local_size, buffer);
-      std::fill(buffer + local_size, buffer + padded, 0.0f);
-      send = buffer;
-    }
-    device.comm->reduce_scatter(entry.group, send, grad_chunk, size_t(chunk));
-  } else {
-    // Already summed (or pending over only some of the dims, or in another layout): sum what is pending
-    // in the variable's layout, then every member reads its own chunk.
-    grad = redistribute(std::move(*grad), entry.layout);
-    g = grad->local().buffer() + begin;
+  for (const auto& [entry, grad] : whole) {
+    if (!counts_replicated_shard(entry->layout, device.rank)) continue;
+    squares += kernels::kernels_for<kernels::ClipKernels>(grad.local().place(), "clip")
+                   .sum_of_squares(grad.local().buffer(), grad.local().size());
   }
-  return g;
-}
-
-void Optimizer::update_sharded(Entry& entry, Var& var, const float* g) {
-  DeviceContext& device = current_device();
-  const FlatSharding& sharding = entry.sharding;
-  const int64_t chunk = sharding.chunk;
-  const int64_t begin = sharding.begin(entry.group.index), count = sharding.count(entry.group.index);
-  const Tensor& value = var.value().local();
-  std::vector<float*> slots;
-  for (Tensor& slot : entry.chunks) slots.push_back(slot.buffer());
-  // The updated chunks go straight into a new buffer for the variable's shard, which in-process ranks
-  // share (written once; read-only from then on: the next step reads it, the checkpoint reader replaces
-  // it with its own). The old values are read from the old buffer, still the variable's until assign.
-  std::shared_ptr<float[]> gathered =
-      device.comm->all_gather_shared_in_place(entry.group, size_t(chunk), [&](float* mine) {
-        run_update(value.place(), mine, value.buffer() + begin, g, slots, count);
-        std::fill(mine + count, mine + chunk, 0.0f);  // the last chunk's padding
-      });
-  const Shape local_shape = value.shape();
-  var.assign(DTensor(entry.shape, entry.layout, Tensor::adopt(local_shape, std::move(gathered))));
+  float total = float(squares);
+  all_reduce_host(device, device.group(device.mesh->dim_names()), &total, 1, ReduceOp::Sum);
+  last_global_norm_ = std::sqrt(double(total));
+  return last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
 }
 
 void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum) {
@@ -319,7 +408,7 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
     if (extra->is_partial()) small.push_back(extra);
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
-    if (entry.sharding.sharded() || !var.state()->grad) continue;
+    if (entry.flat >= 0 || !var.state()->grad) continue;
     DTensor& grad = *var.state()->grad;
     // Large gradients are summed in place on their own: copying them into a bucket costs more than the
     // rendezvous it saves.
@@ -331,101 +420,43 @@ void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum
   sum_small_gradients_together(small);
   for (DTensor* extra : also_sum)
     if (extra->is_partial()) *extra = resolve_partial(*extra);  // it had no bucket to share
-  if (clip_.global_norm > 0) return apply_clipped_by_norm(params);
+
+  // Every gradient summed: a shard of each flat buffer, the whole ones in their variable's layout.
+  for (FlatBuffer& flat : flats_) sum_gradients(flat, params);
+  std::vector<std::pair<Entry*, DTensor>> whole;
   for (auto& entry : entries_) {
     Var& var = params.at(entry.path);
-    if (!var.has_grad()) continue;
-    if (entry.sharding.sharded()) {
-      std::optional<DTensor> grad = std::move(var.state()->grad);
-      std::vector<VarState::GradFactors> factors = std::move(var.state()->grad_factors);
-      var.zero_grad();
-      apply_sharded(entry, var, std::move(grad), std::move(factors));
-      continue;
-    }
-    DTensor grad = std::move(*var.state()->grad);
+    if (entry.flat >= 0 || !var.has_grad()) continue;
+    whole.emplace_back(&entry, redistribute(std::move(*var.state()->grad), entry.layout));
     var.zero_grad();
-    // Updated whole, in place, on every rank: the gradient summed over the data-parallel dims (all_reduce).
-    grad = redistribute(std::move(grad), entry.layout);
-    std::vector<float*> slots;
-    for (DTensor& slot : entry.full) slots.push_back(slot.local().buffer());
-    Tensor& value = var.value().local();
-    if (clip_.value > 0) {  // into a new buffer: a summed gradient's may be shared
-      Tensor clipped = Tensor::uninitialized(grad.local().shape(), value.place());
-      kernels::kernels_for<kernels::ClipKernels>(value.place(), "clip")
-          .clip_by_value(clipped.buffer(), grad.local().buffer(), clip_.value, clipped.size());
-      grad = DTensor(grad.global_shape(), grad.layout(), clipped);
-    }
-    run_update(value.place(), value.buffer(), value.buffer(), grad.local().buffer(), slots, grad.local().size());
   }
-}
+  const float factor = clip_.global_norm > 0 ? global_norm_factor(whole) : 1.0f;
 
-namespace {
-
-// Whether this rank is the one that counts a shard in `layout`: at coordinate 0 of every mesh dim the layout
-// leaves out (the shard is replicated along those).
-bool counts_replicated_shard(const Layout& layout, int rank) {
-  const Mesh& mesh = layout.mesh();
-  for (int d = 0; d < mesh.num_dims(); ++d)
-    if (layout.axis_of_dim(d) < 0 && mesh.coord_at(rank, d) != 0) return false;
-  return true;
-}
-
-}  // namespace
-
-void Optimizer::apply_clipped_by_norm(nn::Parameters& params) {
-  DeviceContext& device = current_device();
-  // Every summed gradient first, each kept: a chunk (copied out of scratch_) or the whole shard.
-  struct Summed {
-    Entry* entry;
-    Var* var;
-    Tensor grad;  // the chunk's `count` values, or the local shard
-  };
-  std::vector<Summed> summed;
-  double squares = 0;
-  for (auto& entry : entries_) {
-    Var& var = params.at(entry.path);
-    if (!var.has_grad()) continue;
-    const Place place = var.value().local().place();
+  // The flat buffers' shards are this rank's own: scaled and clipped in place.
+  for (FlatBuffer& flat : flats_) {
+    if (!flat.stepped) continue;
+    const kernels::ClipKernels& clip = kernels::kernels_for<kernels::ClipKernels>(flat.place, "clip");
+    float* shard = flat.gradient_shard.buffer();
+    if (factor != 1.0f) clip.scale(shard, shard, factor, flat.shard.size);
+    if (clip_.value > 0) clip.clip_by_value(shard, shard, clip_.value, flat.shard.size);
+    update_and_gather(flat, params);
+  }
+  // Updated whole, in place, on every rank; a summed gradient's buffer may be shared, so a clipped one is new.
+  for (auto& [entry, grad] : whole) {
+    Tensor& value = params.at(entry->path).value().local();
+    const Place place = value.place();
     const kernels::ClipKernels& clip = kernels::kernels_for<kernels::ClipKernels>(place, "clip");
-    if (entry.sharding.sharded()) {
-      std::optional<DTensor> grad = std::move(var.state()->grad);
-      std::vector<VarState::GradFactors> factors = std::move(var.state()->grad_factors);
-      var.zero_grad();
-      const float* g = sharded_gradient(entry, var, grad, std::move(factors));
-      const int64_t count = entry.sharding.count(entry.group.index);
-      Tensor chunk = Tensor::uninitialized({count});
-      std::copy_n(g, count, chunk.data());
-      squares += clip.sum_of_squares(chunk.data(), count);  // every rank's chunk is its own
-      summed.push_back({&entry, &var, std::move(chunk)});
-      continue;
-    }
-    DTensor grad = redistribute(std::move(*var.state()->grad), entry.layout);
-    var.zero_grad();
-    if (counts_replicated_shard(entry.layout, device.rank))
-      squares += clip.sum_of_squares(grad.local().buffer(), grad.local().size());
-    summed.push_back({&entry, &var, grad.local()});
-  }
-  float total = float(squares);
-  all_reduce_host(device, device.group(device.mesh->dim_names()), &total, 1, ReduceOp::Sum);
-  last_global_norm_ = std::sqrt(double(total));
-  const float factor = last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
-  for (Summed& item : summed) {
-    Entry& entry = *item.entry;
-    const Place place = item.grad.place();
-    Tensor grad = item.grad;
-    if (factor != 1.0f) {  // the chunks are this rank's own; a whole gradient is scaled into a new buffer
-      if (!entry.sharding.sharded()) grad = Tensor::uninitialized(item.grad.shape(), place);
-      kernels::kernels_for<kernels::ClipKernels>(place, "clip")
-          .scale(grad.buffer(), item.grad.buffer(), factor, grad.size());
-    }
-    if (entry.sharding.sharded()) {
-      update_sharded(entry, *item.var, grad.data());
-      continue;
+    Tensor g = grad.local();
+    if (factor != 1.0f || clip_.value > 0) {
+      Tensor clipped = Tensor::uninitialized(g.shape(), place);
+      if (factor != 1.0f) clip.scale(clipped.buffer(), g.buffer(), factor, g.size());
+      if (clip_.value > 0) clip.clip_by_value(clipped.buffer(), factor != 1.0f ? clipped.buffer() : g.buffer(),
+                                              clip_.value, g.size());
+      g = clipped;
     }
     std::vector<float*> slots;
-    for (DTensor& slot : entry.full) slots.push_back(slot.local().buffer());
-    Tensor& value = item.var->value().local();
-    run_update(place, value.buffer(), value.buffer(), grad.buffer(), slots, grad.size());
+    for (DTensor& slot : entry->full) slots.push_back(slot.local().buffer());
+    run_update(place, value.buffer(), value.buffer(), g.buffer(), slots, g.size());
   }
 }
 
