@@ -36,11 +36,12 @@ struct Group {
 };
 
 // What all_gather_varying hands back: member i's counts[i] floats at members[i], all in `storage`, which the
-// caller holds. Kept by the caller between calls, so its vectors are not reallocated.
+// caller holds (with the other members of its process, read-only: const). Kept by the caller between calls,
+// so its vectors are not reallocated.
 struct VaryingGather {
   std::vector<const float*> members;
   std::vector<size_t> counts;
-  std::shared_ptr<float[]> storage;
+  std::shared_ptr<const float[]> storage;
 };
 
 class Communicator {
@@ -63,7 +64,7 @@ class Communicator {
   virtual std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
                                                               const std::function<void(float* chunk)>& write_chunk);
   // Every member's `count` floats (each member's own count, not checked against the others'), copied into
-  // `out.storage`.
+  // `out.storage` (which the members of one process may share: const).
   virtual void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out);
   // send holds group.size() chunks of `count`; recv gets the sum over members of chunk `index`.
   virtual void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) = 0;

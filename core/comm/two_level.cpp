@@ -247,20 +247,21 @@ class TwoLevelCommunicator final : public Communicator {
     out.counts = span.stage.counts;  // taken before the next meeting point, after which the leader may rewrite them
     const std::vector<size_t> offsets = span.stage.offsets;
     const size_t total = n == 0 ? 0 : offsets[n - 1] + out.counts[n - 1];
-    out.storage = allocate(std::max<size_t>(total, 1));
+    std::shared_ptr<float[]> storage = allocate(std::max<size_t>(total, 1));
     if (route.leader()) {
       const size_t first = size_t(layout.first[size_t(layout.mine)]);
-      for (size_t m = 0; m < k; ++m) copy(out.storage.get() + offsets[first + m], mine.members[m], out.counts[first + m]);
+      for (size_t m = 0; m < k; ++m) copy(storage.get() + offsets[first + m], mine.members[m], out.counts[first + m]);
       std::vector<size_t> blocks(layout.processes.size()), starts(layout.processes.size());
       for (size_t q = 0; q < layout.processes.size(); ++q) {
         starts[q] = offsets[size_t(layout.first[q])];
         for (int m = 0; m < layout.count[q]; ++m) blocks[q] += out.counts[size_t(layout.first[q] + m)];
       }
-      span.transport->all_gather(out.storage.get(), blocks, starts);
+      span.transport->all_gather(storage.get(), blocks, starts);
     }
-    if (k > 1) local_->broadcast(route.local, out.storage.get(), total, 0);
+    if (k > 1) local_->broadcast(route.local, storage.get(), total, 0);
     out.members.resize(n);
-    for (size_t m = 0; m < n; ++m) out.members[m] = out.storage.get() + offsets[m];
+    for (size_t m = 0; m < n; ++m) out.members[m] = storage.get() + offsets[m];
+    out.storage = std::move(storage);
   }
 
  private:

@@ -374,15 +374,16 @@ class DeviceLocalCommunicator final : public Communicator {
           size_t total = 0;
           for (size_t m = 0; m < n; ++m) total += out.counts[m] = call.members[m].varying;
           const CollectiveKernels& k = kernels();
-          out.storage = k.allocate(place_.device, std::max<size_t>(total, 1));
+          std::shared_ptr<float[]> storage = k.allocate(place_.device, std::max<size_t>(total, 1));
           size_t offset = 0;
           for (size_t m = 0; m < n; ++m) {
             const Member& member = call.members[m];
             if (out.counts[m] > 0)
-              k.copy(out.storage.get() + offset, place_.device, member.send, member.device, out.counts[m], stream_);
-            out.members[m] = out.storage.get() + offset;
+              k.copy(storage.get() + offset, place_.device, member.send, member.device, out.counts[m], stream_);
+            out.members[m] = storage.get() + offset;
             offset += out.counts[m];
           }
+          out.storage = std::move(storage);
         });
   }
 

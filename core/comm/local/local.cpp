@@ -12,7 +12,7 @@
 //   all_gather      (member, range): stored into chunk `member` of every recv.
 //   all_gather_shared (member, range): stored once into chunk `member` of the one result all receive.
 // all_gather_shared_in_place has no items: each member writes its own chunk of the one result.
-// all_gather_varying: each member copies every member's send into its own storage.
+// all_gather_varying: each member copies its send into its part of one result the members then share.
 //   reduce_scatter  (member, range): chunk `member` summed over members into that member's recv.
 //   all_to_all      (from, to, range): chunk `to` of from's send into chunk `from` of to's recv.
 //   broadcast       (member, range): root's data into member's.
@@ -294,25 +294,35 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
-  // Each member copies every member's send into storage of its own, then waits until all have copied: a
-  // member may change its send once it returns.
+  // Each member copies its own send into its part of ONE result of the call, then waits until all have: the
+  // members of the process hold the result together (read-only), nobody points into a peer's send (a member
+  // may change its send once it returns), and the payloads are copied once per process, not once per member.
   void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const size_t n = size_t(group.size());
     Meeting meeting = meet(group, {Kind::AllGatherVarying, 0}, send, nullptr, 0, count);
     Call& call = *meeting.call;
     out.counts.assign(call.counts.begin(), call.counts.end());
-    size_t total = 0;
-    for (size_t length : out.counts) total += length;
-    out.storage = allocate_floats(std::max<size_t>(total, 1));
-    out.members.resize(n);
-    float* at = out.storage.get();
+    size_t total = 0, offset = 0;
     for (size_t m = 0; m < n; ++m) {
-      copy(at, call.sends[m], out.counts[m]);
+      if (m == size_t(group.index)) offset = total;
+      total += out.counts[m];
+    }
+    std::shared_ptr<float[]> result;
+    {
+      std::lock_guard lock(state_->mutex);  // the first member here allocates it
+      if (!call.shared_result) call.shared_result = allocate_floats(std::max<size_t>(total, 1));
+      result = call.shared_result;
+    }
+    copy(result.get() + offset, send, count);
+    if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
+    fibers::wait_until([&] { return call.done_items.load() >= n; });
+    out.members.resize(n);
+    const float* at = result.get();
+    for (size_t m = 0; m < n; ++m) {
       out.members[m] = at;
       at += out.counts[m];
     }
-    if (call.done_items.fetch_add(1) + 1 == n) fibers::notify();
-    fibers::wait_until([&] { return call.done_items.load() >= n; });
+    out.storage = std::move(result);
     leave(meeting);
   }
 
