@@ -714,8 +714,9 @@ void read(Reader& reader, const Field& field, std::int64_t& steps, const Validat
   steps = steps_or(reader, field, {kEvery[0]}, &word);
 }
 
-// A train.init_skip pattern (or --init-skip's): a bounded name that RE2 compiles.
-void check_init_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
+// A variable pattern (a layouts key, a train.init_skip entry or --init-skip's): a bounded name that RE2 compiles
+// (linear time, bounded stack, whatever the pattern; std::regex recursed once per group or character).
+void check_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
   const std::string bad = bad_name(pattern);
   if (!bad.empty()) reader.fail(where, path, "pattern " + bad);
   std::string error;
@@ -728,7 +729,7 @@ void read(Reader& reader, const Field& field, std::vector<std::string>& patterns
   for (size_t i = 0; i < field.node.size(); ++i) {
     const Field entry = reader.child(field, field.node[i], item(field.path, i));
     patterns.push_back(scalar(reader, entry, "a variable pattern"));
-    check_init_pattern(reader, entry.where, entry.path, patterns.back());
+    check_pattern(reader, entry.where, entry.path, patterns.back());
   }
 }
 
@@ -848,12 +849,7 @@ void read(Reader& reader, const Field& field, std::vector<LayoutRule>& rules, co
   for (const KeyedField& entry : reader.entries(field, "a map of variable regex -> specs, e.g. {dense1/kernel: [unsharded, model]}")) {
     LayoutRule rule{entry.key, {}};
     reader.locations[item("layouts", index++)] = entry.key_where;
-    // entries() has bounded the key (kMaxNameLength, no control characters). RE2 checks it: linear time,
-    // bounded stack, whatever the pattern (std::regex recursed once per group or character).
-    std::string error;
-    if (!nn::compile_layout_pattern(entry.key, &error))
-      reader.fail(entry.key_where, "layouts",
-                  fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(entry.key), error));
+    check_pattern(reader, entry.key_where, "layouts", entry.key);  // entries() has bounded the key already
     read(reader, Field{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where}, rule.specs, Specs{});
     rules.push_back(std::move(rule));
   }
@@ -1182,7 +1178,7 @@ void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& opt
     train.init_skip.clear();
     for (const std::string& pattern : options.init_skip) {
       const Where where{"--init-skip " + pattern, 0, 0};
-      check_init_pattern(reader, where, "train.init_skip", pattern);
+      check_pattern(reader, where, "train.init_skip", pattern);
       reader.locations[item("train.init_skip", train.init_skip.size())] = where;
       train.init_skip.push_back(pattern);
     }
