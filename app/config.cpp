@@ -643,9 +643,7 @@ void read(Reader& reader, const Field& field, std::string& split, const Validati
 
 // data.classes: a list of distinct, non-empty names without control characters.
 void read(Reader& reader, const Field& field, std::vector<std::string>& names, const ClassNames&) {
-  if (!field.node.IsSequence() || field.node.size() < 2)
-    reader.fail(field, fmt::format("expected a list of at least 2 class names, got {}", describe(field.node)));
-  for (const Field& entry : items(reader, field, "")) {
+  for (const Field& entry : items(reader, field, "a list of at least 2 class names", 2)) {
     std::string name = scalar(reader, entry, "a class name");
     if (name.empty()) reader.fail(entry, "expected a class name, got an empty string");
     if (const std::string why = bad_name(name); !why.empty()) reader.fail(entry, why);
@@ -724,10 +722,7 @@ void check_pattern(Reader& reader, const Where& where, const std::string& path, 
     reader.fail(where, path, fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(pattern), error));
 }
 void read(Reader& reader, const Field& field, std::vector<std::string>& patterns, const Patterns&) {
-  if (!field.node.IsSequence())
-    reader.fail(field, fmt::format("expected a list of variable patterns (e.g. ['dense3/.*']), got {}", describe(field.node)));
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field entry = reader.child(field, field.node[i], item(field.path, i));
+  for (const Field& entry : items(reader, field, "a list of variable patterns (e.g. ['dense3/.*'])", 0)) {
     patterns.push_back(scalar(reader, entry, "a variable pattern"));
     check_pattern(reader, entry.where, entry.path, patterns.back());
   }
