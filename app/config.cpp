@@ -82,6 +82,10 @@ Where Config::where(const std::string& path) const {
 
 namespace {
 
+// Dotted paths: "train" + "optimizer" is "train.optimizer", item("model", 1) is "model[1]".
+std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
+
 // ---- limits ----
 
 [[noreturn]] void override_error(const std::string& assignment, const std::string& what) {
@@ -260,7 +264,7 @@ class Reader {
       if (!inserted)
         fail(key_where, map.path,
              fmt::format("duplicate key '{}' (first at {})", name, result[earlier->second].key_where.str()));
-      const std::string path = map.path.empty() ? name : map.path + "." + name;
+      const std::string path = join(map.path, name);
       Field field = child(map, value, path);
       // yaml-cpp marks an empty value at the next token, often on the next line: point at its key.
       if (value.IsNull() && field.where.line > 0) field.where = locations[path] = key_where;
@@ -394,8 +398,6 @@ template <class T> constexpr bool kVisitable = requires(T& t, NoVisitor& v) { vi
 template <class T> constexpr bool kOptionalStruct = false;
 template <class T> constexpr bool kOptionalStruct<std::optional<T>> = kVisitable<T>;
 
-std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
-std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
 std::string number_text(double value) { return fmt::format("{}", value); }
 
 const std::vector<std::string> kClipKinds{"global_norm", "value"};
@@ -1323,7 +1325,7 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   for (size_t i = 0; i < segments.size(); ++i) {
     const std::string& segment = segments[i];
     const bool last = i + 1 == segments.size();
-    const std::string here = prefix.empty() ? segment : prefix + "." + segment;
+    const std::string here = join(prefix, segment);
     if (current.IsSequence()) {
       size_t index = 0;
       const auto [end, error] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
