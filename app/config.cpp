@@ -80,19 +80,11 @@ Where Config::where(const std::string& path) const {
   return Where{file, 0, 0};
 }
 
-int known_class_count(Dataset dataset) { return dataset == Dataset::mnist ? 10 : dataset == Dataset::imdb ? 2 : 0; }
-bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
-bool has_split_folders(Dataset dataset) { return dataset == Dataset::text_folder || dataset == Dataset::image_folder; }
-std::string to_string(DeviceKind kind) { return kDeviceKinds.at(size_t(kind)); }
-std::string to_string(Dataset dataset) { return kDatasets.at(size_t(dataset)); }
-std::string to_string(InitKind kind) { return kInitKinds.at(size_t(kind)); }
-std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }
-std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
-std::string to_string(PaddingKind padding) { return kPaddings.at(size_t(padding)); }
-std::string to_string(Reduction reduction) { return kReductions.at(size_t(reduction)); }
-std::string to_string(OptimizerKind kind) { return kOptimizers.at(size_t(kind)); }
-
 namespace {
+
+// Dotted paths: "train" + "optimizer" is "train.optimizer", item("model", 1) is "model[1]".
+std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
 
 // ---- limits ----
 
@@ -184,6 +176,12 @@ std::string suggestion(const std::string& word, const std::vector<std::string>& 
 
 std::string one_of(const std::vector<std::string>& options) { return fmt::format("{}", fmt::join(options, ", ")); }
 
+// "unknown WHAT 'word'" with a suggestion, else the list of what is known.
+std::string unknown(const std::string& what, const std::string& word, const std::vector<std::string>& known) {
+  const std::string hint = suggestion(word, known);
+  return fmt::format("unknown {} '{}'{}", what, word, hint.empty() ? " (expected one of: " + one_of(known) + ")" : hint);
+}
+
 // How a node reads in a message: 'text', a list, a map, an empty value.
 std::string describe(const YAML::Node& node) {
   switch (node.Type()) {
@@ -217,7 +215,10 @@ struct OverrideOrigin {
 
 class Reader {
  public:
-  Reader(std::string file, std::vector<OverrideOrigin> origins) : file_(std::move(file)), origins_(std::move(origins)) {}
+  // Fills config (config.file names the source) from the tree; the keys that depend on others read it so far.
+  Reader(Config& config, const LoadOptions& options, std::vector<OverrideOrigin> origins)
+      : config(&config), options(&options), locations(config.locations), file_(config.file),
+        origins_(std::move(origins)) {}
 
   const std::string& file() const { return file_; }
 
@@ -235,6 +236,8 @@ class Reader {
   [[noreturn]] void fail(const Where& where, const std::string& path, const std::string& what) const {
     throw_config_error(where, fmt::format("{}: {}", path, what));
   }
+  // An error at a key read earlier (or at its section when it was not given).
+  [[noreturn]] void fail_at(const std::string& path, const std::string& what) const { fail(at(path), path, what); }
 
   Field child(const Field& parent, const YAML::Node& node, const std::string& path) {
     Field field{node, path, where(node, parent.where)};
@@ -261,7 +264,7 @@ class Reader {
       if (!inserted)
         fail(key_where, map.path,
              fmt::format("duplicate key '{}' (first at {})", name, result[earlier->second].key_where.str()));
-      const std::string path = map.path.empty() ? name : map.path + "." + name;
+      const std::string path = join(map.path, name);
       Field field = child(map, value, path);
       // yaml-cpp marks an empty value at the next token, often on the next line: point at its key.
       if (value.IsNull() && field.where.line > 0) field.where = locations[path] = key_where;
@@ -271,16 +274,13 @@ class Reader {
   }
 
   // Where a key is (its value, or its section when not given), "" the file itself.
-  Where at(const std::string& path) const {
-    auto found = locations.find(path);
-    return found != locations.end() ? found->second : Where{file_, 0, 0};
-  }
+  Where at(const std::string& path) const { return config->where(path); }
   bool given(const std::string& path) const { return given_keys.count(path) > 0; }
 
-  std::map<std::string, Where> locations;
-  std::set<std::string> given_keys;  // the paths of keys the config (or a --set) gave
-  Config* config = nullptr;          // what is read so far, for the keys that depend on others
-  const LoadOptions* options = nullptr;
+  Config* config;
+  const LoadOptions* options;
+  std::map<std::string, Where>& locations;  // config->locations
+  std::set<std::string> given_keys;         // the paths of keys the config (or a --set) gave
 
  private:
   std::string file_;
@@ -292,13 +292,10 @@ class Section {
  public:
   // `label` names the map in messages when its path alone is unclear ("model[1] (dense)").
   Section(Reader& reader, const Field& field, const std::vector<std::string>& known, std::string label = "")
-      : reader_(reader), field_(field), label_(label.empty() ? field.path : std::move(label)) {
+      : field_(field), label_(!label.empty() ? std::move(label) : !field.path.empty() ? field.path : "config") {
     for (KeyedField& entry : reader.entries(field)) {
       if (std::find(known.begin(), known.end(), entry.key) == known.end()) {
-        const std::string hint = suggestion(entry.key, known);
-        reader.fail(entry.key_where, label_.empty() ? "config" : label_,
-                    fmt::format("unknown key '{}'{}", entry.key,
-                                hint.empty() ? fmt::format(" (expected one of: {})", one_of(known)) : hint));
+        reader.fail(entry.key_where, label_, unknown("key", entry.key, known));
       }
       entries_.push_back(std::move(entry));
     }
@@ -313,9 +310,7 @@ class Section {
     return std::nullopt;
   }
 
-
  private:
-  Reader& reader_;
   Field field_;
   std::string label_;
   std::vector<KeyedField> entries_;
@@ -345,19 +340,15 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
   return value;
 }
 
-double number(Reader& reader, const Field& field) {
+// A finite number, held to the rule's test when it has one.
+double number(Reader& reader, const Field& field, const Num& rule = {}) {
   const std::string text = scalar(reader, field, "a number");
   double value = 0;
   const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
   const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
     reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
-  return value;
-}
-
-double positive_number(Reader& reader, const Field& field) {
-  const double value = number(reader, field);
-  if (!(value > 0)) reader.fail(field, fmt::format("expected a number > 0, got {}", value));
+  if (rule.ok && !rule.ok(value)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, value));
   return value;
 }
 
@@ -391,10 +382,7 @@ std::pair<std::string, Field> tagged(Reader& reader, const Field& field, const s
   std::vector<KeyedField> entries = reader.entries(field);
   const KeyedField& entry = entries.front();
   if (std::find(kinds.begin(), kinds.end(), entry.key) == kinds.end())
-    reader.fail(entry.key_where, field.path,
-                fmt::format("unknown {} '{}'{}", what, entry.key,
-                            suggestion(entry.key, kinds).empty() ? " (expected one of: " + one_of(kinds) + ")"
-                                                                 : suggestion(entry.key, kinds)));
+    reader.fail(entry.key_where, field.path, unknown(what, entry.key, kinds));
   return {entry.key, entry.value};
 }
 
@@ -410,28 +398,20 @@ template <class T> constexpr bool kVisitable = requires(T& t, NoVisitor& v) { vi
 template <class T> constexpr bool kOptionalStruct = false;
 template <class T> constexpr bool kOptionalStruct<std::optional<T>> = kVisitable<T>;
 
-std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
-std::string item(const std::string& path, size_t index) { return fmt::format("{}[{}]", path, index); }
 std::string number_text(double value) { return fmt::format("{}", value); }
 
 const std::vector<std::string> kClipKinds{"global_norm", "value"};
 const std::vector<std::string> kEvery{"epoch", "never"};
 
-// Selecting a tagged struct's kind, with the defaults that go with it (Keras' per optimizer).
-void select(InitializerConfig& init, size_t kind) { init.kind = InitKind(kind); }
-void select(optim::LearningRateSchedule& schedule, size_t kind) { schedule.kind = optim::ScheduleKind(kind); }
-void select(LossConfig& loss, size_t kind) { loss.kind = int(kind); }
+// A tagged struct's kind (the index of its name), and selecting one with the defaults that go with it
+// (Keras' per optimizer).
+template <class T> size_t kind_of(const T& tagged) requires requires { tagged.kind; } { return size_t(tagged.kind); }
+template <class T> void select(T& tagged, size_t kind) { tagged.kind = decltype(T::kind)(kind); }
 void select(OptimizerConfig& opt, size_t kind) {
   opt.kind = OptimizerKind(kind);
   opt.learning_rate = opt.kind == OptimizerKind::sgd ? 0.01 : 0.001;
   opt.weight_decay = opt.kind == OptimizerKind::adamw ? 0.004 : 0.0;
 }
-size_t kind_of(const InitializerConfig& init) { return size_t(init.kind); }
-size_t kind_of(const optim::LearningRateSchedule& schedule) { return size_t(schedule.kind); }
-size_t kind_of(const LossConfig& loss) { return size_t(loss.kind); }
-size_t kind_of(const OptimizerConfig& opt) { return size_t(opt.kind); }
-void select(LayerConfig& layer, size_t kind) { layer.kind = LayerKind(kind); }
-size_t kind_of(const LayerConfig& layer) { return size_t(layer.kind); }
 
 // Records where each key of a section that was not given is: at the nearest place that was.
 struct Locate {
@@ -473,14 +453,10 @@ struct Load {
       reader.given_keys.insert(path);
       read(reader, *field, member, rule);
     } else if (flags & kRequired) {
-      reader.fail(parent.where, section.label().empty() ? "config" : section.label(),
+      reader.fail(parent.where, section.label(),
                   fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
     } else {
-      reader.locations.emplace(path, parent.where);
-      if constexpr (kVisitable<T>) {
-        Locate inner{reader, path, parent.where};
-        visit_fields(member, inner);
-      }
+      Locate{reader, parent.path, parent.where}(member, key, rule, "");
     }
   }
 };
@@ -500,13 +476,7 @@ template <class T> void read_keys(Reader& reader, const Field& field, T& member,
 // ---- reading each rule ----
 
 template <class T> void read(Reader& reader, const Field& field, T& member, const Int& rule) { member = T(integer(reader, field, rule.min, rule.max)); }
-void read(Reader& reader, const Field& field, std::optional<std::int64_t>& member, const Int& rule) {
-  member = integer(reader, field, rule.min, rule.max);
-}
-void read(Reader& reader, const Field& field, double& member, const Num& rule) {
-  member = number(reader, field);
-  if (rule.ok && !rule.ok(member)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, member));
-}
+void read(Reader& reader, const Field& field, double& member, const Num& rule) { member = number(reader, field, rule); }
 void read(Reader& reader, const Field& field, bool& member, const Bool&) { member = boolean(reader, field); }
 void read(Reader& reader, const Field& field, std::string& member, const Text& rule) {
   member = scalar(reader, field, rule.expected);
@@ -561,15 +531,11 @@ void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member,
 
 // Specs of one tensor: a list of mesh dim names or "unsharded", no dim twice.
 void read(Reader& reader, const Field& field, std::vector<std::string>& specs, const Specs&) {
-  const MeshConfig& mesh = reader.config->mesh;
-  if (!field.node.IsSequence() || field.node.size() == 0)
-    reader.fail(field, fmt::format("expected a list of specs (mesh dims {} or unsharded), got {}",
-                                   one_of(mesh.dim_names()), field.node.IsSequence() ? "an empty list" : describe(field.node)));
-  std::vector<std::string> known = mesh.dim_names();
+  std::vector<std::string> known = reader.config->mesh.dim_names();
+  const std::vector<Field> fields = items(reader, field, fmt::format("a list of specs (mesh dims {} or unsharded)", one_of(known)));
   known.push_back("unsharded");
   specs.clear();
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field spec_field = reader.child(field, field.node[i], item(field.path, i));
+  for (const Field& spec_field : fields) {
     const std::string spec = scalar(reader, spec_field, "a mesh dim name or unsharded");
     if (std::find(known.begin(), known.end(), spec) == known.end())
       reader.fail(spec_field, fmt::format("'{}' is not a mesh dim (expected one of {}){}", shown(spec), one_of(known),
@@ -580,35 +546,32 @@ void read(Reader& reader, const Field& field, std::vector<std::string>& specs, c
   }
 }
 
-// A seed: [s0, s1], or one integer s meaning [s, 0].
-void read(Reader& reader, const Field& field, std::array<std::int64_t, 2>& seed, const Seed&) {
-  const auto min = std::numeric_limits<std::int64_t>::min();
+// One integer n or a list of two [a, b], each in [min, max]; n reads as [n, n], or as [n, 0] for a seed.
+std::array<std::int64_t, 2> one_or_two(Reader& reader, const Field& field, std::int64_t min, std::int64_t max,
+                                       bool seed, const std::string& expected) {
   if (field.node.IsScalar()) {
-    seed = {integer(reader, field, min), 0};
-    return;
+    const std::int64_t n = integer(reader, field, min, max);
+    return {n, seed ? 0 : n};
   }
   if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected a seed: two integers [s0, s1] (or one integer), got {}",
-                                   field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
-                                                           : describe(field.node)));
-  seed = {integer(reader, reader.child(field, field.node[0], item(field.path, 0)), min),
-          integer(reader, reader.child(field, field.node[1], item(field.path, 1)), min)};
+    reader.fail(field, fmt::format("expected {}, got {}", expected,
+                                   seed && field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
+                                                                   : describe(field.node)));
+  return {integer(reader, reader.child(field, field.node[0], item(field.path, 0)), min, max),
+          integer(reader, reader.child(field, field.node[1], item(field.path, 1)), min, max)};
+}
+
+// A seed: [s0, s1], or one integer s meaning [s, 0].
+void read(Reader& reader, const Field& field, std::array<std::int64_t, 2>& seed, const Seed&) {
+  seed = one_or_two(reader, field, std::numeric_limits<std::int64_t>::min(), kNoLimit, true,
+                    "a seed: two integers [s0, s1] (or one integer)");
 }
 
 // A window extent or stride: one integer n (meaning [n, n]) or [h, w], each in [1, 4096].
 void read(Reader& reader, const Field& field, std::array<int, 2>& pair, const Pair& rule) {
-  constexpr int kMax = 4096;
-  if (field.node.IsScalar()) {
-    const int n = int(integer(reader, field, 1, kMax));
-    pair = {n, n};
-    return;
-  }
-  if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected {}: one integer or [height, width], got {}", rule.what, describe(field.node)));
-  pair = {int(integer(reader, reader.child(field, field.node[0], item(field.path, 0)), 1, kMax)),
-          int(integer(reader, reader.child(field, field.node[1], item(field.path, 1)), 1, kMax))};
+  const auto [h, w] = one_or_two(reader, field, 1, 4096, false, fmt::format("{}: one integer or [height, width]", rule.what));
+  pair = {int(h), int(w)};
 }
-
 
 // train, test[:5000], train[10%:], test[-100:] ...
 // Read by data::parse_split_text (a scanner, with overflow-checked numbers), then held to the config's
@@ -642,7 +605,6 @@ void check_split(Reader& reader, const Field& field, const std::string& split, b
   }
 }
 
-// data.validation_split: a fraction in (0, 1) (Keras' validation_split) or a split string (check_split).
 // Embedding tables without input_dim take the int vectorizer's max_tokens (the ids are below it).
 void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model) {
   for (size_t i = 0; i < model.size(); ++i) {
@@ -655,7 +617,6 @@ void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vect
     embedding.input_dim = data.vectorizer.max_tokens;
   }
 }
-
 
 void read(Reader& reader, const Field& field, std::string& split, const Split&) {
   split = scalar(reader, field, "a split name");
@@ -684,9 +645,7 @@ void read(Reader& reader, const Field& field, std::string& split, const Validati
 
 // data.classes: a list of distinct, non-empty names without control characters.
 void read(Reader& reader, const Field& field, std::vector<std::string>& names, const ClassNames&) {
-  if (!field.node.IsSequence() || field.node.size() < 2)
-    reader.fail(field, fmt::format("expected a list of at least 2 class names, got {}", describe(field.node)));
-  for (const Field& entry : items(reader, field, "")) {
+  for (const Field& entry : items(reader, field, "a list of at least 2 class names", 2)) {
     std::string name = scalar(reader, entry, "a class name");
     if (name.empty()) reader.fail(entry, "expected a class name, got an empty string");
     if (const std::string why = bad_name(name); !why.empty()) reader.fail(entry, why);
@@ -755,8 +714,9 @@ void read(Reader& reader, const Field& field, std::int64_t& steps, const Validat
   steps = steps_or(reader, field, {kEvery[0]}, &word);
 }
 
-// A train.init_skip pattern (or --init-skip's): a bounded name that RE2 compiles.
-void check_init_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
+// A variable pattern (a layouts key, a train.init_skip entry or --init-skip's): a bounded name that RE2 compiles
+// (linear time, bounded stack, whatever the pattern; std::regex recursed once per group or character).
+void check_pattern(Reader& reader, const Where& where, const std::string& path, const std::string& pattern) {
   const std::string bad = bad_name(pattern);
   if (!bad.empty()) reader.fail(where, path, "pattern " + bad);
   std::string error;
@@ -764,12 +724,9 @@ void check_init_pattern(Reader& reader, const Where& where, const std::string& p
     reader.fail(where, path, fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(pattern), error));
 }
 void read(Reader& reader, const Field& field, std::vector<std::string>& patterns, const Patterns&) {
-  if (!field.node.IsSequence())
-    reader.fail(field, fmt::format("expected a list of variable patterns (e.g. ['dense3/.*']), got {}", describe(field.node)));
-  for (size_t i = 0; i < field.node.size(); ++i) {
-    const Field entry = reader.child(field, field.node[i], item(field.path, i));
+  for (const Field& entry : items(reader, field, "a list of variable patterns (e.g. ['dense3/.*'])", 0)) {
     patterns.push_back(scalar(reader, entry, "a variable pattern"));
-    check_init_pattern(reader, entry.where, entry.path, patterns.back());
+    check_pattern(reader, entry.where, entry.path, patterns.back());
   }
 }
 
@@ -799,7 +756,7 @@ void read(Reader& reader, const Field& field, std::vector<double>& values, const
   if (!field.node.IsSequence() || field.node.size() != expected)
     reader.fail(field, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}", expected,
                                    field.node.IsSequence() ? fmt::format("{}", field.node.size()) : describe(field.node)));
-  for (const Field& rate : items(reader, field, "")) values.push_back(positive_number(reader, rate));
+  for (const Field& rate : items(reader, field, "")) values.push_back(number(reader, rate, {"> 0", positive}));
 }
 
 // train.clip: {global_norm: C} or {value: C}, one of them.
@@ -807,7 +764,7 @@ void read(Reader& reader, const Field& field, ClipConfig& clip, const Clip&) {
   const auto [kind, value] = tagged(reader, field, kClipKinds, "clip");
   if (!value.node.IsDefined() || value.node.IsNull())
     reader.fail(field, fmt::format("expected {{{}: C}} with a number C > 0", kind));
-  (kind == kClipKinds[0] ? clip.global_norm : clip.value) = positive_number(reader, value);
+  (kind == kClipKinds[0] ? clip.global_norm : clip.value) = number(reader, value, {"> 0", positive});
 }
 
 void read(Reader& reader, const Field& field, std::string& name, const LayerName&) {
@@ -858,7 +815,7 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   const std::string bias_init = join(field.path, "bias_init");
   if (reader.locations.count(bias_init) && ((layer.kind == LayerKind::dense && !layer.dense.use_bias) ||
                                   (layer.kind == LayerKind::conv2d && !layer.conv2d.use_bias)))
-    reader.fail(reader.at(bias_init), bias_init, "use_bias is false, so there is no bias to initialize");
+    reader.fail_at(bias_init, "use_bias is false, so there is no bias to initialize");
   if (layer.pool2d.strides[0] == 0) layer.pool2d.strides = layer.pool2d.pool_size;
   layer.dropout.seed_given = reader.given(join(field.path, "seed"));
   layer.name_given = reader.given(join(field.path, "name"));
@@ -881,7 +838,6 @@ void read(Reader& reader, const Field& field, std::vector<LayerConfig>& model, c
     model.push_back(std::move(layer));
   }
   fill_embedding_vocabulary(reader, reader.config->data, model);
-  reader.config->locations = reader.locations;
   model_shapes(*reader.config);
 }
 
@@ -890,12 +846,7 @@ void read(Reader& reader, const Field& field, std::vector<LayoutRule>& rules, co
   for (const KeyedField& entry : reader.entries(field, "a map of variable regex -> specs, e.g. {dense1/kernel: [unsharded, model]}")) {
     LayoutRule rule{entry.key, {}};
     reader.locations[item("layouts", index++)] = entry.key_where;
-    // entries() has bounded the key (kMaxNameLength, no control characters). RE2 checks it: linear time,
-    // bounded stack, whatever the pattern (std::regex recursed once per group or character).
-    std::string error;
-    if (!nn::compile_layout_pattern(entry.key, &error))
-      reader.fail(entry.key_where, "layouts",
-                  fmt::format("'{}' is not a valid regular expression (RE2 syntax): {}", shown(entry.key), error));
+    check_pattern(reader, entry.key_where, "layouts", entry.key);  // entries() has bounded the key already
     read(reader, Field{entry.value.node, fmt::format("layouts['{}']", entry.key), entry.value.where}, rule.specs, Specs{});
     rules.push_back(std::move(rule));
   }
@@ -911,20 +862,20 @@ void check(Reader& reader, const Field& field, InitializerConfig& init) {
   init.seed_given = reader.given(join(field.path, "seed"));
   const std::string at = field.path.substr(0, field.path.rfind('.'));  // the init key, above its kind
   if (init.kind == InitKind::uniform && !(init.minval < init.maxval))
-    reader.fail(reader.at(at), at, fmt::format("expected minval < maxval, got {} and {}", init.minval, init.maxval));
+    reader.fail_at(at, fmt::format("expected minval < maxval, got {} and {}", init.minval, init.maxval));
 }
 
 void check(Reader& reader, const Field& field, OptimizerConfig& opt) {
   const std::string nesterov = join(field.path, "nesterov"), learning_rate = join(field.path, "learning_rate");
   if (opt.nesterov && opt.momentum == 0)
-    reader.fail(reader.at(nesterov), nesterov, "nesterov needs a momentum > 0 (e.g. momentum: 0.9)");
+    reader.fail_at(nesterov, "nesterov needs a momentum > 0 (e.g. momentum: 0.9)");
   optim::LearningRateSchedule& schedule = opt.schedule;
   if (schedule.kind == optim::ScheduleKind::step) {
     if (reader.given(learning_rate) && schedule.values.front() != opt.learning_rate)
-      reader.fail(reader.at(learning_rate), learning_rate,
-                  fmt::format("{} but the step schedule's values[0] is {}: the schedule's values are the rates; "
-                              "drop learning_rate or make them equal",
-                              opt.learning_rate, schedule.values.front()));
+      reader.fail_at(learning_rate,
+                     fmt::format("{} but the step schedule's values[0] is {}: the schedule's values are the rates; "
+                                 "drop learning_rate or make them equal",
+                                 opt.learning_rate, schedule.values.front()));
     opt.learning_rate = schedule.values.front();
   }
   schedule.learning_rate = opt.learning_rate;
@@ -932,9 +883,9 @@ void check(Reader& reader, const Field& field, OptimizerConfig& opt) {
 
 void check(Reader& reader, const Field& field, EarlyStoppingConfig& stopping) {
   if (stopping.restore_best_weights)
-    reader.fail(reader.at(join(field.path, "restore_best_weights")), join(field.path, "restore_best_weights"),
-                "restoring the best weights at the end is not supported; set checkpoint.keep_best: " + stopping.monitor +
-                    " and evaluate or predict with the checkpoint DIR/best names");
+    reader.fail_at(join(field.path, "restore_best_weights"),
+                   "restoring the best weights at the end is not supported; set checkpoint.keep_best: " +
+                       stopping.monitor + " and evaluate or predict with the checkpoint DIR/best names");
 }
 
 void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, const Sub&) {
@@ -943,8 +894,7 @@ void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, cons
   read_keys(reader, field, vectorizer);
   const std::string length = join(field.path, "output_sequence_length");
   if (vectorizer.mode != "int" && reader.given(length))
-    reader.fail(reader.at(length), length,
-                "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
+    reader.fail_at(length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
 }
 
 // Arrays and CSV files are read now, for their example shape: a missing path is an error first.
@@ -952,7 +902,7 @@ void check_dataset_key(Reader& reader, const Field& field, Dataset dataset, cons
   const DataConfig& data = reader.config->data;
   if (data.dataset != dataset) reader.fail(field, fmt::format("only dataset {} reads this key; remove it", key));
   if (reader.options->check_data_path && !std::filesystem::exists(data.path))
-    reader.fail(reader.at("data.path"), "data.path", fmt::format("'{}' does not exist", data.path));
+    reader.fail_at("data.path", fmt::format("'{}' does not exist", data.path));
 }
 
 // data.arrays: the example shape is the features' (read from the file when it is there), or the one given,
@@ -982,9 +932,8 @@ void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) 
   if (!arrays.example_shape_given) {
     arrays.example_shape.assign(stored.begin(), stored.end());
   } else if (num_elements(Shape(arrays.example_shape)) != num_elements(stored)) {
-    reader.fail(reader.at(shape_path), shape_path,
-                fmt::format("{} does not hold the examples of shape {} in '{}' ({})", shape_string(arrays.example_shape),
-                            shape_string(stored), path, first.features));
+    reader.fail_at(shape_path, fmt::format("{} does not hold the examples of shape {} in '{}' ({})",
+                                           shape_string(arrays.example_shape), shape_string(stored), path, first.features));
   }
 }
 
@@ -1008,15 +957,15 @@ void read(Reader& reader, const Field& field, CsvConfig& csv, const Sub&) {
   }
   auto check_column = [&](const std::string& at, const std::string& name) {
     if (std::find(header.begin(), header.end(), name) == header.end())
-      reader.fail(reader.at(at), at, fmt::format("'{}' has no column '{}'{} (columns: {})", path, shown(name),
-                                                 suggestion(name, header), one_of(header)));
+      reader.fail_at(at, fmt::format("'{}' has no column '{}'{} (columns: {})", path, shown(name),
+                                     suggestion(name, header), one_of(header)));
   };
   check_column(label_path, csv.label);
   for (size_t i = 0; i < csv.features.size() && csv.features_given; ++i) check_column(item(features_path, i), csv.features[i]);
   if (!csv.features_given)
     for (const std::string& name : header)
       if (name != csv.label) csv.features.push_back(name);
-  if (csv.features.empty()) reader.fail(reader.at(label_path), label_path, fmt::format("'{}' has no column besides the label", path));
+  if (csv.features.empty()) reader.fail_at(label_path, fmt::format("'{}' has no column besides the label", path));
 }
 
 // The split names each dataset has: mnist and imdb train and test, arrays those data.arrays gives, csv
@@ -1024,39 +973,38 @@ void read(Reader& reader, const Field& field, CsvConfig& csv, const Sub&) {
 void check_split_name(Reader& reader, const DataConfig& data, const std::string& split, const std::string& key) {
   const std::string name = data::split_name(split), path = "data." + key;
   if (data.dataset == Dataset::csv && name != "train")
-    reader.fail(reader.at(path), path,
-                fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
-                            "test_split: train[80%:] (got '{}')", shown(split)));
+    reader.fail_at(path, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
+                                     "test_split: train[80%:] (got '{}')", shown(split)));
   if (data.dataset == Dataset::arrays && !data.arrays.split(name))
-    reader.fail(reader.at(path), path, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
+    reader.fail_at(path, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
 }
 
 void check(Reader& reader, const Field& field, DataConfig& data) {
-  for (auto [key, dataset] : {std::pair{"arrays", Dataset::arrays}, std::pair{"csv", Dataset::csv}})
-    if (data.dataset == dataset && !reader.given(join(field.path, key)))
-      reader.fail(field, fmt::format("missing required key '{}' (dataset {}), e.g. {}", key, key,
-                                     dataset == Dataset::arrays ? "{train: {features: /train/x, labels: /train/y}}"
-                                                                : "{label: species}"));
+  // The keys only some datasets have, and need (the datasets are exclusive, so the order is free).
+  const auto require = [&](const char* key, bool needed, const std::string& example) {
+    if (needed && !reader.given(join(field.path, key)))
+      reader.fail(field, fmt::format("missing required key '{}'{}", key, example));
+  };
+  require("arrays", data.dataset == Dataset::arrays, " (dataset arrays), e.g. {train: {features: /train/x, labels: /train/y}}");
+  require("csv", data.dataset == Dataset::csv, " (dataset csv), e.g. {label: species}");
+  require("vectorizer", is_text(data.dataset),
+          fmt::format(" (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}", to_string(data.dataset)));
+  require("image_shape", data.dataset == Dataset::image_folder, "");
   check_split_name(reader, data, data.train_split, "train_split");
   check_split_name(reader, data, data.test_split, "test_split");
   if (!data.validation_split.empty()) check_split_name(reader, data, data.validation_split, "validation_split");
-  if (is_text(data.dataset) && !reader.given(join(field.path, "vectorizer")))
-    reader.fail(field, fmt::format("missing required key 'vectorizer' (dataset {}), e.g. {{mode: tf_idf, max_tokens: 1200}}",
-                                   to_string(data.dataset)));
-  if (data.dataset == Dataset::image_folder && !reader.given(join(field.path, "image_shape")))
-    reader.fail(field.where, field.path, "missing required key 'image_shape'");
   for (const char* key : {"resize", "on_bad_file"})
     if (data.dataset != Dataset::image_folder && reader.given(join(field.path, key)))
-      reader.fail(reader.at(join(field.path, key)), join(field.path, key), "only dataset image_folder has this key; remove it");
+      reader.fail_at(join(field.path, key), "only dataset image_folder has this key; remove it");
 
   const MeshConfig& mesh = reader.config->mesh;
   const std::vector<std::int64_t> example = data.example_shape();
   const std::string layout = join(field.path, "layout");
   data.layout_given = reader.given(layout);
   if (data.layout_given && data.layout.size() != example.size() + 1)
-    reader.fail(reader.at(layout), layout,
-                fmt::format("the input x has rank {} (batch{}), but the layout has {} specs", example.size() + 1,
-                            fmt::format(", {}", fmt::join(example, ", ")), data.layout.size()));
+    reader.fail_at(layout,
+                   fmt::format("the input x has rank {} (batch{}), but the layout has {} specs", example.size() + 1,
+                               fmt::format(", {}", fmt::join(example, ", ")), data.layout.size()));
   if (!data.layout_given) {
     data.layout.assign(example.size() + 1, "unsharded");
     data.layout[0] = mesh.dims.front().name;
@@ -1065,25 +1013,24 @@ void check(Reader& reader, const Field& field, DataConfig& data) {
   const auto dim_where = [&](const std::string& name) { return reader.at("mesh.dims." + name).str(); };
   const int batch_shards = mesh.size_of(data.layout[0]);
   if (data.batch_size % batch_shards != 0)
-    reader.fail(reader.at("data.batch_size"), "data.batch_size",
-                fmt::format("the global batch {} must be divisible by {}, the size of mesh dim '{}' ({}) that shards "
-                            "the batch (data.layout[0])",
-                            data.batch_size, batch_shards, data.layout[0], dim_where(data.layout[0])));
+    reader.fail_at("data.batch_size",
+                   fmt::format("the global batch {} must be divisible by {}, the size of mesh dim '{}' ({}) that "
+                               "shards the batch (data.layout[0])",
+                               data.batch_size, batch_shards, data.layout[0], dim_where(data.layout[0])));
   for (size_t axis = 1; axis < data.layout.size(); ++axis) {
     const int shards = mesh.size_of(data.layout[axis]);
     if (example[axis - 1] % shards != 0)
-      reader.fail(reader.at(layout), layout,
-                  fmt::format("axis {} of the input x has {} elements, not divisible by {}, the size of mesh "
-                              "dim '{}' ({})",
-                              axis, example[axis - 1], shards, data.layout[axis], dim_where(data.layout[axis])));
+      reader.fail_at(layout,
+                     fmt::format("axis {} of the input x has {} elements, not divisible by {}, the size of mesh "
+                                 "dim '{}' ({})",
+                                 axis, example[axis - 1], shards, data.layout[axis], dim_where(data.layout[axis])));
   }
   if (reader.options->check_data_path && !std::filesystem::exists(data.path)) {
     if (data.dataset == Dataset::text_folder)
-      reader.fail(reader.at("data.path"), "data.path",
-                  fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
-    reader.fail(reader.at("data.path"), "data.path",
-                fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
-                            to_string(data.dataset), data.path));
+      reader.fail_at("data.path",
+                     fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
+    reader.fail_at("data.path", fmt::format("'{}' does not exist (scripts/fetch_data.sh {} {} fetches it)", data.path,
+                                            to_string(data.dataset), data.path));
   }
 }
 
@@ -1100,7 +1047,9 @@ std::vector<Shape> model_shapes(const Config& config) {
   const auto fail = [&](const std::string& at, const std::string& path, const std::string& what) {
     throw_config_error(config.where(at), fmt::format("{}: {}", path, what));
   };
-  const auto elements = [&](const std::vector<std::int64_t>& extents, const std::string& at, const std::string& path, const std::string& what) {
+  // The elements of a tensor of these extents, at most kMaxTensorElements.
+  const auto elements = [&](const std::vector<std::int64_t>& extents, const std::string& at, const std::string& path,
+                            const std::string& what) {
     std::int64_t total = 1;
     for (std::int64_t extent : extents)
       if (!checked_product(total, extent, kMaxTensorElements, &total))
@@ -1109,11 +1058,8 @@ std::vector<Shape> model_shapes(const Config& config) {
   };
   const std::vector<std::int64_t> example = data.example_shape();
   const std::int64_t features = elements(example, "data", "data", "an example");
-  std::int64_t batch_elements = 0;
-  if (!checked_product(data.batch_size, features, kMaxTensorElements, &batch_elements))
-    fail("data.batch_size", "data.batch_size",
-         fmt::format("a batch of {} examples of {} elements each has more than {} elements (the most a tensor may have)",
-                     data.batch_size, features, kMaxTensorElements));
+  elements({data.batch_size, features}, "data.batch_size", "data.batch_size",
+           fmt::format("a batch of {} examples of {} elements each", data.batch_size, features));
   Shape shape{data.batch_size};
   for (std::int64_t extent : example) shape.push_back(extent);
   // The specs of the axes (batch first) and where they were set.
@@ -1193,12 +1139,8 @@ std::vector<Shape> model_shapes(const Config& config) {
     } catch (const UsageError&) {
       break;
     }
-    std::int64_t activations = 1;
-    for (std::int64_t extent : shape)
-      if (!checked_product(activations, extent, kMaxTensorElements, &activations))
-        fail(at, path, fmt::format("the layer's output for a batch of {} has more than {} elements (the most a tensor "
-                                   "may have)",
-                                   data.batch_size, kMaxTensorElements));
+    elements(std::vector<std::int64_t>(shape.begin(), shape.end()), at, path,
+             fmt::format("the layer's output for a batch of {}", data.batch_size));
     shapes.push_back(shape);
   }
   return shapes;
@@ -1212,15 +1154,14 @@ void check_accumulation(Reader& reader, const Config& config) {
   if (k == 1) return;
   const std::string path = "train.accumulation_steps";
   if (batch % k != 0)
-    reader.fail(reader.at(path), path,
-                fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)", k, batch));
+    reader.fail_at(path, fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)",
+                                     k, batch));
   const std::string batch_dim = config.data.layout.empty() ? "unsharded" : config.data.layout.front();
   const int shards = config.mesh.size_of(batch_dim);
   if ((batch / k) % shards != 0)
-    reader.fail(reader.at(path), path,
-                fmt::format("the micro-batch of {} examples (data.batch_size {} / {}) is not divisible by mesh dim "
-                            "'{}' of size {}",
-                            batch / k, batch, k, batch_dim, shards));
+    reader.fail_at(path, fmt::format("the micro-batch of {} examples (data.batch_size {} / {}) is not divisible by "
+                                     "mesh dim '{}' of size {}",
+                                     batch / k, batch, k, batch_dim, shards));
 }
 
 // `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;
@@ -1234,7 +1175,7 @@ void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& opt
     train.init_skip.clear();
     for (const std::string& pattern : options.init_skip) {
       const Where where{"--init-skip " + pattern, 0, 0};
-      check_init_pattern(reader, where, "train.init_skip", pattern);
+      check_pattern(reader, where, "train.init_skip", pattern);
       reader.locations[item("train.init_skip", train.init_skip.size())] = where;
       train.init_skip.push_back(pattern);
     }
@@ -1249,14 +1190,14 @@ void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& opt
 void check_validation(Reader& reader, const Config& config) {
   const auto need_split = [&](const std::string& key) {
     if (!config.data.has_validation())
-      reader.fail(reader.at(key), key, "needs a validation set: add data.validation_split (e.g. 0.1, or train[90%:])");
+      reader.fail_at(key, "needs a validation set: add data.validation_split (e.g. 0.1, or train[90%:])");
   };
   if (reader.given("train.validation_every")) need_split("train.validation_every");
   if (config.train.early_stopping) need_split("train.early_stopping");
   if (!config.checkpoint.keep_best.empty()) {
     need_split("checkpoint.keep_best");
     if (config.checkpoint.every == CheckpointEvery::never)
-      reader.fail(reader.at("checkpoint.keep_best"), "checkpoint.keep_best", "needs checkpoints, but checkpoint.every is never");
+      reader.fail_at("checkpoint.keep_best", "needs checkpoints, but checkpoint.every is never");
   }
 }
 
@@ -1267,11 +1208,9 @@ std::string file_stem(const std::string& file) {
 
 Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<OverrideOrigin> origins,
                   const LoadOptions& options) {
-  Reader reader(file, std::move(origins));
   Config config;
   config.file = file;
-  reader.config = &config;
-  reader.options = &options;
+  Reader reader(config, options, std::move(origins));
   const Field top{root, "", reader.where(root, Where{file, 0, 0})};
   if (!root.IsMap())
     reader.fail(top.where, "config",
@@ -1291,7 +1230,6 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
     reader.locations["checkpoint.dir"] = reader.at("run_dir");
   }
   check_validation(reader, config);
-  config.locations = std::move(reader.locations);
   return config;
 }
 
@@ -1331,7 +1269,6 @@ void collect_descendants(const YAML::Node& root, const std::string& assignment, 
   }
 }
 
-
 std::string trim(const std::string& text) {
   const auto begin = text.find_first_not_of(" \t");
   if (begin == std::string::npos) return "";
@@ -1339,7 +1276,6 @@ std::string trim(const std::string& text) {
 }
 
 }  // namespace
-
 
 std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assignment) {
   auto fail = [&](const std::string& what) { override_error(assignment, what); };
@@ -1389,7 +1325,7 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   for (size_t i = 0; i < segments.size(); ++i) {
     const std::string& segment = segments[i];
     const bool last = i + 1 == segments.size();
-    const std::string here = prefix.empty() ? segment : prefix + "." + segment;
+    const std::string here = join(prefix, segment);
     if (current.IsSequence()) {
       size_t index = 0;
       const auto [end, error] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
@@ -1568,12 +1504,11 @@ template <class T> YAML::Node list(const std::vector<T>& values) {
   return flow(node);
 }
 
-template <class T> YAML::Node encode(const T& m, const Int&) { return YAML::Node(m); }
+// A scalar as it is (integers, booleans, strings), a list of them in flow style; the rules below write theirs.
+template <class T, class R> YAML::Node encode(const T& m, const R&) { return YAML::Node(m); }
+template <class T, class R> YAML::Node encode(const std::vector<T>& m, const R&) { return list(m); }
 YAML::Node encode(const std::optional<std::int64_t>& m, const Int&) { return YAML::Node(*m); }
 YAML::Node encode(double m, const Num&) { return YAML::Node(number_text(m)); }
-YAML::Node encode(bool m, const Bool&) { return YAML::Node(m); }
-YAML::Node encode(const std::string& m, const Text&) { return YAML::Node(m); }
-YAML::Node encode(const std::string& m, const Choice&) { return YAML::Node(m); }
 template <class E> YAML::Node encode(E m, const Choice& rule) requires std::is_enum_v<E> { return YAML::Node((*rule.names)[size_t(m)]); }
 template <class T> YAML::Node encode_keys(const T& member, int depth);
 template <class T> YAML::Node encode(const T& m, const Sub&) { return encode_keys(m, 1); }
@@ -1588,12 +1523,6 @@ YAML::Node encode(const std::vector<MeshDimConfig>& dims, const Dims&) {
   for (const MeshDimConfig& dim : dims) node[dim.name] = dim.size;
   return flow(node);
 }
-YAML::Node encode(const std::vector<std::string>& m, const Specs&) { return list(m); }
-YAML::Node encode(const std::vector<std::string>& m, const ClassNames&) { return list(m); }
-YAML::Node encode(const std::vector<std::string>& m, const Patterns&) { return list(m); }
-YAML::Node encode(const std::vector<std::string>& m, const Columns&) { return list(m); }
-YAML::Node encode(const std::vector<std::int64_t>& m, const Extents&) { return list(m); }
-YAML::Node encode(const std::vector<std::int64_t>& m, const Steps&) { return list(m); }
 YAML::Node encode(const std::vector<double>& m, const Rates&) {
   std::vector<std::string> rates;
   for (double rate : m) rates.push_back(number_text(rate));
@@ -1601,7 +1530,6 @@ YAML::Node encode(const std::vector<double>& m, const Rates&) {
 }
 YAML::Node encode(const std::array<std::int64_t, 2>& m, const Seed&) { return list(std::vector<std::int64_t>(m.begin(), m.end())); }
 YAML::Node encode(const std::array<int, 2>& m, const Pair&) { return list(std::vector<int>(m.begin(), m.end())); }
-YAML::Node encode(const std::string& m, const Split&) { return YAML::Node(m); }
 YAML::Node encode(const std::string& m, const ValidationSplit& rule) {
   return YAML::Node(*rule.fraction > 0 ? number_text(*rule.fraction) : m);
 }
@@ -1615,13 +1543,11 @@ YAML::Node encode(const ShuffleConfig& m, const Shuffle&) {
 YAML::Node encode(CheckpointEvery m, const Every& rule) {
   return m == CheckpointEvery::steps ? YAML::Node(*rule.steps) : YAML::Node(kEvery[m == CheckpointEvery::epoch ? 0 : 1]);
 }
-YAML::Node encode(std::int64_t m, const ValidationEvery&) { return YAML::Node(m); }
 YAML::Node encode(const ClipConfig& m, const Clip&) {
   YAML::Node node;
   node[kClipKinds[m.global_norm > 0 ? 0 : 1]] = number_text(m.global_norm > 0 ? m.global_norm : m.value);
   return flow(node);
 }
-YAML::Node encode(const std::string& m, const LayerName&) { return YAML::Node(m); }
 YAML::Node encode(const std::vector<LayerConfig>& layers, const Layers&) {
   YAML::Node node(YAML::NodeType::Sequence);
   for (const LayerConfig& layer : layers) node.push_back(flow(encode_keys(layer, 1)));
@@ -1667,28 +1593,8 @@ std::string rule_text(const Num& rule) { return rule.what ? fmt::format("number 
 std::string rule_text(const Bool&) { return "true | false"; }
 std::string rule_text(const Text& rule) { return rule.expected; }
 std::string rule_text(const Choice& rule) { return fmt::format("{}", fmt::join(*rule.names, " | ")); }
-std::string rule_text(const Sub&) { return "map"; }
 std::string rule_text(const Tagged& rule) { return fmt::format("KIND or {{KIND: {{...}}}}, KIND {}", fmt::join(*rule.kinds, " | ")); }
-std::string rule_text(const Dims&) { return "map of dim name -> size"; }
-std::string rule_text(const Specs&) { return "list of mesh dims | unsharded"; }
-std::string rule_text(const Seed&) { return "[s0, s1] or s"; }
-std::string rule_text(const Pair&) { return "n or [h, w], each in [1, 4096]"; }
-std::string rule_text(const Split&) { return "split: NAME or NAME[from:to] (counts or percentages)"; }
-std::string rule_text(const ValidationSplit&) { return "number in (0, 1) or split"; }
-std::string rule_text(const ClassNames&) { return "list of >= 2 distinct names"; }
-std::string rule_text(const ImageShape&) { return "list of extents (mnist: or flat)"; }
-std::string rule_text(const Shuffle&) { return "true | false | {seed: N}"; }
-std::string rule_text(const Every&) { return "epoch | never | steps >= 1"; }
-std::string rule_text(const ValidationEvery&) { return "epoch | steps >= 1"; }
-std::string rule_text(const Patterns&) { return "list of RE2 patterns"; }
-std::string rule_text(const Extents&) { return "list of integers >= 1"; }
-std::string rule_text(const Columns&) { return "list of column names"; }
-std::string rule_text(const Steps&) { return "list of increasing steps >= 0"; }
-std::string rule_text(const Rates&) { return "list of numbers > 0"; }
-std::string rule_text(const Clip&) { return "{global_norm: C} | {value: C}, C > 0"; }
-std::string rule_text(const LayerName&) { return "[A-Za-z0-9_.-]+"; }
-std::string rule_text(const Layers&) { return "list of layers {KIND: VALUE, key: value, ...}"; }
-std::string rule_text(const LayoutRules&) { return "map of RE2 pattern -> specs"; }
+template <class R> std::string rule_text(const R&) { return R::text; }
 
 // One line per key: "- `path`: type; required | default VALUE. doc", sub-keys after their map.
 struct Schema {

@@ -49,29 +49,29 @@ struct Num { const char* what = nullptr; bool (*ok)(double) = nullptr; };  // ">
 struct Bool {};
 struct Text { const char* expected; };  // a non-empty string
 struct Choice { const std::vector<std::string>* names; };  // a string member, or an enum in the names' order
-struct Sub {};  // a struct with its own visit(): a map of its keys
+struct Sub { static constexpr const char* text = "map"; };  // a struct with its own visit(): a map of its keys
 struct Tagged { const std::vector<std::string>* kinds; const char* what; };  // KIND or {KIND: {keys}}; selects .kind
-// Values with a syntax of their own:
-struct Dims {};        // mesh.dims {name: size, ...}
-struct Specs {};       // [dim | unsharded, ...]
-struct Seed {};        // [s0, s1] or s
-struct Pair { const char* what; };  // n or [h, w]
-struct Split {};       // train, test[:5000], a folder name (text_folder, image_folder)
-struct ValidationSplit { double* fraction; };  // a fraction in (0, 1) or a split
-struct ClassNames {};
-struct ImageShape {};
-struct Shuffle {};     // false, true or {seed: N}
-struct Every { std::int64_t* steps; };  // epoch, never or N
-struct ValidationEvery {};  // epoch or N
-struct Patterns {};    // [RE2 pattern, ...]
-struct Extents {};     // [n, ...]
-struct Columns {};     // [column, ...]
-struct Steps {};       // [step, ...] increasing
-struct Rates {};       // [rate, ...] > 0
-struct Clip {};        // {global_norm: C} or {value: C}
-struct LayerName {};
-struct Layers {};      // model: [{KIND: VALUE, keys...}, ...]
-struct LayoutRules {}; // layouts: {regex: specs}
+// Values with a syntax of their own; `text` is their type in the schema reference.
+struct Dims { static constexpr const char* text = "map of dim name -> size"; };
+struct Specs { static constexpr const char* text = "list of mesh dims | unsharded"; };
+struct Seed { static constexpr const char* text = "[s0, s1] or s"; };
+struct Pair { const char* what; static constexpr const char* text = "n or [h, w], each in [1, 4096]"; };
+struct Split { static constexpr const char* text = "split: NAME or NAME[from:to] (counts or percentages)"; };
+struct ValidationSplit { double* fraction; static constexpr const char* text = "number in (0, 1) or split"; };
+struct ClassNames { static constexpr const char* text = "list of >= 2 distinct names"; };
+struct ImageShape { static constexpr const char* text = "list of extents (mnist: or flat)"; };
+struct Shuffle { static constexpr const char* text = "true | false | {seed: N}"; };
+struct Every { std::int64_t* steps; static constexpr const char* text = "epoch | never | steps >= 1"; };
+struct ValidationEvery { static constexpr const char* text = "epoch | steps >= 1"; };
+struct Patterns { static constexpr const char* text = "list of RE2 patterns"; };
+struct Extents { static constexpr const char* text = "list of integers >= 1"; };
+struct Columns { static constexpr const char* text = "list of column names"; };
+struct Steps { static constexpr const char* text = "list of increasing steps >= 0"; };
+struct Rates { static constexpr const char* text = "list of numbers > 0"; };
+struct Clip { static constexpr const char* text = "{global_norm: C} | {value: C}, C > 0"; };
+struct LayerName { static constexpr const char* text = "[A-Za-z0-9_.-]+"; };
+struct Layers { static constexpr const char* text = "list of layers {KIND: VALUE, key: value, ...}"; };
+struct LayoutRules { static constexpr const char* text = "map of RE2 pattern -> specs"; };
 
 inline const std::vector<std::string> kDeviceKinds{"cpu", "gpu"};
 inline const std::vector<std::string> kDatasets{"mnist", "imdb", "text_folder", "image_folder", "arrays", "csv"};
@@ -602,17 +602,20 @@ std::string config_schema();
 // shape walk, which load_config runs and plan prints. Throws UsageError at the key concerned.
 std::vector<Shape> model_shapes(const Config& config);
 
-std::string to_string(DeviceKind kind);
-std::string to_string(Dataset dataset);
-bool is_text(Dataset dataset);            // imdb, text_folder: texts through data.vectorizer
-bool has_split_folders(Dataset dataset);  // text_folder, image_folder: a split is any folder under data.path
+// imdb, text_folder: texts through data.vectorizer.
+inline bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
+// text_folder, image_folder: a split is any folder under data.path.
+inline bool has_split_folders(Dataset dataset) { return dataset == Dataset::text_folder || dataset == Dataset::image_folder; }
 // The class count a dataset has whatever its files hold (mnist 10, imdb 2), or 0 when its data tell.
-int known_class_count(Dataset dataset);
-std::string to_string(InitKind kind);
-std::string to_string(LayerKind kind);
-std::string to_string(Activation activation);
-std::string to_string(PaddingKind padding);
-std::string to_string(Reduction reduction);
-std::string to_string(OptimizerKind kind);
+inline int known_class_count(Dataset d) { return d == Dataset::mnist ? 10 : d == Dataset::imdb ? 2 : 0; }
+// An enum's name: its entry in the names list the config reads it from.
+inline std::string to_string(DeviceKind kind) { return kDeviceKinds.at(size_t(kind)); }
+inline std::string to_string(Dataset dataset) { return kDatasets.at(size_t(dataset)); }
+inline std::string to_string(InitKind kind) { return kInitKinds.at(size_t(kind)); }
+inline std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }
+inline std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
+inline std::string to_string(PaddingKind padding) { return kPaddings.at(size_t(padding)); }
+inline std::string to_string(Reduction reduction) { return kReductions.at(size_t(reduction)); }
+inline std::string to_string(OptimizerKind kind) { return kOptimizers.at(size_t(kind)); }
 
 }  // namespace dtrain
