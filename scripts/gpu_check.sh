@@ -13,6 +13,7 @@ for library in libcublas.so.13 libnccl.so.2 libcudart.so.13; do
   [[ -n $found ]] && paths="$paths:$(dirname "$found")" || echo "gpu_check: $library not found"
 done
 export LD_LIBRARY_PATH="$paths${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cd "$bundle"  # the unit tests find ../configs from a folder in the source tree, as from build/
 nvidia-smi -L
 failed=0
 run() {  # NAME COMMAND...: runs, logs, prints the verdict
@@ -24,7 +25,7 @@ grep -c "skipped:" "$logs/needs_a_gpu.log" | sed 's/^/  cases that skipped: /'
 grep -E "test cases:|assertions:" "$logs/needs_a_gpu.log"
 run cuda_backend "$bundle/dtrain_tests" --source-file=*/test_cuda_backend.cpp --no-intro --no-version
 run gpu_collectives "$bundle/dtrain_tests" --source-file=*/test_gpu_collectives.cpp --no-intro --no-version
-run gpu_training_e2e bash tests/e2e/gpu_training.sh "$bundle/dtrain" .
+run gpu_training_e2e bash ../tests/e2e/gpu_training.sh "$bundle/dtrain" ..
 run bench_gpu_gemm "$bundle/bench_gpu_gemm" --samples 3
 tail -n 12 "$logs/bench_gpu_gemm.log"
 echo "gpu_check: $failed failed"
