@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "core/cache_line.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/ops/ops.hpp"
@@ -57,8 +58,8 @@ void backward(const Var& loss) {
 
   // Each call marks the states it visits with its own number (ranks run backward concurrently, each on
   // its own graph, so the numbers only need to be unique).
-  static std::atomic<uint64_t> calls{0};
-  const uint64_t visit = calls.fetch_add(1) + 1;
+  static OwnCacheLine<std::atomic<uint64_t>> calls;
+  const uint64_t visit = calls.value.fetch_add(1) + 1;
 
   // Reverse topological order of the states that lead to the loss (depth-first, iterative): a list
   // threaded through the states, each pushed to the front when its inputs are done.

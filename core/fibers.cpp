@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cache_line.hpp"
 #include "core/error.hpp"
 
 #if defined(__linux__)
@@ -60,16 +61,19 @@ struct Fiber {
 thread_local Fiber* current_fiber = nullptr;
 thread_local void* thread_slots[int(Slot::Count)] = {};
 
-// notify() bumps the epoch; idle threads sleep until it changes.
-std::atomic<uint32_t> epoch{0};
-std::atomic<int> sleepers{0};
+// notify() bumps the epoch; idle threads sleep until it changes. Written on every notify(): a line of its own.
+struct WakeUp {
+  std::atomic<uint32_t> epoch{0};
+  std::atomic<int> sleepers{0};
+};
+OwnCacheLine<WakeUp> wake_up;
 
 void sleep_while_epoch_is(uint32_t seen) {
 #if defined(__linux__)
-  sleepers.fetch_add(1);
+  wake_up.value.sleepers.fetch_add(1);
   timespec timeout{0, 1000000};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
-  sleepers.fetch_sub(1);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_up.value.epoch), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
+  wake_up.value.sleepers.fetch_sub(1);
 #else
   (void)seen;
   std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -175,7 +179,7 @@ void schedule(const std::vector<Fiber*>& fibers) {
   size_t alive = fibers.size();
   Backoff backoff;
   while (alive > 0) {
-    const uint32_t epoch_before = epoch.load();
+    const uint32_t epoch_before = wake_up.value.epoch.load();
     bool progress = false, polling = false;
     for (Fiber* fiber : fibers) {
       if (fiber->finished) continue;
@@ -247,16 +251,16 @@ void wait_until_impl(bool (*check)(void* ready), void* ready, bool polls) {
   }
   Backoff backoff;
   while (true) {
-    const uint32_t epoch_before = epoch.load();
+    const uint32_t epoch_before = wake_up.value.epoch.load();
     if (check(ready)) return;
     backoff.idle(epoch_before, polls);
   }
 }
 
 void notify() {
-  epoch.fetch_add(1);
+  wake_up.value.epoch.fetch_add(1);
 #if defined(__linux__)
-  if (sleepers.load() > 0) syscall(SYS_futex, reinterpret_cast<uint32_t*>(&epoch), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  if (wake_up.value.sleepers.load() > 0) syscall(SYS_futex, reinterpret_cast<uint32_t*>(&wake_up.value.epoch), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 #endif
 }
 
