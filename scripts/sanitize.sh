@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # The unit tests and a short training run under AddressSanitizer and UndefinedBehaviorSanitizer, in their own
 # build (build-asan, or $1). Any report fails the run. Fibers tell ASan about their stack switches.
+# Line tables only (-g1): a report's stack still names file:line, and the build takes a quarter less time.
+# The unit tests run as two processes, each with every other test file, so both cores work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${1:-build-asan}"
-flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
+flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1 -O1"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRAIN_WITH_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)" --target dtrain dtrain_tests
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-"$build_dir/dtrain_tests" "--test-case-exclude=needs *" --source-file-exclude="*/test_mpi.cpp" --no-intro
+files=(tests/test_*.cpp)
+shards=("" "")
+for i in "${!files[@]}"; do
+  [[ ${files[$i]} == tests/test_mpi.cpp ]] && continue
+  shards[$((i % 2))]+="*/${files[$i]#tests/},"
+done
+pids=()
+for shard in "${shards[@]}"; do
+  "$build_dir/dtrain_tests" "--test-case-exclude=needs *" --source-file="${shard%,}" --no-intro --no-version &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+[[ $status == 0 ]] || { echo "sanitizers: a unit test failed or reported (above)"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && source "$OLDPWD/tests/e2e/lib/mnist_fixture.sh" >/dev/null &&
