@@ -4,38 +4,29 @@
 
 #include "core/kernels/activations/activations.hpp"
 #include "core/kernels/activations/activations_body.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)); }
-
-#define FOR_EACH_THREAD(i, count) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); i += int64_t(gridDim.x) * blockDim.x)
-
 template <class F>
 __global__ void forward_kernel(F f, const float* x, float* y, int64_t n) {
-  FOR_EACH_THREAD(i, n) y[i] = f(x[i]);
+  DTRAIN_FOR_EACH_THREAD(i, n) y[i] = f(x[i]);
 }
 
 template <class F>
 __global__ void backward_kernel(F f, const float* g, const float* x, const float* y, float* dx, int64_t n) {
-  FOR_EACH_THREAD(i, n) dx[i] = f.grad(g[i], x[i], y[i]);
+  DTRAIN_FOR_EACH_THREAD(i, n) dx[i] = f.grad(g[i], x[i], y[i]);
 }
 
 __global__ void binary_crossentropy_kernel(const float* x, const float* z, float* loss, int64_t n) {
-  FOR_EACH_THREAD(i, n) loss[i] = body::binary_crossentropy_at(x[i], z[i]);
+  DTRAIN_FOR_EACH_THREAD(i, n) loss[i] = body::binary_crossentropy_at(x[i], z[i]);
 }
 
 __global__ void binary_crossentropy_grad_kernel(const float* g, const float* x, const float* z, float scale, float* dx,
                                                 int64_t n) {
-  FOR_EACH_THREAD(i, n) dx[i] = body::binary_crossentropy_grad_at(g[i], x[i], z[i], scale);
+  DTRAIN_FOR_EACH_THREAD(i, n) dx[i] = body::binary_crossentropy_grad_at(g[i], x[i], z[i], scale);
 }
-
-#undef FOR_EACH_THREAD
 
 class CudaActivations final : public ActivationKernels {
  public:

@@ -3,18 +3,10 @@
 // the statistics); the per-value passes run one value per thread. All on the rank's current stream.
 #include "core/kernels/batch_norm/batch_norm.hpp"
 #include "core/kernels/batch_norm/batch_norm_body.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 
 namespace dtrain::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-// Blocks for `count` threads of a grid-stride loop (at least one, so a kernel that writes a header runs).
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return int(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
-}
 
 __global__ void local_statistics_kernel(const float* x, int64_t rows, int64_t features, float* stats) {
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

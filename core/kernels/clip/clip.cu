@@ -3,17 +3,13 @@
 // back (a wait for the stream: one per variable and step while train.clip.global_norm is set).
 #include "core/kernels/clip/clip.hpp"
 #include "core/kernels/clip/clip_body.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t count) {
-  const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return int(blocks > 1024 ? 1024 : blocks);
-}
+// At most 1,024 blocks: the sum of squares adds one partial per block (the same blocks, the same bits).
+constexpr int64_t kClipBlocks = 1024;
 
 __global__ void sum_of_squares_kernel(const float* x, int64_t n, double* sum) {
   __shared__ double partial[kThreads];
@@ -47,7 +43,7 @@ class CudaClip final : public ClipKernels {
     double* sum = nullptr;
     DTRAIN_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&sum), sizeof(double), stream));
     DTRAIN_CHECK_CUDA(cudaMemsetAsync(sum, 0, sizeof(double), stream));
-    sum_of_squares_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, sum);
+    sum_of_squares_kernel<<<blocks_for(n, kClipBlocks), kThreads, 0, stream>>>(x, n, sum);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
     double host = 0;
     DTRAIN_CHECK_CUDA(cudaMemcpyAsync(&host, sum, sizeof(double), cudaMemcpyDeviceToHost, stream));
@@ -58,13 +54,13 @@ class CudaClip final : public ClipKernels {
 
   void scale(float* out, const float* in, float factor, int64_t n) const override {
     if (n == 0) return;
-    scale_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(out, in, factor, n);
+    scale_kernel<<<blocks_for(n, kClipBlocks), kThreads, 0, current_stream()>>>(out, in, factor, n);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
   }
 
   void clip_by_value(float* out, const float* in, float limit, int64_t n) const override {
     if (n == 0) return;
-    clip_by_value_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(out, in, limit, n);
+    clip_by_value_kernel<<<blocks_for(n, kClipBlocks), kThreads, 0, current_stream()>>>(out, in, limit, n);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
   }
 };

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "core/kernels/collective/collective.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/cuda/device_memory.hpp"
 
 namespace dtrain::kernels {
@@ -17,11 +17,7 @@ struct TargetTable {
   float* at[kMaxCollectivePointers];
 };
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(size_t elements) {
-  return unsigned(std::min<size_t>((elements + kThreads - 1) / kThreads, 8192));
-}
+constexpr int64_t kCollectiveBlocks = 8192;
 
 __global__ void reduce_kernel(SourceTable sources, int n, const float* seed, float* scratch, TargetTable targets, int t,
                               size_t count, bool max) {
@@ -120,7 +116,7 @@ class CudaCollective final : public CollectiveKernels {
       TargetTable to{};
       std::copy_n(sources + pass.first_source, pass.sources, from.at);
       std::copy_n(targets + pass.first_target, pass.targets, to.at);
-      reduce_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(
+      reduce_kernel<<<blocks_for(int64_t(count), kCollectiveBlocks), kThreads, 0, as_stream(stream)>>>(
           from, pass.sources, pass.seeded ? scratch.get() : nullptr, pass.into_scratch ? scratch.get() : nullptr, to,
           pass.targets, count, max);
       DTRAIN_CHECK_CUDA(cudaGetLastError());
@@ -139,8 +135,8 @@ class CudaCollective final : public CollectiveKernels {
         TargetTable to{};
         for (int j = 0; j < targets_slice; ++j) to.at[j] = targets[first_target + j] + size_t(first) * chunk;
         const size_t elements = size_t(slice) * chunk;
-        gather_kernel<<<blocks_for(elements), kThreads, 0, as_stream(stream)>>>(from, chunk, elements, to,
-                                                                                 targets_slice);
+        const int blocks = blocks_for(int64_t(elements), kCollectiveBlocks);
+        gather_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(from, chunk, elements, to, targets_slice);
         DTRAIN_CHECK_CUDA(cudaGetLastError());
       }
     }

@@ -4,37 +4,21 @@
 
 #include "core/kernels/conv/conv.hpp"
 #include "core/kernels/conv/conv_body.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t work) { return int(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535)); }
-
-#define FOR_EACH_THREAD(i, count) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void conv2d_kernel(const float* x, const float* w, WindowGeometry g, int64_t cout, int64_t count, float* y) {
-  FOR_EACH_THREAD(i, count) y[i] = conv2d_at(x, w, g, cout, i);
+  DTRAIN_FOR_EACH_THREAD(i, count) y[i] = conv2d_at(x, w, g, cout, i);
 }
 __global__ void input_grad_kernel(const float* dy, const float* w, WindowGeometry g, int64_t cout, int64_t count,
                                   float* dx) {
-  FOR_EACH_THREAD(i, count) dx[i] = conv2d_input_grad_at(dy, w, g, cout, i);
+  DTRAIN_FOR_EACH_THREAD(i, count) dx[i] = conv2d_input_grad_at(dy, w, g, cout, i);
 }
 __global__ void weight_grad_kernel(const float* x, const float* dy, WindowGeometry g, int64_t cout, int64_t count,
                                    float* dw) {
-  FOR_EACH_THREAD(i, count) dw[i] = conv2d_weight_grad_at(x, dy, g, cout, i);
-}
-
-#undef FOR_EACH_THREAD
-
-template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), int64_t work, Args... args) {
-  if (work <= 0) return;
-  kernel<<<blocks_for(work), kThreads, 0, current_stream()>>>(args...);
-  DTRAIN_CHECK_CUDA(cudaGetLastError());
+  DTRAIN_FOR_EACH_THREAD(i, count) dw[i] = conv2d_weight_grad_at(x, dy, g, cout, i);
 }
 
 class CudaConv final : public ConvKernels {

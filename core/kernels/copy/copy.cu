@@ -1,7 +1,7 @@
 // The CUDA block copy: one thread per element of the block (grid-stride), its offsets from the shared
 // body, on the calling rank's stream.
 #include "core/kernels/copy/copy.hpp"
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 
 #include <algorithm>
 
@@ -23,13 +23,10 @@ class CudaCopy final : public CopyKernels {
   void copy_block(const float* src, float* dst, const BlockCopy& block, bool accumulate) const override {
     const int64_t elements = block_elements(block);
     if (elements == 0) return;
-    constexpr int kThreads = 256;
-    const int blocks = int(std::min<int64_t>((elements + kThreads - 1) / kThreads, 65535));
     if (accumulate)
-      copy_block_kernel<true><<<blocks, kThreads, 0, current_stream()>>>(src, dst, block, elements);
+      launch(copy_block_kernel<true>, elements, src, dst, block, elements);
     else
-      copy_block_kernel<false><<<blocks, kThreads, 0, current_stream()>>>(src, dst, block, elements);
-    DTRAIN_CHECK_CUDA(cudaGetLastError());
+      launch(copy_block_kernel<false>, elements, src, dst, block, elements);
   }
 };
 

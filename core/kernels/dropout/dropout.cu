@@ -1,7 +1,7 @@
 // The CUDA dropout mask: a thread per group of four global indices within a run of the block's consecutive
 // ones (one Philox call, dropout_body.hpp's dropout_mask_slot; grid-stride), through the shared bodies, so
 // the GPU draws the CPU's mask bit for bit, on the calling rank's stream.
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/dropout/dropout.hpp"
 
 #include <algorithm>
@@ -30,16 +30,15 @@ class CudaDropout final : public DropoutKernels {
   void mask(const GlobalBlock& block, uint64_t key, float rate, float* mask) const override {
     const int64_t elements = global_block_elements(block);
     if (elements == 0) return;
-    constexpr int kThreads = 256;
     const int64_t global_step = block.rank == 0 ? 1 : block.global_stride[block.rank - 1];
     if (global_step == 1) {
       const int64_t run = dropout_contiguous_run(block);
       const int64_t slots_per_row = dropout_slots_per_row(run), slots = elements / run * slots_per_row;
-      const int blocks = int(std::min<int64_t>((slots + kThreads - 1) / kThreads, 65535));
+      const int blocks = blocks_for(slots);
       dropout_mask_kernel<<<blocks, kThreads, 0, current_stream()>>>(block, slots, run, slots_per_row, key, rate,
                                                                      mask);
     } else {
-      const int blocks = int(std::min<int64_t>((elements + kThreads - 1) / kThreads, 65535));
+      const int blocks = blocks_for(elements);
       dropout_mask_strided_kernel<<<blocks, kThreads, 0, current_stream()>>>(block, elements, key, rate, mask);
     }
     DTRAIN_CHECK_CUDA(cudaGetLastError());

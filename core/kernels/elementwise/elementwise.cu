@@ -3,17 +3,12 @@
 // the CPU's order, so both places give the same bits.
 #include <algorithm>
 
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/kernels/elementwise/elementwise_body.hpp"
 
 namespace dtrain::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;  // the grid-stride loops cover the rest
-
-int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
 
 __device__ int64_t first_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }

@@ -3,7 +3,7 @@
 // has one writer, so there are no atomics: the gradient is deterministic and bitwise the CPU's, at the cost
 // of every thread reading every id (rows x ids comparisons, broadcast reads within a warp). Grid-stride loops
 // on the calling rank's stream.
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/embedding/embedding.hpp"
 #include "core/kernels/embedding/embedding_body.hpp"
 
@@ -12,32 +12,18 @@
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t work) { return int(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535)); }
-
-#define FOR_EACH_THREAD(i, count) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void gather_kernel(const float* table, int64_t rows, int64_t columns, int64_t first_row, const float* ids,
                               int64_t count, float* out) {
-  FOR_EACH_THREAD(i, count * columns) {
+  DTRAIN_FOR_EACH_THREAD(i, count * columns) {
     out[i] = gathered_at(table, rows, columns, first_row, ids[i / columns], i % columns);
   }
 }
 
 __global__ void scatter_add_kernel(const float* grad, const float* ids, int64_t count, int64_t rows, int64_t columns,
                                    int64_t first_row, float* table_grad) {
-  FOR_EACH_THREAD(r, rows) accumulate_row(grad, ids, count, rows, columns, first_row, r, table_grad + r * columns);
-}
-
-#undef FOR_EACH_THREAD
-
-template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), int64_t work, Args... args) {
-  if (work <= 0) return;
-  kernel<<<blocks_for(work), kThreads, 0, current_stream()>>>(args...);
-  DTRAIN_CHECK_CUDA(cudaGetLastError());
+  DTRAIN_FOR_EACH_THREAD(r, rows) {
+    accumulate_row(grad, ids, count, rows, columns, first_row, r, table_grad + r * columns);
+  }
 }
 
 class CudaEmbedding final : public EmbeddingKernels {

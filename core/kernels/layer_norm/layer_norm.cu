@@ -3,37 +3,30 @@
 // are the CPU's (layer_norm_body.hpp).
 #include <algorithm>
 
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/layer_norm/layer_norm.hpp"
 #include "core/kernels/layer_norm/layer_norm_body.hpp"
 
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t work) { return int(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535)); }
-
-#define FOR_EACH_THREAD(i, count) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void row_sums_kernel(const float* x, int64_t rows, int64_t features, float* sums) {
-  FOR_EACH_THREAD(r, rows) sums[r] = body::row_sum_of(x + r * features, features);
+  DTRAIN_FOR_EACH_THREAD(r, rows) sums[r] = body::row_sum_of(x + r * features, features);
 }
 
 __global__ void centered_squares_kernel(const float* x, const float* sums, float count, int64_t rows,
                                         int64_t features, float* squares) {
-  FOR_EACH_THREAD(r, rows) squares[r] = body::centered_squares_of(x + r * features, sums[r] / count, features);
+  DTRAIN_FOR_EACH_THREAD(r, rows) squares[r] = body::centered_squares_of(x + r * features, sums[r] / count, features);
 }
 
 __global__ void inverse_std_kernel(const float* squares, float count, float epsilon, int64_t rows,
                                    float* inverse_std) {
-  FOR_EACH_THREAD(r, rows) inverse_std[r] = body::inverse_std_of(squares[r], count, epsilon);
+  DTRAIN_FOR_EACH_THREAD(r, rows) inverse_std[r] = body::inverse_std_of(squares[r], count, epsilon);
 }
 
 __global__ void normalize_kernel(const float* x, const float* sums, float count, const float* inverse_std,
                                  int64_t rows, int64_t features, float* x_hat) {
-  FOR_EACH_THREAD(i, rows * features) {
+  DTRAIN_FOR_EACH_THREAD(i, rows * features) {
     const int64_t r = i / features;
     x_hat[i] = body::normalized_at(x[i], sums[r] / count, inverse_std[r]);
   }
@@ -41,25 +34,16 @@ __global__ void normalize_kernel(const float* x, const float* sums, float count,
 
 __global__ void gradient_sums_kernel(const float* g, const float* x_hat, int64_t rows, int64_t features,
                                      float* sums) {
-  FOR_EACH_THREAD(r, rows)
+  DTRAIN_FOR_EACH_THREAD(r, rows)
   body::gradient_sums_of(g + r * features, x_hat + r * features, features, &sums[r], &sums[rows + r]);
 }
 
 __global__ void input_gradient_kernel(const float* g, const float* x_hat, const float* inverse_std,
                                       const float* sums, float count, int64_t rows, int64_t features, float* dx) {
-  FOR_EACH_THREAD(i, rows * features) {
+  DTRAIN_FOR_EACH_THREAD(i, rows * features) {
     const int64_t r = i / features;
     dx[i] = body::input_gradient_at(g[i], x_hat[i], inverse_std[r], sums[r] / count, sums[rows + r] / count);
   }
-}
-
-#undef FOR_EACH_THREAD
-
-template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), int64_t work, Args... args) {
-  if (work <= 0) return;
-  kernel<<<blocks_for(work), kThreads, 0, current_stream()>>>(args...);
-  DTRAIN_CHECK_CUDA(cudaGetLastError());
 }
 
 class CudaLayerNorm final : public LayerNormKernels {

@@ -1,12 +1,10 @@
 // The CUDA MetricKernels: one block counts in integers (a batch's rows: a few thousand at most), on the rank's
 // current stream.
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/metrics/metrics.hpp"
 
 namespace dtrain::kernels {
 namespace {
-
-constexpr int kThreads = 256;
 
 __global__ void count_equal_kernel(const float* predicted, const float* truth, int64_t n, float* count) {
   __shared__ unsigned long long partial[kThreads];

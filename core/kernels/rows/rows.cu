@@ -1,7 +1,7 @@
 // The CUDA row kernels: a thread per row for the steps that sum or search along a row (each runs the row's
 // classes in order, as the CPU does), a thread per element for the rest; grid-stride loops on the calling
 // rank's stream. The bodies are the CPU's (rows_body.hpp).
-#include "core/kernels/cuda/cuda_check.hpp"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/rows/rows.hpp"
 #include "core/kernels/rows/rows_body.hpp"
 
@@ -10,39 +10,31 @@
 namespace dtrain::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t work) { return int(std::min<int64_t>((work + kThreads - 1) / kThreads, 65535)); }
-
-// The grid-stride loop of every kernel here: f(i) for i in [0, count).
-#define FOR_EACH_THREAD(i, count) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void row_max_kernel(const float* x, int64_t rows, int64_t classes, float* row_max) {
-  FOR_EACH_THREAD(r, rows) row_max[r] = row_max_of(x + r * classes, classes, -INFINITY);
+  DTRAIN_FOR_EACH_THREAD(r, rows) row_max[r] = row_max_of(x + r * classes, classes, -INFINITY);
 }
 
 __global__ void exponentials_kernel(const float* x, const float* row_max, int64_t rows, int64_t classes, float* e,
                                     float* row_sum) {
-  FOR_EACH_THREAD(r, rows) row_sum[r] = exponentials_of(x + r * classes, row_max[r], classes, e + r * classes);
+  DTRAIN_FOR_EACH_THREAD(r, rows) row_sum[r] = exponentials_of(x + r * classes, row_max[r], classes, e + r * classes);
 }
 
 __global__ void divide_rows_kernel(const float* e, const float* row_sum, int64_t rows, int64_t classes, float* y) {
-  FOR_EACH_THREAD(i, rows * classes) y[i] = e[i] / row_sum[i / classes];
+  DTRAIN_FOR_EACH_THREAD(i, rows * classes) y[i] = e[i] / row_sum[i / classes];
 }
 
 __global__ void row_dot_kernel(const float* g, const float* y, int64_t rows, int64_t classes, float* dot) {
-  FOR_EACH_THREAD(r, rows) dot[r] = row_dot_of(g + r * classes, y + r * classes, classes);
+  DTRAIN_FOR_EACH_THREAD(r, rows) dot[r] = row_dot_of(g + r * classes, y + r * classes, classes);
 }
 
 __global__ void softmax_grad_kernel(const float* g, const float* y, const float* dot, int64_t rows, int64_t classes,
                                     float* dx) {
-  FOR_EACH_THREAD(i, rows * classes) dx[i] = softmax_grad_at(g[i], y[i], dot[i / classes]);
+  DTRAIN_FOR_EACH_THREAD(i, rows * classes) dx[i] = softmax_grad_at(g[i], y[i], dot[i / classes]);
 }
 
 __global__ void gather_label_logits_kernel(const float* x, const float* row_sum, const float* labels, int64_t rows,
                                            int64_t classes, int64_t first_class, float* sums) {
-  FOR_EACH_THREAD(r, rows) {
+  DTRAIN_FOR_EACH_THREAD(r, rows) {
     sums[r] = row_sum[r];
     const int64_t column = label_column(labels[r], first_class, classes);
     sums[rows + r] = column >= 0 ? x[r * classes + column] : 0.0f;
@@ -50,19 +42,19 @@ __global__ void gather_label_logits_kernel(const float* x, const float* row_sum,
 }
 
 __global__ void cross_entropy_loss_kernel(const float* sums, const float* row_max, int64_t rows, float* loss) {
-  FOR_EACH_THREAD(r, rows) loss[r] = cross_entropy_loss_of(sums[r], row_max[r], sums[rows + r]);
+  DTRAIN_FOR_EACH_THREAD(r, rows) loss[r] = cross_entropy_loss_of(sums[r], row_max[r], sums[rows + r]);
 }
 
 __global__ void cross_entropy_grad_kernel(const float* p, const float* labels, const float* g, int64_t rows,
                                           int64_t classes, int64_t first_class, float* dx) {
-  FOR_EACH_THREAD(i, rows * classes) {
+  DTRAIN_FOR_EACH_THREAD(i, rows * classes) {
     const int64_t r = i / classes, c = i % classes;
     dx[i] = cross_entropy_grad_at(g[r], p[i], c == label_column(labels[r], first_class, classes));
   }
 }
 
 __global__ void argmax_local_kernel(const float* x, int64_t rows, int64_t classes, int64_t first_class, float* best) {
-  FOR_EACH_THREAD(r, rows) {
+  DTRAIN_FOR_EACH_THREAD(r, rows) {
     const int64_t winner = argmax_column(x + r * classes, classes);
     best[2 * r] = x[r * classes + winner];
     best[2 * r + 1] = float(first_class + winner);
@@ -70,18 +62,10 @@ __global__ void argmax_local_kernel(const float* x, int64_t rows, int64_t classe
 }
 
 __global__ void argmax_merge_kernel(const float* best, int members, int64_t rows, float* index) {
-  FOR_EACH_THREAD(r, rows) index[r] = merged_argmax(best + 2 * r, members, 2 * rows);
+  DTRAIN_FOR_EACH_THREAD(r, rows) index[r] = merged_argmax(best + 2 * r, members, 2 * rows);
 }
-
-#undef FOR_EACH_THREAD
 
 // Enqueues `kernel` over `work` threads (none for no work) and checks the launch.
-template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), int64_t work, Args... args) {
-  if (work <= 0) return;
-  kernel<<<blocks_for(work), kThreads, 0, current_stream()>>>(args...);
-  DTRAIN_CHECK_CUDA(cudaGetLastError());
-}
 
 class CudaRows final : public RowKernels {
  public:
