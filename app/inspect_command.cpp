@@ -122,8 +122,8 @@ int run_inspect(const CommandOptions& options) {
   }
   fmt::print("format: {} version {} (every file matches the manifest)\n", checkpoint::kMagic, meta.format_version);
   fmt::print("run: {}\n", meta.run_id);
-  fmt::print("step: {}\nepoch: {} (batch {} of it done; {} epoch(s) finished)\n", meta.step, meta.epoch,
-             meta.batch_in_epoch, meta.epochs_done);
+  fmt::print("step: {}\nposition: {} ({} epochs finished)\n", meta.step, checkpoint::position_text(meta),
+             meta.epochs_done);
   fmt::print("mesh: {}\n", meta.mesh);
   fmt::print("optimizer: {} ({} iterations)\n", meta.optimizer, meta.iterations);
   fmt::print("shuffle seed: {}\n", meta.shuffle_seed);

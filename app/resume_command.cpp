@@ -23,6 +23,7 @@
 #include "engine/run_outputs.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
+#include "core/train/progress.hpp"
 
 namespace dtrain {
 namespace {
@@ -102,8 +103,9 @@ int run_resume(const CommandOptions& options) {
     if (!saved_run_dir.empty()) config.run_dir = saved_run_dir;
   }
   RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""});
-  fmt::print("dtrain: resuming {} (step {}, epoch {}, saved on mesh {}) on mesh {}\n", index.folder, saved.step,
-             saved.epochs_done, describe_mesh_string(saved.mesh), mesh_line(engine));
+  train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}", index.folder,
+                                        saved.step, checkpoint::position_text(saved), describe_mesh_string(saved.mesh),
+                                        mesh_line(engine)));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = saved.run_id;

@@ -17,6 +17,7 @@
 #include "core/checkpoint/state.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "core/train/progress.hpp"
 
 namespace dtrain {
 
@@ -51,16 +52,18 @@ int run_train(const CommandOptions& options) {
   LoadedData data = load_data(config, true, inherited);
   check_output_classes(config, *built.model, data.num_classes);
   RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh, "", 0, 0, init ? init->index.folder : ""});
-  fmt::print("dtrain: {} parameters on mesh {}; {} training and {} test examples\n", built.model->num_parameters(),
-             mesh_line(engine), data.train->num_examples(), data.test->num_examples());
+  train::print_line(stdout, fmt::format("dtrain: {} parameters on mesh {}; {} training and {} test examples",
+                                        built.model->num_parameters(), mesh_line(engine), data.train->num_examples(),
+                                        data.test->num_examples()));
   if (init) {
     const checkpoint::CheckpointMeta& saved = init->index.meta;
-    fmt::print("dtrain: fine-tuning from {} (step {}, saved on mesh {}): {} variables read{}{}; {} optimizer from "
-               "step 0\n",
-               init->index.folder, saved.step, describe_mesh_string(saved.mesh), plan.loaded.size(),
-               plan.skipped.empty() ? "" : fmt::format(", left as initialized: {}", fmt::join(plan.skipped, ", ")),
-               plan.ignored.empty() ? "" : fmt::format(", not read: {}", fmt::join(plan.ignored, ", ")),
-               train_options(config).make_optimizer()->name());
+    train::print_line(
+        stdout, fmt::format("dtrain: fine-tuning from {} (step {}, saved on mesh {}): {} variables read{}{}; {} "
+                            "optimizer from step 0",
+                            init->index.folder, saved.step, describe_mesh_string(saved.mesh), plan.loaded.size(),
+                            plan.skipped.empty() ? "" : fmt::format(", left as initialized: {}", fmt::join(plan.skipped, ", ")),
+                            plan.ignored.empty() ? "" : fmt::format(", not read: {}", fmt::join(plan.ignored, ", ")),
+                            train_options(config).make_optimizer()->name()));
   }
   if (data.validation) fmt::print("dtrain: {} validation examples\n", data.validation->num_examples());
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);

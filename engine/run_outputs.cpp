@@ -78,7 +78,12 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
                                const checkpoint::CheckpointManager& manager) const {
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
     if (it->split != "test") continue;
-    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples)\n", it->accuracy, it->loss, it->examples);
+    // What the result is from: a run stopped after its last evaluation did not evaluate where it stopped.
+    const std::string stale = it->step < result.position.step
+                                  ? fmt::format("; the run stopped later, at step {}", result.position.step)
+                                  : "";
+    fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples; evaluated at step {}, epoch {}{})\n", it->accuracy,
+               it->loss, it->examples, it->step, it->epoch + 1, stale);
     break;
   }
   if (!manager.last_committed().empty()) fmt::print("last checkpoint: {}\n", manager.last_committed());

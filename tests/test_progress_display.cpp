@@ -1,6 +1,6 @@
-// What people see of a run (issue 14): the Keras-like progress line fitted to the terminal's width and
-// cleared to the end on every redraw, the step count right-aligned and the time per step shown, no "epoch N
-// done" after a finished bar; plain lines no wider than a known width; metrics.jsonl's "train_steps" rows
+// What people see of a run (issues 14, 28): the Keras-like progress line fitted to the terminal's width (the
+// bar and the ETA give way, the metrics never) and cleared to the end on every redraw, the step count
+// right-aligned and the time per step shown, no "epoch N done" after a finished bar; plain lines never cut; metrics.jsonl's "train_steps" rows
 // every log_every steps with 1-based epochs; the short mesh form.
 #include <doctest/doctest.h>
 #include <stdlib.h>
@@ -69,8 +69,8 @@ TEST_CASE("the terminal progress line fits 80 columns, is cleared to its end and
   std::FILE* out = std::tmpfile();
   REQUIRE(out != nullptr);
   train::ProgressReporter reporter(out, true, 100, nullptr);
-    reporter.set_redraw_interval(0);  // every step drawn: the test reads each
-reporter.set_width(80);
+  reporter.set_redraw_interval(0);  // every step drawn: the test reads each
+  reporter.set_width(80);
   run_epoch(reporter, 0, 625);
   const std::string text = read_all(out);
   std::fclose(out);
@@ -94,21 +94,29 @@ reporter.set_width(80);
   CHECK(text.find("epoch 1 done") == std::string::npos);
 }
 
-TEST_CASE("the terminal progress line on 40 columns still fits, and on 200 shows every part") {
-  for (int width : {40, 200}) {
+TEST_CASE("a narrow terminal loses the bar and the ETA, never the loss or the accuracy; 200 columns show every part") {
+  for (int width : {30, 40, 60, 70, 80, 200}) {
     CAPTURE(width);
     std::FILE* out = std::tmpfile();
     REQUIRE(out != nullptr);
     train::ProgressReporter reporter(out, true, 100, nullptr);
-        reporter.set_redraw_interval(0);  // every step drawn: the test reads each
-reporter.set_width(width);
+    reporter.set_redraw_interval(0);  // every step drawn: the test reads each
+    reporter.set_width(width);
     run_epoch(reporter, 0, 50);
     const std::string text = read_all(out);
     std::fclose(out);
-    for (const std::string& line : drawn(text)) {
+    std::vector<std::string> shown;
+    for (const std::string& piece : drawn(text))
+      if (piece.find("/50") != std::string::npos) shown.push_back(piece);
+    REQUIRE(shown.size() == 50);
+    for (const std::string& line : shown) {
       CAPTURE(line);
-      CHECK(int(line.size()) < width);
+      CHECK(line.find("loss: ") != std::string::npos);
+      CHECK(line.find("accuracy: ") != std::string::npos);
+      // "50/50 - loss: 2.0000 - accuracy: 0.5000" is 39 columns: below that the line wraps, whole.
+      if (width > 40) CHECK(int(line.size()) < width);
     }
+    if (width == 60) CHECK(shown.back().find("[") != std::string::npos);  // a shorter bar still fits
     if (width == 200) {
       CHECK(text.find("examples/s") != std::string::npos);
       CHECK(text.find("[==============================]") != std::string::npos);
@@ -116,39 +124,81 @@ reporter.set_width(width);
   }
 }
 
-TEST_CASE("plain progress lines are no wider than a known width: set, or COLUMNS") {
-  {
-    std::FILE* out = std::tmpfile();
-    REQUIRE(out != nullptr);
-    train::ProgressReporter reporter(out, false, 10, nullptr);
-    reporter.set_width(50);
-    run_epoch(reporter, 0, 40);
-    const std::string text = read_all(out);
-    std::fclose(out);
-    CAPTURE(text);
-    CHECK(text.find("epoch 1 step 10/40 (global step 10):") != std::string::npos);
-    CHECK(text.find("epoch 1 done:") != std::string::npos);
-    for (const std::string& line : drawn(text)) CHECK(line.size() <= 50);
-  }
-  {
-    ::setenv("COLUMNS", "45", 1);
-    std::FILE* out = std::tmpfile();  // not a terminal: no ioctl width, COLUMNS is the one
-    REQUIRE(out != nullptr);
-    train::ProgressReporter reporter(out, false, 10, nullptr);
-    run_epoch(reporter, 0, 40);
-    const std::string text = read_all(out);
-    std::fclose(out);
-    ::unsetenv("COLUMNS");
-    CAPTURE(text);
-    CHECK(text.find("epoch 1 step 10/40") != std::string::npos);
-    for (const std::string& line : drawn(text)) CHECK(line.size() <= 45);
-  }
+TEST_CASE("fit_progress_line shrinks the bar first, then drops the rate, the time per step and the ETA") {
+  train::ProgressLine line{"  7/625", 7, 625, "ETA: 1:02", "12ms/step", "5000 examples/s",
+                           {"loss: 0.5267", "accuracy: 0.8338"}};
+  const std::string full = train::fit_progress_line(line, 200);
+  CHECK(full == "  7/625 [>.............................] - ETA: 1:02 - 12ms/step - loss: 0.5267 - accuracy: 0.8338 - "
+                "5000 examples/s");
+  REQUIRE(full.size() == 116);
+  // Narrower: the bar shrinks to 10 columns with every part (96), then the rate goes (95), the time per step
+  // (77), the ETA (65), and last the bar (53).
+  CHECK(train::fit_progress_line(line, 100).size() == 100);
+  CHECK(train::fit_progress_line(line, 96) ==
+        "  7/625 [>.........] - ETA: 1:02 - 12ms/step - loss: 0.5267 - accuracy: 0.8338 - 5000 examples/s");
+  CHECK(train::fit_progress_line(line, 95) ==
+        "  7/625 [>..........................] - ETA: 1:02 - 12ms/step - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 78) == "  7/625 [>.........] - ETA: 1:02 - 12ms/step - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 77) == "  7/625 [>....................] - ETA: 1:02 - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 66) == "  7/625 [>.........] - ETA: 1:02 - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 65) == "  7/625 [>....................] - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 54) == "  7/625 [>.........] - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 53) == "  7/625 - loss: 0.5267 - accuracy: 0.8338");
+  CHECK(train::fit_progress_line(line, 20) == "  7/625 - loss: 0.5267 - accuracy: 0.8338");  // wraps, whole
 }
 
-TEST_CASE("fit_pieces drops whole pieces from the right and cuts only a first piece too wide") {
-  CHECK(train::fit_pieces({"abc", "de", "fgh"}, " - ", 0) == "abc - de - fgh");
-  CHECK(train::fit_pieces({"abc", "de", "fgh"}, " - ", 10) == "abc - de");
-  CHECK(train::fit_pieces({"abcdef", "de"}, " ", 4) == "abcd");
+TEST_CASE("plain progress lines are never cut, whatever the width or COLUMNS says") {
+  ::setenv("COLUMNS", "40", 1);
+  std::FILE* out = std::tmpfile();  // not a terminal: a log file
+  REQUIRE(out != nullptr);
+  train::ProgressReporter reporter(out, false, 10, nullptr);
+  run_epoch(reporter, 0, 40);
+  reporter.on_split_end({"test", 0, 40, 100, 0.9, 0.6, 5000.0, 0.02});
+  const std::string text = read_all(out);
+  std::fclose(out);
+  ::unsetenv("COLUMNS");
+  CAPTURE(text);
+  CHECK(text.find("epoch 1 step 10/40 (global step 10): loss 0.5858 accuracy 0.5000 ") != std::string::npos);
+  CHECK(text.find("examples/s\nepoch 1 step 20/40") != std::string::npos);
+  CHECK(text.find("epoch 1 done: loss 1.0000 accuracy 0.5000 32000 examples/s in ") != std::string::npos);
+  CHECK(text.find("test (epoch 1, step 40): loss 0.9000 accuracy 0.6000 (100 examples, 5000 examples/s)\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("a stop note or a validation first brings a rate-limited bar up to the last step") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  train::ProgressReporter reporter(out, true, 100, nullptr);
+  reporter.set_width(100);
+  std::chrono::steady_clock::time_point now{};
+  reporter.set_clock([&] { return now; });
+  reporter.on_epoch_begin(0, 3, 313);
+  for (int64_t b = 1; b <= 107; ++b) {
+    now += std::chrono::microseconds(100);  // far below the redraw interval: only the first step is drawn
+    reporter.on_step({0, b, b, 313, 32, 1.0, 0.5, 0.001});
+  }
+  reporter.on_notice("stopping at batch 107");
+  for (int64_t b = 108; b <= 120; ++b) {
+    now += std::chrono::microseconds(100);
+    reporter.on_step({0, b, b, 313, 32, 1.0, 0.5, 0.001});
+  }
+  reporter.on_split_end({"validation", 0, 120, 100, 0.9, 0.6, 5000.0, 0.02});
+  const std::string text = read_all(out);
+  std::fclose(out);
+  CAPTURE(text);
+  // The line is redrawn (clearing an echoed ^C with it) at the last step before the note and the validation.
+  CHECK(text.find("107/313 [") < text.find("note: stopping at batch 107"));
+  CHECK(text.find("\x1b[K\nnote: stopping at batch 107") != std::string::npos);
+  CHECK(text.find("120/313 [") < text.find("validation at step 120"));
+  CHECK(text.find("  1/313 [") != std::string::npos);
+  CHECK(text.find(" 99/313 [") == std::string::npos);
+}
+
+TEST_CASE("wrap_words breaks long lines for people at spaces, never inside a word") {
+  CHECK(train::wrap_words("dtrain: 1 parameters on mesh {batch: 8}", 0) == "dtrain: 1 parameters on mesh {batch: 8}");
+  CHECK(train::wrap_words("aaa bbb ccc ddd", 8) == "aaa bbb\n  ccc\n  ddd");
+  CHECK(train::wrap_words("aaa bbb ccc ddd", 9) == "aaa bbb\n  ccc ddd");
+  CHECK(train::wrap_words("aaaaaaaaaaaa bb", 8) == "aaaaaaaaaaaa\n  bb");
   CHECK(train::time_per_step(0.012) == "12ms/step");
   CHECK(train::time_per_step(0.0004) == "400us/step");
   CHECK(train::time_per_step(2.2) == "2s/step");

@@ -14,4 +14,10 @@ const TensorRecord* CheckpointIndex::find(const std::string& name) const {
   return nullptr;
 }
 
+std::string position_text(const CheckpointMeta& meta) {
+  if (meta.epochs_done > meta.epoch) return fmt::format("the end of epoch {}", meta.epochs_done);
+  if (meta.batch_in_epoch == 0) return fmt::format("the start of epoch {}", meta.epoch + 1);
+  return fmt::format("epoch {}, batch {} done", meta.epoch + 1, meta.batch_in_epoch);
+}
+
 }  // namespace dtrain::checkpoint

@@ -43,6 +43,10 @@ struct CheckpointMeta {
   std::vector<std::string> class_names;  // label k's name; empty in checkpoints older than /meta/classes
 };
 
+// Where a checkpoint stands, for people, with 1-based epochs as the console counts them: "the end of epoch 2",
+// "epoch 3, batch 50 done", "the start of epoch 1".
+std::string position_text(const CheckpointMeta& meta);
+
 // Where one distinct block of a tensor lives.
 struct ShardRecord {
   std::string file;  // relative to the checkpoint folder

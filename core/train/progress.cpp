@@ -47,17 +47,47 @@ std::optional<int> known_width(std::FILE* out) {
   return std::nullopt;
 }
 
-std::string fit_pieces(const std::vector<std::string>& pieces, const std::string& separator, int width) {
-  std::string text;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const std::string next = i == 0 ? pieces[i] : text + separator + pieces[i];
-    if (width > 0 && int(next.size()) > width) {
-      if (i == 0) return pieces[0].substr(0, size_t(width));
-      break;
+std::string wrap_words(const std::string& text, int width, const std::string& indent) {
+  if (width <= 0 || int(text.size()) <= width) return text;
+  std::string out, line;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (!line.empty() && int(line.size() + 1 + word.size()) > width) {
+      out += line + "\n";
+      line = indent + word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
     }
-    text = next;
+    at = end + 1;
   }
-  return text;
+  return out + line;
+}
+
+void print_line(std::FILE* out, const std::string& text) {
+  // One column free, as on the progress line: a line as wide as the terminal wraps on some of them.
+  const int width = redraws_lines(out) ? known_width(out).value_or(80) - 1 : 0;
+  fmt::print(out, "{}\n", wrap_words(text, width));
+}
+
+std::string fit_progress_line(const ProgressLine& line, int width) {
+  const std::string metrics = " - " + fmt::format("{}", fmt::join(line.metrics, " - "));
+  // The widest bar of 30 down to 10 columns that fits with the optional parts; while none does, the rate
+  // goes, then the time per step, then the ETA.
+  for (int optional = 3; optional >= 0; --optional) {
+    std::string rest = optional >= 1 ? " - " + line.eta : "";
+    if (optional >= 2) rest += " - " + line.per_step;
+    rest += metrics;
+    if (optional >= 3) rest += " - " + line.rate;
+    const int room = width - int(line.count.size()) - 3 - int(rest.size());  // " [" and "]"
+    if (room >= 10) {
+      return line.count + " [" + bar_text(line.done, line.total, std::min(30, room), line.done == line.total) + "]" +
+             rest;
+    }
+  }
+  return line.count + metrics;  // wider than the terminal: it wraps, and keeps every number
 }
 
 std::string time_per_step(double seconds) {
@@ -73,16 +103,10 @@ ProgressReporter::ProgressReporter(std::FILE* out, bool terminal, int64_t log_ev
       metrics_(metrics),
       learning_rate_() {}
 
-int ProgressReporter::line_width() const {
-  if (width_ > 0) return width_;
-  const std::optional<int> known = known_width(out_);
-  if (terminal_) return known.value_or(80);
-  return known.value_or(0);
-}
+int ProgressReporter::line_width() const { return width_ > 0 ? width_ : known_width(out_).value_or(80); }
 
 void ProgressReporter::on_notice(const std::string& text) {
-  if (line_open_) std::fputc('\n', out_);
-  line_open_ = false;
+  close_line();
   fmt::print(out_, "note: {}\n", text);
   std::fflush(out_);
 }
@@ -120,76 +144,70 @@ void ProgressReporter::on_step(const StepMetrics& m) {
   row_correct_ += m.accuracy * double(m.examples);
   row_examples_ += m.examples;
   ++row_steps_;
-  const double elapsed = seconds_since(epoch_start_);
-  const double rate = elapsed > 0 ? double(examples_) / elapsed : 0.0;
-  const double loss = loss_sum_ / double(examples_), accuracy = correct_sum_ / double(examples_);
-  const double per_step = elapsed / double(steps_);
+  last_step_ = m;
   const bool last = m.batch_in_epoch == m.batches_in_epoch;
-  const int width = line_width();
   const bool redraw_due = !line_open_ || last || seconds_since(last_redraw_) >= redraw_interval_;
   if (terminal_ && redraw_due) {
-    last_redraw_ = now_();
-    const std::string count = fmt::format("{:>{}}/{}", m.batch_in_epoch, digits(m.batches_in_epoch), m.batches_in_epoch);
-    const double eta = per_step * double(m.batches_in_epoch - m.batch_in_epoch);
-    // Padded, so the bar keeps its width while these change.
-    const std::vector<std::string> tail = {fmt::format("{:<9}", last ? duration_text(elapsed) : "ETA: " + duration_text(eta)),
-                                           fmt::format("{:>10}", time_per_step(per_step)),
-                                           fmt::format("loss: {:.4f}", loss),
-                                           fmt::format("accuracy: {:.4f}", accuracy),
-                                           fmt::format("{:.0f} examples/s", rate)};
-    // One column is left free: a line as wide as the terminal wraps on some of them.
-    const int usable = std::max(1, width - 1);
-    std::string line;
-    for (size_t keep = tail.size() + 1; keep-- > 0;) {
-      std::string rest;
-      for (size_t i = 0; i < keep; ++i) rest += " - " + tail[i];
-      const int room = usable - int(count.size()) - 3 - int(rest.size());  // " [" and "]"
-      if (room >= 10) {
-        line = count + " [" + bar_text(m.batch_in_epoch, m.batches_in_epoch, std::min(30, room), last) + "]" + rest;
-        break;
-      }
-    }
-    if (line.empty()) {  // too narrow for any bar
-      std::vector<std::string> pieces = {count};
-      pieces.insert(pieces.end(), tail.begin(), tail.end());
-      line = fit_pieces(pieces, " - ", usable);
-    }
-    // \x1b[K clears what a longer line drawn before left to the right.
-    fmt::print(out_, "\r{}\x1b[K", line);
+    draw_line(m);
     line_open_ = !last;
     if (last) std::fputc('\n', out_);
   } else if (!terminal_ && (m.batch_in_epoch % log_every_ == 0 || last)) {
-    const std::string line = fit_pieces(
-        {fmt::format("epoch {} step {}/{} (global step {}):", m.epoch + 1, m.batch_in_epoch, m.batches_in_epoch, m.step),
-         fmt::format("loss {:.4f}", loss), fmt::format("accuracy {:.4f}", accuracy), time_per_step(per_step),
-         fmt::format("{:.0f} examples/s", rate)},
-        " ", width);
-    fmt::print(out_, "{}\n", line);
+    const double elapsed = seconds_since(epoch_start_);
+    // Never cut: a log file keeps every number, whatever COLUMNS says.
+    fmt::print(out_, "epoch {} step {}/{} (global step {}): loss {:.4f} accuracy {:.4f} {} {:.0f} examples/s\n",
+               m.epoch + 1, m.batch_in_epoch, m.batches_in_epoch, m.step, loss_sum_ / double(examples_),
+               correct_sum_ / double(examples_), time_per_step(elapsed / double(steps_)),
+               elapsed > 0 ? double(examples_) / elapsed : 0.0);
   }
   if (!terminal_ || redraw_due) std::fflush(out_);
   if (m.step % log_every_ == 0 || last) write_steps_row(m.epoch, m.step);
 }
 
-void ProgressReporter::on_split_end(const SplitMetrics& m) {
-  if (line_open_) std::fputc('\n', out_);
+void ProgressReporter::draw_line(const StepMetrics& m) {
+  last_redraw_ = now_();
+  const double elapsed = seconds_since(epoch_start_);
+  const double per_step = elapsed / double(std::max<int64_t>(1, steps_));
+  const bool last = m.batch_in_epoch == m.batches_in_epoch;
+  ProgressLine parts;
+  parts.count = fmt::format("{:>{}}/{}", m.batch_in_epoch, digits(m.batches_in_epoch), m.batches_in_epoch);
+  parts.done = m.batch_in_epoch;
+  parts.total = m.batches_in_epoch;
+  // Padded, so the bar keeps its width while these change.
+  const double eta = per_step * double(m.batches_in_epoch - m.batch_in_epoch);
+  parts.eta = fmt::format("{:<9}", last ? duration_text(elapsed) : "ETA: " + duration_text(eta));
+  parts.per_step = fmt::format("{:>10}", time_per_step(per_step));
+  parts.metrics = {fmt::format("loss: {:.4f}", loss_sum_ / double(examples_)),
+                   fmt::format("accuracy: {:.4f}", correct_sum_ / double(examples_))};
+  parts.rate = fmt::format("{:.0f} examples/s", elapsed > 0 ? double(examples_) / elapsed : 0.0);
+  // One column is left free: a line as wide as the terminal wraps on some of them. \x1b[K clears what a
+  // longer line drawn before left to the right (and a ^C the terminal echoed).
+  fmt::print(out_, "\r{}\x1b[K", fit_progress_line(parts, std::max(1, line_width() - 1)));
+}
+
+void ProgressReporter::close_line() {
+  if (!line_open_) return;
+  // Brought up to the last step first: redraws are rate-limited, and a stop or a validation must not
+  // leave an older count on screen.
+  if (terminal_ && last_step_) draw_line(*last_step_);
+  std::fputc('\n', out_);
   line_open_ = false;
-  const int width = line_width();
+}
+
+void ProgressReporter::on_split_end(const SplitMetrics& m) {
+  close_line();
+  // Whole lines, never cut: these are the results (on a terminal broken between words, not inside one).
+  std::string line;
   if (m.split == "test") {
-    fmt::print(out_, "{}\n", fit_pieces({"test:", fmt::format("loss {:.4f}", m.loss), fmt::format("accuracy {:.4f}", m.accuracy),
-                                         fmt::format("({} examples, {:.0f} examples/s)", m.examples, m.examples_per_s)},
-                                        " ", terminal_ ? width - 1 : width));
+    line = fmt::format("test (epoch {}, step {}): loss {:.4f} accuracy {:.4f} ({} examples, {:.0f} examples/s)",
+                       m.epoch + 1, m.step, m.loss, m.accuracy, m.examples, m.examples_per_s);
   } else if (m.split == "validation") {  // Keras' names, as early stopping and keep_best monitor them
-    fmt::print(out_, "{}\n", fit_pieces({fmt::format("validation at step {}:", m.step), fmt::format("val_loss {:.4f}", m.loss),
-                                         fmt::format("val_accuracy {:.4f}", m.accuracy),
-                                         fmt::format("({} examples, {:.0f} examples/s)", m.examples, m.examples_per_s)},
-                                        " ", terminal_ ? width - 1 : width));
+    line = fmt::format("validation at step {}: val_loss {:.4f} val_accuracy {:.4f} ({} examples, {:.0f} examples/s)",
+                       m.step, m.loss, m.accuracy, m.examples, m.examples_per_s);
   } else if (!terminal_) {  // on a terminal the finished bar says it
-    fmt::print(out_, "{}\n", fit_pieces({fmt::format("epoch {} done:", m.epoch + 1), fmt::format("loss {:.4f}", m.loss),
-                                         fmt::format("accuracy {:.4f}", m.accuracy),
-                                         fmt::format("{:.0f} examples/s", m.examples_per_s),
-                                         fmt::format("in {}", duration_text(m.seconds))},
-                                        " ", width));
+    line = fmt::format("epoch {} done: loss {:.4f} accuracy {:.4f} {:.0f} examples/s in {}", m.epoch + 1, m.loss,
+                       m.accuracy, m.examples_per_s, duration_text(m.seconds));
   }
+  if (!line.empty()) fmt::print(out_, "{}\n", terminal_ ? wrap_words(line, line_width() - 1) : line);
   std::fflush(out_);
   if (metrics_) {
     SplitMetrics row = m;

@@ -1,8 +1,7 @@
 // Progress for people: on a terminal, a Keras-Progbar-like line redrawn in place and fitted to the
-// terminal's width ("  7/625 [=>....] - ETA: 1:02 - 12ms/step - loss: ... - accuracy: ... - N examples/s",
-// parts dropped from the right and the bar shortened when it does not fit; the finished bar is the epoch's
-// result); otherwise plain lines every `log_every` steps and one per finished epoch, cut to the width when
-// one is known. Also writes metrics.jsonl: a "train_steps" row every `log_every` global steps (and at
+// terminal's width ("  7/625 [=>....] - ETA: 1:02 - 12ms/step - loss: ... - accuracy: ... - N examples/s":
+// the bar shrinks and the ETA goes before a number would; the finished bar is the epoch's result); otherwise
+// plain lines every `log_every` steps and one per finished epoch, never cut. Also writes metrics.jsonl: a "train_steps" row every `log_every` global steps (and at
 // the end of an epoch), and each finished split, with 1-based epochs.
 #pragma once
 #include <chrono>
@@ -25,9 +24,23 @@ bool redraws_lines(std::FILE* out);
 // The width of the terminal `out` is (ioctl TIOCGWINSZ), else the COLUMNS environment variable, else none.
 std::optional<int> known_width(std::FILE* out);
 
-// `pieces` joined by `separator`, the last ones dropped while the text is wider than `width`; a first
-// piece wider than `width` is cut. 0 = no limit.
-std::string fit_pieces(const std::vector<std::string>& pieces, const std::string& separator, int width);
+// `text` broken at spaces into lines of at most `width` columns (0: no limit), the later ones indented by
+// `indent`: a terminal wraps a long line mid-word. A word wider than a line stays whole.
+std::string wrap_words(const std::string& text, int width, const std::string& indent = "  ");
+// Prints one line of text for a person: word-wrapped to the terminal when `out` is one, else whole.
+void print_line(std::FILE* out, const std::string& text);
+
+// The parts of the terminal's progress line.
+struct ProgressLine {
+  std::string count;                 // " 7/625"
+  int64_t done = 0, total = 1;       // for the bar
+  std::string eta, per_step, rate;   // "ETA: 1:02", "12ms/step", "N examples/s"
+  std::vector<std::string> metrics;  // "loss: 0.5267", "accuracy: 0.8338"
+};
+// The line in `width` columns: "count [bar] - ETA - time/step - metrics - rate". The count and the metrics
+// always stay (narrower than them, the line is longer and the terminal wraps it, as Keras lets it); to fit,
+// the bar shrinks from 30 columns to 10, then the rate goes, then the time per step, then the ETA, then the bar.
+std::string fit_progress_line(const ProgressLine& line, int width);
 
 // "12ms/step", "350us/step", "2s/step".
 std::string time_per_step(double seconds);
@@ -37,7 +50,7 @@ class ProgressReporter : public Reporter {
   // metrics may be null (no run dir); log_every applies to the plain lines and the metrics rows.
   ProgressReporter(std::FILE* out, bool terminal, int64_t log_every, MetricsLog* metrics);
 
-  // The width lines are fitted to: > 0 fixes it (tests); 0 = look it up (known_width; 80 on a terminal).
+  // The terminal width the line is fitted to: > 0 fixes it (tests); 0 = look it up (known_width, else 80).
   void set_width(int columns) { width_ = columns; }
   // Redraws of the terminal line come at most this often (Keras: 50 ms), besides the first and the last
   // step of an epoch: a fast step would otherwise spend its time writing to the terminal. 0 = every step.
@@ -59,7 +72,9 @@ class ProgressReporter : public Reporter {
   void on_split_end(const SplitMetrics& metrics) override;
 
  private:
-  int line_width() const;  // 0: no limit
+  int line_width() const;  // the terminal's
+  void draw_line(const StepMetrics& m);
+  void close_line();  // ends an open terminal line, redrawn at the last step first
   double seconds_since(std::chrono::steady_clock::time_point start) const;
   void write_steps_row(int64_t epoch, int64_t step);
 
@@ -78,6 +93,7 @@ class ProgressReporter : public Reporter {
   double row_loss_ = 0, row_correct_ = 0;
   int64_t row_examples_ = 0, row_steps_ = 0;
   bool line_open_ = false;
+  std::optional<StepMetrics> last_step_;
   double redraw_interval_ = 0.05;
   std::chrono::steady_clock::time_point last_redraw_;
   Now now_ = [] { return std::chrono::steady_clock::now(); };

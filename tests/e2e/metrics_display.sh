@@ -27,12 +27,22 @@ check "train names the mesh shortly: $(grep -a 'parameters on mesh' out || true)
 check "train prints no DTensor mesh string" test -z "$(grep -a '|batch=' out || true)"
 check "plain lines show the time per step" grep -Eq "^epoch 1 step 3/8 \(global step 3\): .*[0-9]+(us|ms|s)/step" out
 check "a plain run still says epoch 1 done" grep -q "^epoch 1 done" out
+# A log is never cut to a width (issue 28): COLUMNS=40 used to leave "epoch 1 step 3/8 (global step 3):" alone.
+COLUMNS=40 "$dtrain" train --config dp.yaml --set train.epochs=1 --set train.log_every=3 --set checkpoint.every=never \
+  --run-dir run_cols40 >cols40.log 2>&1
+check "with COLUMNS=40 a log file keeps every number of a step line" \
+  grep -Eq "^epoch 1 step 3/8 \(global step 3\): loss [0-9.]+ accuracy [0-9.]+ [0-9]+(us|ms|s)/step [0-9]+ examples/s$" cols40.log
+check "with COLUMNS=40 the test line is whole" grep -Eq "^test \(epoch 1, step 8\): loss [0-9.]+ accuracy [0-9.]+ \(" cols40.log
 
 # ---- resume: MP, a config whose run dir is another: the metrics go on in run/ ----
 expect 0 "saved on mesh \{batch: 8\} on 8 CPU devices\) on mesh \{batch: 4, model: 2\} on 8 CPU devices" -- \
   resume --config mp_other.yaml --set train.epochs=2 --set train.log_every=3
 check "the resume wrote no metrics to its config's run dir" test ! -e run_mp/metrics.jsonl
 check "the resume names run/metrics.jsonl" grep -q "^metrics: run/metrics.jsonl" out
+# One epoch convention (issue 28): the checkpoint of epoch 1's end is "the end of epoch 1", then Epoch 2/2.
+check "resume says where it starts with 1-based epochs" grep -q "(step 8, the end of epoch 1, saved on mesh" out
+check "and goes on with Epoch 2/2" grep -q "^Epoch 2/2" out
+expect 0 "^position: the end of epoch 2 \(2 epochs finished\)$" -- inspect ckpt
 
 # ---- eval: --run-dir is where its row goes ----
 expect 0 "on mesh \{batch: 2, feature: 2, model: 2\} on 8 CPU devices, split test: loss" -- \
@@ -89,7 +99,31 @@ bars = [p for p in re.split(r"[\r\n]", text.replace("\x1b[K", "")) if re.match(r
 assert len(bars) >= 4 and any(b.startswith("1/8 [") for b in bars), bars
 for piece in bars:
     assert len(piece) < 80, (len(piece), piece)
+    assert "loss: " in piece and "accuracy: " in piece, piece
 PY
+  # 60 and 45 columns (issue 28): the bar shrinks and the ETA goes, the loss and the accuracy stay; the
+  # start-up line is broken between words.
+  for cols in 60 45; do
+    script -qec "stty cols $cols rows 24; '$dtrain' train --config dp.yaml --set checkpoint.every=never --run-dir run_tty$cols" \
+      tty$cols.log >/dev/null 2>&1 || true
+    check "on a terminal of $cols columns every redraw keeps the loss and the accuracy within $cols columns" \
+      python3 - "$cols" <<'PY'
+import re, sys
+cols = int(sys.argv[1])
+text = open(f"tty{cols}.log", "rb").read().decode("utf-8", "replace").replace("\x1b[K", "")
+assert "test accuracy" in text, text[-2000:]
+bars = [p for p in re.split(r"[\r\n]", text) if re.match(r"\s*[0-9]+/[0-9]+ ", p)]
+assert len(bars) >= 4, bars
+for piece in bars:
+    assert "loss: " in piece and "accuracy: " in piece, piece
+    assert len(piece) < cols, (len(piece), piece)
+lines = text.split("\n")
+start = [i for i, l in enumerate(lines) if l.startswith("dtrain: ") and "parameters" in l]
+assert start, lines[:5]
+for line in lines[start[0]:start[0] + 3]:
+    assert len(line.rstrip("\r")) < cols, (len(line), line)
+PY
+  done
 else
   skip_part "the pseudo-terminal check (no working script(1))"
 fi

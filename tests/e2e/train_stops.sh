@@ -103,7 +103,7 @@ for pair in TERM:143 INT:130 HUP:129; do
   sig=${pair%:*} code=${pair#*:}
   DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 drive "$sig.log" "$sig@glob:ck_$sig/ckpt-8.partial" -- "$dtrain" train \
     --config dp.yaml "${wide[@]}" --set train.epochs=50 --set train.log_every=1 --set checkpoint.dir="ck_$sig" \
-    --run-dir "run_$sig"
+    --set train.eval_every_epoch=true --run-dir "run_$sig"
   step=$(stopped_step "$sig.log")
   step=${step:-0}
   echo "SIG$sig: stopped after step $step"
@@ -115,8 +115,16 @@ for pair in TERM:143 INT:130 HUP:129; do
     check "SIG$sig: epoch $((step / 8 + 1)) not reported done" test -z "$(grep "^epoch $((step / 8 + 1)) done" "$sig.log")"
   fi
   check "SIG$sig: metrics.jsonl is JSON" valid_json "run_$sig/metrics.jsonl"
+  # The summary's test result is epoch 1's (tested after each epoch here): it says so, and that the run
+  # stopped later (issue 28).
+  if ((step > 8)); then
+    check "SIG$sig: the test result names its step and the later stop: $(grep '^test accuracy' "$sig.log" || true)" \
+      grep -Eq "^test accuracy: [0-9.]+ \(loss [0-9.]+, 128 examples; evaluated at step 8, epoch 1; the run stopped later, at step $step\)$" "$sig.log"
+  fi
   end=$((step / 8 + 1))
-  expect 0 "resuming ck_$sig/ckpt-$step " -- resume --config dp.yaml "${wide[@]}" --set checkpoint.dir="ck_$sig" \
+  where="epoch $end, batch $((step % 8)) done"  # 1-based, as the console counts epochs
+  ((step % 8 == 0)) && where="the end of epoch $((step / 8))"
+  expect 0 "resuming ck_$sig/ckpt-$step \(step $step, $where, " -- resume --config dp.yaml "${wide[@]}" --set checkpoint.dir="ck_$sig" \
     --set train.epochs=$end --run-dir "run_$sig"
   check "SIG$sig: resumed to ckpt-$((8 * end)) ($(latest "ck_$sig"))" test "$(latest "ck_$sig")" = "ckpt-$((8 * end))"
 done
