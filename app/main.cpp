@@ -44,10 +44,16 @@ void add_common_options(CLI::App& command, CommandOptions& options, bool config_
       ->allow_extra_args(false);
 }
 
-// Prints the error and returns its exit code. Under mpirun a failing process names itself (an error from a
-// rank names its device too) and ends the whole job at once: its peers would otherwise wait for it.
+// Prints the error and returns its exit code. Under mpirun an error that every process meets alike (a bad
+// config) is printed once, by process 0, and every process ends with its code; one that a process meets
+// alone is printed by it, naming itself (an error from a rank names its device too), and ends the whole job
+// at once: its peers would otherwise wait for it.
 int fail(const std::string& message, int code) {
   const bool several = dtrain::process_count() > 1;
+  if (several && dtrain::failed_alike(message)) {
+    if (dtrain::process_index() == 0) std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
+    return code;
+  }
   const std::string where =
       several && message.rfind("[process ", 0) != 0
           ? fmt::format("[process {} of {}] ", dtrain::process_index(), dtrain::process_count())

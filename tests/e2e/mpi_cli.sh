@@ -225,6 +225,14 @@ PY
 expect 2 "dtrain: error: .*8 devices.*3 processes" -- 3 train --config dp.yaml --set checkpoint.dir=three \
   --run-dir r_three
 check "the refused P=3 run wrote no checkpoint" test ! -e three/latest
+# Every process meets that error alike (issue 28): process 0 alone prints it, and the job ends with its code
+# without MPI_Abort's banners.
+check "an error every process meets is printed once: $(grep -ac 'dtrain: error' out) times" \
+  test "$(grep -ac 'dtrain: error' out)" = 1
+check "and it names no process" test -z "$(grep -a 'dtrain: error: \[process' out || true)"
+check "and no ORTE_ERROR_LOG or MPI_ABORT banner follows" test -z "$(grep -aE 'ORTE_ERROR_LOG|MPI_ABORT' out || true)"
+expect 2 "dtrain: error: .*train.epochs" -- 3 train --config dp.yaml --set train.epochs=0
+check "a config error under mpirun -np 3 is printed once" test "$(grep -ac 'dtrain: error' out)" = 1
 
 # A failure that only process 1 meets (its config names a data folder that does not exist).
 sed 's#path: data,#path: no_such_data,#' dp.yaml >bad.yaml

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -36,6 +37,7 @@ namespace {
 
 std::mutex mpi_lock;  // held for every MPI call once fibers may run
 int world_index = 0, world_count = 1, node_count = 1;
+MPI_Comm failure_comm = MPI_COMM_NULL;  // failed_alike's messages only: never mixed with a collective's
 std::atomic<double> timeout_seconds{300.0};
 
 void finalize_at_exit() {
@@ -204,6 +206,7 @@ void initialize_processes() {
     DTRAIN_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     DTRAIN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_index));
     DTRAIN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_count));
+    DTRAIN_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm));
     MPI_Comm node = MPI_COMM_NULL;
     DTRAIN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     DTRAIN_CHECK_MPI(MPI_Comm_size(node, &node_count));
@@ -250,6 +253,45 @@ void abort_processes(int code) {
   std::fflush(stderr);
   std::lock_guard lock(mpi_lock);  // serialized with the other threads' polls
   MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+bool failed_alike(const std::string& message, double grace_seconds) {
+  if (world_count <= 1 || failure_comm == MPI_COMM_NULL) return false;
+  // Each failed process sends the hash of its message to process 0, which answers each 1 ("all alike: I
+  // print it") or 0; a process that hears nothing within the grace period decides alone (false).
+  const uint64_t hash = std::hash<std::string>{}(message);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
+  constexpr int kHashTag = 1, kAnswerTag = 2;
+  std::lock_guard lock(mpi_lock);  // no fiber polls any more: the command has failed
+  // Polls `requests` until all are done or the deadline passes; true when all are done.
+  auto wait_all = [&](std::vector<MPI_Request>& requests) {
+    while (true) {
+      int done = 0;
+      if (MPI_Testall(int(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return false;
+      if (done) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  if (world_index == 0) {
+    std::vector<uint64_t> hashes(size_t(world_count), 0);
+    std::vector<MPI_Request> receives(size_t(world_count - 1), MPI_REQUEST_NULL);
+    for (int p = 1; p < world_count; ++p)
+      MPI_Irecv(&hashes[size_t(p)], 1, MPI_UINT64_T, p, kHashTag, failure_comm, &receives[size_t(p - 1)]);
+    bool alike = wait_all(receives);
+    for (int p = 1; alike && p < world_count; ++p) alike = hashes[size_t(p)] == hash;
+    if (!alike) return false;  // the pending receives go with the job (abort_processes follows)
+    const int answer = 1;
+    std::vector<MPI_Request> sends(size_t(world_count - 1), MPI_REQUEST_NULL);
+    for (int p = 1; p < world_count; ++p)
+      MPI_Isend(&answer, 1, MPI_INT, p, kAnswerTag, failure_comm, &sends[size_t(p - 1)]);
+    return wait_all(sends);
+  }
+  std::vector<MPI_Request> requests(2, MPI_REQUEST_NULL);
+  int answer = 0;
+  MPI_Isend(&hash, 1, MPI_UINT64_T, 0, kHashTag, failure_comm, &requests[0]);
+  MPI_Irecv(&answer, 1, MPI_INT, 0, kAnswerTag, failure_comm, &requests[1]);
+  return wait_all(requests) && answer == 1;
 }
 
 void set_collective_timeout(double seconds) {

@@ -37,6 +37,13 @@ std::string first_process_value(const std::string& value);
 // caller prints its message first: after this nothing more is printed.
 void abort_processes(int code);
 
+// Called by a process that failed with `message`: whether every process of the job failed with the same
+// message within `grace_seconds` (a config or data error that each meets alike). Then process 0 alone
+// should print it, and every process may end normally with the same code (no MPI_Abort: mpirun's abort
+// banners and "ORTE_ERROR_LOG" lines say nothing useful). False with one process, or when any process did
+// not fail alike in time: the caller prints, naming itself, and aborts the job.
+bool failed_alike(const std::string& message, double grace_seconds = 3.0);
+
 // How long a process waits in a collective for its peers before it gives up with an error (config
 // comm.timeout_s): a peer that is stuck or gone turns into a message, never a hang.
 void set_collective_timeout(double seconds);
