@@ -15,18 +15,11 @@
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
+#include "core/bytes_text.hpp"
 #include "core/layout.hpp"
 
 namespace dtrain {
 namespace {
-
-// "512 B", "52.3 kB", "1.2 MB", "3.4 GB".
-std::string size_text(uint64_t bytes) {
-  if (bytes < 1000) return fmt::format("{} B", bytes);
-  if (bytes < 1000 * 1000) return fmt::format("{:.1f} kB", double(bytes) / 1e3);
-  if (bytes < uint64_t(1000) * 1000 * 1000) return fmt::format("{:.1f} MB", double(bytes) / 1e6);
-  return fmt::format("{:.1f} GB", double(bytes) / 1e9);
-}
 
 // "tf_idf, 1200 tokens" or "int, 20000 tokens, sequence length 200": the mode and sequence length are the
 // stored config's data.vectorizer; without a readable one, the vocabulary's form tells the mode ("" and
@@ -90,13 +83,13 @@ int verify(const CommandOptions& options) {
           const char* what = file.file == checkpoint::kManifestFile ? "files listed"
                              : file.file == checkpoint::kIndexFile  ? "tensors"
                                                                     : "datasets";
-          fmt::print("ok {} ({} {}, {})\n", file.file, file.items, what, size_text(file.bytes));
+          fmt::print("ok {} ({} {}, {})\n", file.file, file.items, what, bytes_text(double(file.bytes)));
           std::fflush(stdout);
           ++files;
           bytes += file.bytes;
         });
     fmt::print("verdict: intact: step {} of run {}, {} files, {} checked\n", index.meta.step, index.meta.run_id, files,
-               size_text(bytes));
+               bytes_text(double(bytes)));
   } catch (const UsageError&) {
     throw;
   } catch (const Error&) {

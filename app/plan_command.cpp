@@ -12,6 +12,7 @@
 #include "core/checkpoint/format.hpp"
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
+#include "core/bytes_text.hpp"
 #include "core/error.hpp"
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda/cuda.hpp"
@@ -68,13 +69,6 @@ std::string group_dims(const Mesh& mesh, int rank, const std::vector<int>& ranks
     if (mesh.group(rank, names) == ranks) return fmt::format("[{}]", fmt::join(names, ", "));
   }
   return "[?]";
-}
-
-std::string bytes_text(double bytes) {
-  if (bytes >= 1 << 30) return fmt::format("{:.2f} GiB", bytes / double(1 << 30));
-  if (bytes >= 1 << 20) return fmt::format("{:.2f} MiB", bytes / double(1 << 20));
-  if (bytes >= 1 << 10) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", int64_t(bytes));
 }
 
 }  // namespace
@@ -179,9 +173,13 @@ int run_plan(const CommandOptions& options) {
   fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)),
              classes > 0 ? std::to_string(classes) : "unknown", dataset_text(config), classes_note);
-  if (config.train.accumulation_steps > 1)
-    fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch)\n",
-               config.train.accumulation_steps, config.data.batch_size / config.train.accumulation_steps);
+  if (config.train.accumulation_steps > 1) {
+    Shape micro_shape = input_shape;
+    micro_shape[0] = config.data.batch_size / config.train.accumulation_steps;
+    fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch): local {} "
+               "per device a micro-batch\n",
+               config.train.accumulation_steps, micro_shape[0], shape_string(input.local_shape(micro_shape)));
+  }
   if (config.train.clip.global_norm > 0)
     fmt::print("clip: global norm {} (one all-reduce of the sum of squares a step)\n", config.train.clip.global_norm);
   if (config.train.clip.value > 0) fmt::print("clip: each gradient value to [-{0}, {0}]\n", config.train.clip.value);
@@ -197,7 +195,7 @@ int run_plan(const CommandOptions& options) {
                to_string(config.model[i].kind), shape_string(shapes[i]));
   fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
-             "local shape", "bytes/device", "update per device (and slots)");
+             "local shape", "per device", "update per device (and slots)");
   const OptimizerConfig& optimizer = config.train.optimizer;
   const int slots_per_variable = optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
   const int64_t min_sharded = one_step.make_optimizer()->min_sharded_elements();
@@ -220,7 +218,7 @@ int run_plan(const CommandOptions& options) {
                                   : fmt::format("whole: {} values", sharding.local_size);
     }
     fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
-               layout.specs_string(), info.choice.reason, shape_string(local), int64_t(bytes), update);
+               layout.specs_string(), info.choice.reason, shape_string(local), bytes_text(bytes), update);
   }
   // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
   // only its part of the shard (its gradient arrives as factors, see core/optim/optimizer.hpp).

@@ -63,7 +63,7 @@ cp out eval_good
 
 # inspect --verify of a good checkpoint: one line per file, a verdict, exit 0.
 expect 0 "verdict: intact: step 16" -- inspect --verify $good
-check "inspect --verify prints a line per file" grep -Eq "^ok shard-3-of-8.h5 \([0-9]+ datasets, [0-9.]+ kB\)$" out
+check "inspect --verify prints a line per file" grep -Eq "^ok shard-3-of-8.h5 \([0-9]+ datasets, [0-9.]+ KiB\)$" out
 check "inspect --verify checks the manifest and index.h5" grep -Eq "^ok manifest \(5 files listed" out
 check "inspect --verify lists 6 files" test "$(grep -c '^ok ' out)" = 6
 expect 0 "every file matches the manifest" -- inspect $good
