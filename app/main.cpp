@@ -5,7 +5,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cctype>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <new>
 #include <string>
@@ -81,6 +83,16 @@ void start_processes() {
   if (dtrain::process_index() != 0) {
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);
   }
+}
+
+// A predict argument that names a file rather than being a text to classify.
+bool looks_like_path(const std::string& word) {
+  const std::filesystem::path path(word);
+  if (std::filesystem::exists(path)) return true;
+  std::string extension = path.extension().string();
+  for (char& c : extension) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return word.find(' ') == std::string::npos &&
+         (extension == ".png" || extension == ".jpg" || extension == ".jpeg" || extension == ".txt");
 }
 
 // Options a command accepts with the others but has no use for: refused, not silently ignored.
@@ -160,6 +172,11 @@ int main(int argc, char** argv) {
       for (const Command& command : kCommands) known = known || word == command.name;
       if (!known) return fail(unknown_command_message(word), 2);
     }
+    if (argc == 1) {  // `dtrain` alone: what it can do
+      std::string commands;
+      for (const Command& command : kCommands) commands += fmt::format("\n  {:<8} {}", command.name, command.help);
+      return fail(fmt::format("give a command (dtrain COMMAND --help tells its options):{}", commands), 2);
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& error) {
@@ -169,6 +186,12 @@ int main(int argc, char** argv) {
     for (const auto& [sub, command] : subcommands) {
       if (!sub->parsed()) continue;
       options.command = command->name;
+      // `--file a.png b.png`: b.png is read as a text; say what happened instead of the general usage.
+      if (options.command == "predict" && !options.files.empty() && !options.texts.empty() &&
+          looks_like_path(options.texts.front()))
+        throw dtrain::UsageError(fmt::format("predict: '{}' follows --file {}, but each --file takes one path: write "
+                                             "--file {} too",
+                                             options.texts.front(), options.files.back(), options.texts.front()));
       if (options.command == "predict" &&
           int(!options.texts.empty()) + int(!options.idx_file.empty()) + int(!options.files.empty()) != 1)
         throw dtrain::UsageError("predict: give texts to classify, --file PATH ..., or --idx FILE (one kind of input)");

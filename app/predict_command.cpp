@@ -115,19 +115,19 @@ Tensor read_files(const std::vector<std::string>& files, const Config& config, c
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
   DTRAIN_CHECK_USAGE(config.data.dataset != Dataset::arrays && config.data.dataset != Dataset::csv,
-                     "[predict] checkpoint {} is a dataset {} model: predict reads images (IDX, PNG, JPEG) and texts; "
+                     "[predict] checkpoint {} holds a model of data set {}: predict reads images (IDX, PNG, JPEG) and texts; "
                      "`dtrain eval --split` evaluates it on a split of its data",
                      index.folder, to_string(config.data.dataset));
   if (!options.files.empty()) return read_files(options.files, config, index);
   if (!options.texts.empty()) {
     DTRAIN_CHECK_USAGE(is_text(config.data.dataset),
-                       "[predict] checkpoint {} is a {} model: give images with {}, not texts", index.folder,
+                       "[predict] checkpoint {} holds a model of data set {}: give images with {}, not texts", index.folder,
                        to_string(config.data.dataset),
                        config.data.dataset == Dataset::mnist ? "--idx FILE or --file PATH" : "--file PATH");
     return vectorize(options.texts, config, index);
   }
   DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist,
-                     "[predict] checkpoint {} is an {} model: give {}, not --idx", index.folder,
+                     "[predict] checkpoint {} holds a model of data set {}: give {}, not --idx", index.folder,
                      to_string(config.data.dataset),
                      is_text(config.data.dataset) ? "texts" : "image files with --file PATH");
   data::IdxImages images = data::read_idx_images(options.idx_file);

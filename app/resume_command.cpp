@@ -44,7 +44,10 @@ int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
   const std::string from = options.from.empty() ? config.checkpoint.dir : options.from;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
-  // The writer lock first: a run already writing the dir may not be resumed beside it.
+  // A checkpoint to resume must be there before the dir is locked (a lock would create the dir and its lock
+  // files, and a later command would find them instead of the real problem).
+  checkpoint::find_checkpoint(from);
+  // Then the writer lock: a run already writing the dir may not be resumed beside it.
   checkpoint::WriterLock lock;
   if (saves) lock = lock_checkpoint_dir(config);
   // Another run's dir is read under a lease, which is let go once every rank has restored.
@@ -61,11 +64,11 @@ int run_resume(const CommandOptions& options) {
           config.checkpoint.dir, index.folder, saved.run_id, others));
     }
   }
-  if (saved.epochs_done >= config.train.epochs) {
-    throw UsageError(fmt::format(
-        "[resume] checkpoint {} has finished {} epoch(s) and {} asks for train.epochs = {} in all: nothing to do; "
-        "to train more, pass e.g. --set train.epochs={}",
-        index.folder, saved.epochs_done, config.file, config.train.epochs, saved.epochs_done + config.train.epochs));
+  if (saved.epochs_done >= config.train.epochs) {  // done already: not an error, as Keras' fit with no epochs left
+    fmt::print("dtrain: nothing to do: checkpoint {} has finished {} epoch(s) and {} asks for train.epochs = {} in "
+               "all; to train more, pass e.g. --set train.epochs={}\n",
+               index.folder, saved.epochs_done, config.file, config.train.epochs, saved.epochs_done + config.train.epochs);
+    return 0;
   }
   // The data order continues only with the seed that made it.
   if (config.data.shuffle.seed != saved.shuffle_seed) {

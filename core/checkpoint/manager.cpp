@@ -256,6 +256,7 @@ std::string find_checkpoint(const std::string& path) {
     DTRAIN_CHECK_USAGE(fs::is_directory(folder), "[checkpoint] {} names {}, which does not exist", path, folder.string());
     return folder.string();
   }
+  DTRAIN_CHECK_USAGE(fs::exists(path), "[checkpoint] {} does not exist", path);
   DTRAIN_CHECK_USAGE(fs::is_directory(path), "[checkpoint] {} is not a directory", path);
   if (fs::exists(fs::path(path) / kIndexFile) || fs::exists(fs::path(path) / kManifestFile)) return path;
   const std::string name = pointer_name(path, kLatestFile);

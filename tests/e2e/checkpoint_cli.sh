@@ -46,7 +46,13 @@ PY
 expect 0 "resuming ckpt/ckpt-16 " -- resume --config mp.yaml --set train.epochs=3
 check "resume saved ckpt-24" test "$(latest ckpt)" = ckpt-24
 check "max_to_keep 2 pruned ckpt-8" test ! -e ckpt/ckpt-8
-expect 2 "finished 3 epoch.*--set train.epochs=" -- resume --config sp.yaml --set train.epochs=3
+expect 0 "^dtrain: nothing to do: checkpoint ckpt/ckpt-24 has finished 3 epoch.*--set train.epochs=" -- \
+  resume --config sp.yaml --set train.epochs=3
+check "nothing to do left the checkpoints as they were" test "$(latest ckpt)" = ckpt-24
+# A resume with no checkpoint to resume creates nothing (issue 28): a later command sees the real problem.
+expect 2 "\[checkpoint\] never_trained does not exist" -- resume --config dp.yaml --set checkpoint.dir=never_trained
+check "the failed resume made no dir and no lock files" test ! -e never_trained
+expect 2 "\[checkpoint\] never_trained does not exist" -- eval --config dp.yaml --checkpoint never_trained
 expect 0 "^0	class ([0-9])	\1 [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte
 check "predict prints one line per image with probabilities summing to 1" python3 - <<'PY'
 lines = open("out").read().splitlines()

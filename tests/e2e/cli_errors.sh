@@ -65,7 +65,12 @@ expect 0 "dtrain 0" -- --version
 
 # Bad command lines.
 expect 2 "dtrain: error: unknown command 'trian'.*did you mean 'train'" -- trian --config good.yaml
-expect 2 "dtrain: error: .*subcommand" --
+# `dtrain` alone lists the commands (issue 28).
+expect 2 "dtrain: error: give a command" --
+if grep -Eq "^  plan +Dry run" "$work/stderr"; then ok; else bad "dtrain alone lists no commands: $(cat "$work/stderr")"; fi
+# `predict --file a.png b.png`: names b.png and says each --file takes one path (issue 28).
+expect 2 "dtrain: error: predict: 'b.png' follows --file a.png, but each --file takes one path" -- \
+  predict --checkpoint somewhere --file a.png b.png
 expect 2 "dtrain: error: .*--config is required" -- train
 expect 2 "dtrain: error: .*--bogus" -- train --config good.yaml --bogus
 expect 2 "dtrain: error: .*--checkpoint is required" -- predict "some text"

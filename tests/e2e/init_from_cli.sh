@@ -80,7 +80,7 @@ expect 2 "--init-from ckpt_ft: ckpt_ft is in checkpoint.dir ckpt_ft, which this 
 expect 2 "--init-from ckpt_ft/ckpt-8: ckpt_ft/ckpt-8 is in checkpoint.dir ckpt_ft" -- \
   train --config ft.yaml --init-from ckpt_ft/ckpt-8 --overwrite
 check "the refused run kept its own checkpoint" test "$(latest ckpt_ft)" = ckpt-8
-expect 2 "--init-from nowhere: \[checkpoint\] nowhere is not a directory" -- train --config ft.yaml --init-from nowhere
+expect 2 "--init-from nowhere: \[checkpoint\] nowhere does not exist" -- train --config ft.yaml --init-from nowhere
 expect 2 "--init-from data: \[checkpoint\] data holds no checkpoint" -- train --config ft.yaml --init-from data
 sed -e 's/^train: {epochs: 1,/train: {epochs: 1, init_skip: [dense2\/.*],/' ft.yaml >skip_only.yaml
 expect 2 "skip_only.yaml:7:32: train.init_skip: variables to leave as initialized, but no checkpoint" -- \
