@@ -46,11 +46,26 @@ void add_common_options(CLI::App& command, CommandOptions& options, bool config_
       ->allow_extra_args(false);
 }
 
+// `text` with its control characters written as escapes (\n, \t, \x1b): an error message stays one line.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", int(static_cast<unsigned char>(c)));
+    else out += c;
+  }
+  return out;
+}
+
 // Prints the error and returns its exit code. Under mpirun an error that every process meets alike (a bad
 // config) is printed once, by process 0, and every process ends with its code; one that a process meets
 // alone is printed by it, naming itself (an error from a rank names its device too), and ends the whole job
 // at once: its peers would otherwise wait for it.
-int fail(const std::string& message, int code) {
+int fail(const std::string& raw_message, int code) {
+  // One line, whatever the input quoted in it (a --set value or a file's content with a newline).
+  const std::string message = one_line(raw_message);
   const bool several = dtrain::process_count() > 1;
   if (several && dtrain::failed_alike(message)) {
     if (dtrain::process_index() == 0) std::fprintf(stderr, "dtrain: error: %s\n", message.c_str());
@@ -173,9 +188,9 @@ int main(int argc, char** argv) {
       if (!known) return fail(unknown_command_message(word), 2);
     }
     if (argc == 1) {  // `dtrain` alone: what it can do
-      std::string commands;
-      for (const Command& command : kCommands) commands += fmt::format("\n  {:<8} {}", command.name, command.help);
-      return fail(fmt::format("give a command (dtrain COMMAND --help tells its options):{}", commands), 2);
+      std::fprintf(stderr, "dtrain: error: give a command (dtrain COMMAND --help tells its options):\n");
+      for (const Command& command : kCommands) std::fprintf(stderr, "  %-8s %s\n", command.name, command.help);
+      return 2;
     }
     try {
       app.parse(argc, argv);

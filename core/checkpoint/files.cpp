@@ -3,6 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,7 +115,15 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   fsync_path(parent.empty() ? "." : parent);
 }
 
+void require_regular_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw Error(fmt::format("[checkpoint] {} is not a regular file (a device, a pipe or a folder): refused unread",
+                            path));
+}
+
 std::string read_small_file(const std::string& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("[checkpoint] cannot read {}", path));
   std::ostringstream text;

@@ -38,5 +38,8 @@ class FileWriter {
 FileDigest write_file_durably(const std::string& folder, const std::string& file, const void* data, size_t size);
 void write_file_atomically(const std::string& path, const std::string& text);
 std::string read_small_file(const std::string& path);  // whole file; throws Error when unreadable
+// Throws an Error naming `path` when it exists and is not a regular file: a link to /dev/zero, a FIFO or a
+// folder in a checkpoint would make a reader hang or fail obscurely, so none is opened.
+void require_regular_file(const std::string& path);
 
 }  // namespace dtrain::checkpoint

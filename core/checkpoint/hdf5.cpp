@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/checkpoint/files.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::checkpoint::h5 {
@@ -72,6 +73,7 @@ hid_t check_id(hid_t id, const std::string& what) {
 void check_status(herr_t status, const std::string& what) { check_id(status < 0 ? -1 : 0, what); }
 
 Handle open_file(const std::string& path) {
+  require_regular_file(path);
   // A larger sieve buffer turns strided hyperslab reads (a block that cuts across a shard's rows) into
   // few large reads instead of many 64 KiB ones.
   Handle access = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");

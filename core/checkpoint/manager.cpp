@@ -60,8 +60,8 @@ bool is_leftover(const std::string& file) {
 // The folder name a pointer file (latest, best) of `dir` holds ("" when there is none).
 std::string pointer_name(const std::string& dir, const std::string& pointer) {
   const fs::path path = fs::path(dir) / pointer;
-  if (!fs::is_regular_file(path)) return "";
-  std::string name = read_small_file(path.string());
+  if (!fs::exists(path)) return "";
+  std::string name = read_small_file(path.string());  // refuses what is not a regular file
   while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
   return name;
 }

@@ -3,6 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -61,10 +63,14 @@ std::string kind_of(const std::string& file) {
   return "file";
 }
 
-// The digest of the file's bytes as read now, and its size; sets *missing when it does not exist.
-FileDigest hash_file(const std::string& folder, const std::string& file, bool* missing) {
+// The digest of the file's bytes as read now, and its size; sets *missing when it does not exist. Only a
+// regular file is read (a link to /dev/zero or a FIFO would never end), and only when its size is
+// `expected_size` (when given): a file of another size is refused before a byte is read.
+FileDigest hash_file(const std::string& folder, const std::string& file, bool* missing,
+                     std::optional<uint64_t> expected_size = std::nullopt) {
   const std::string path = folder + "/" + file;
   *missing = false;
+  require_regular_file(path);  // before open(): opening a FIFO to read waits for a writer
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) {
@@ -72,6 +78,16 @@ FileDigest hash_file(const std::string& folder, const std::string& file, bool* m
       return {file, 0, 0, 0};
     }
     throw Error(fmt::format("[checkpoint] cannot read {}: {}", path, std::strerror(errno)));
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    require_regular_file(path);  // names what it is
+    throw Error(fmt::format("[checkpoint] cannot read {}: not a regular file", path));
+  }
+  if (expected_size && uint64_t(info.st_size) != *expected_size) {
+    ::close(fd);
+    return {file, uint64_t(info.st_size), 0, 0};  // check_digest names the sizes
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   // 1 MiB, page-aligned: the copy out of the page cache and the hash run at memory speed (~7 GB/s a core).
@@ -190,7 +206,7 @@ Manifest read_manifest(const std::string& folder) {
 void verify_file(const std::string& folder, const FileDigest& expected) {
   const std::string path = folder + "/" + expected.file;
   bool missing = false;
-  const FileDigest actual = hash_file(folder, expected.file, &missing);
+  const FileDigest actual = hash_file(folder, expected.file, &missing, expected.size);
   if (missing) throw Error(fmt::format("[checkpoint] missing {} {} (the manifest lists it)", kind_of(expected.file), path));
   check_digest(path, actual, expected);
 }

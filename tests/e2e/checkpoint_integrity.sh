@@ -166,4 +166,31 @@ else
   expect 0 "verdict: intact: step 16" -- inspect --verify limited
 fi
 
+# Files that are not regular files (issue 28): a shard, the index or the manifest replaced by a link to
+# /dev/zero, a FIFO or a folder is refused, unread, by every command that reads a checkpoint (each used to hang).
+for file in shard-0-of-8.h5 index.h5 manifest; do
+  for kind in zero fifo folder; do
+    rm -rf hostile && cp -r "$(dirname $good)" hostile
+    target="hostile/$(basename $good)/$file"
+    rm -f "$target"
+    case $kind in
+      zero) ln -s /dev/zero "$target" ;;
+      fifo) mkfifo "$target" ;;
+      folder) mkdir "$target" ;;
+    esac
+    for command in "inspect hostile" "inspect --verify hostile" "eval --config sp.yaml --checkpoint hostile" \
+      "predict --checkpoint hostile --idx data/t10k-images-idx3-ubyte"; do
+      rc=0
+      timeout 30 "$dtrain" $command >out 2>&1 || rc=$?
+      check "$file as a $kind: $command exits 1 (not $rc) naming it: $(grep -a 'error' out | head -1)" \
+        eval "[[ $rc == 1 ]] && grep -q 'hostile/$(basename $good)/$file is not a regular file' out"
+    done
+  done
+done
+# A latest file of two lines: the error stays one line.
+rm -rf hostile && cp -r "$(dirname $good)" hostile
+printf 'ckpt-16\nckpt-17\n' >hostile/latest
+expect 1 "names hostile/ckpt-16\\\\nckpt-17, which does not exist" -- inspect hostile
+check "the error is one line" test "$(wc -l <out)" = 1
+
 report
