@@ -6,6 +6,7 @@
 // row with a "classes" list (run dir: --run-dir, else the config's).
 #include <cstdio>
 
+#include "engine/checkpoint_dir.hpp"
 #include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
@@ -61,13 +62,19 @@ int run_eval(const CommandOptions& options) {
     fmt::print("  class {}: accuracy {:.8f} ({} of {} examples)\n", data.class_names[k],
                examples ? double(correct) / double(examples) : 0.0, correct, examples);
   }
-  // Like every run, an eval appends its row to RUN_DIR/metrics.jsonl (process 0 alone).
+  // The row goes with the run that wrote the checkpoint: its run dir (unless --run-dir names one), not the
+  // run dir of the config given here, which may be another run's (process 0 alone writes it).
+  std::string run_dir = options.run_dir.empty() ? saved_run_dir(index.meta.config) : options.run_dir;
+  if (run_dir.empty()) run_dir = config.run_dir;
   if (process_index() == 0) {
     metrics.split = config.data.test_split;
     metrics.step = index.meta.step;
     metrics.epoch = index.meta.epochs_done;
-    train::MetricsLog(config.run_dir)
-        .write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names});
+    train::MetricsLog log(run_dir);
+    log.write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names});
+    fmt::print("metrics: {} ({})\n", log.path(),
+               options.run_dir.empty() ? fmt::format("the run dir of run {}, which wrote {}", index.meta.run_id, index.folder)
+                                       : std::string("--run-dir"));
   }
   return 0;
 }

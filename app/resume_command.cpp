@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <memory>
 
-#include <yaml-cpp/yaml.h>
-
 #include "engine/checkpoint_dir.hpp"
 #include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
@@ -26,19 +24,6 @@
 #include "core/train/progress.hpp"
 
 namespace dtrain {
-namespace {
-
-// The run_dir of the config text a checkpoint holds (dump_config()), "" when it has none.
-std::string saved_config_run_dir(const std::string& config_text) {
-  try {
-    const YAML::Node node = YAML::Load(config_text);
-    if (node.IsMap() && node["run_dir"] && node["run_dir"].IsScalar()) return node["run_dir"].as<std::string>();
-  } catch (const std::exception&) {
-  }
-  return "";
-}
-
-}  // namespace
 
 int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
@@ -102,8 +87,8 @@ int run_resume(const CommandOptions& options) {
   }
   // The metrics go on in the run dir of the run continued (its config's), unless --run-dir says otherwise.
   if (options.run_dir.empty()) {
-    const std::string saved_run_dir = saved_config_run_dir(saved.config);
-    if (!saved_run_dir.empty()) config.run_dir = saved_run_dir;
+    const std::string continued = saved_run_dir(saved.config);
+    if (!continued.empty()) config.run_dir = continued;
   }
   RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""});
   train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}", index.folder,

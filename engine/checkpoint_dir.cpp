@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <random>
 
+#include <yaml-cpp/yaml.h>
+
 #include "core/checkpoint/manager.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
@@ -31,6 +33,15 @@ std::string other_runs_checkpoints(const Config& config, const std::string& run_
     if (owner != run_id) others.push_back(fmt::format("{} (run {})", name, owner.empty() ? "unknown" : owner));
   }
   return fmt::format("{}", fmt::join(others, ", "));
+}
+
+std::string saved_run_dir(const std::string& saved_config_text) {
+  try {
+    const YAML::Node node = YAML::Load(saved_config_text);
+    if (node.IsMap() && node["run_dir"] && node["run_dir"].IsScalar()) return node["run_dir"].as<std::string>();
+  } catch (const std::exception&) {
+  }
+  return "";
 }
 
 }  // namespace dtrain

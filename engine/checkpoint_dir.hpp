@@ -20,4 +20,8 @@ checkpoint::WriterLock lock_checkpoint_dir(const Config& config);
 // comma-separated ("" when none).
 std::string other_runs_checkpoints(const Config& config, const std::string& run_id);
 
+// The run dir of the run that wrote a checkpoint: its saved config's run_dir ("" when it has none). What a
+// command does with that checkpoint (resume's metrics, eval's row) goes on in that run's metrics.jsonl.
+std::string saved_run_dir(const std::string& saved_config_text);
+
 }  // namespace dtrain

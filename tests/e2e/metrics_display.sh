@@ -44,7 +44,13 @@ check "resume says where it starts with 1-based epochs" grep -q "(step 8, the en
 check "and goes on with Epoch 2/2" grep -q "^Epoch 2/2" out
 expect 0 "^position: the end of epoch 2 \(2 epochs finished\)$" -- inspect ckpt
 
-# ---- eval: --run-dir is where its row goes ----
+# ---- eval: its row goes with the run that wrote the checkpoint (issue 28), or to --run-dir ----
+# mp_other.yaml names run_mp as its run dir, but ckpt was written by the run of run/: the row goes there.
+expect 0 "^metrics: run/metrics.jsonl \(the run dir of run [0-9a-f]+, which wrote ckpt/ckpt-16\)" -- \
+  eval --config mp_other.yaml --checkpoint ckpt
+check "eval wrote nothing to its config's run dir" test ! -e run_mp/metrics.jsonl
+check "eval's row is the last of run/metrics.jsonl" eval 'tail -1 run/metrics.jsonl | grep -q "\"split\": \"eval\""'
+
 expect 0 "on mesh \{batch: 2, feature: 2, model: 2\} on 8 CPU devices, split test: loss" -- \
   eval --config sp.yaml --checkpoint ckpt --run-dir run_eval
 sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_numbers
