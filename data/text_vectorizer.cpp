@@ -1,5 +1,7 @@
 #include "data/text_vectorizer.hpp"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -25,7 +27,10 @@ TextVectorizer::Fitted TextVectorizer::fit(std::span<const std::string> docs, st
     return Fitted{std::move(vectorizer), std::move(dataset)};
   }
   auto fitted = TfidfVectorizer::fit_transform(docs, settings.max_tokens, threads);  // one tokenization pass
-  return Fitted{TextVectorizer(std::move(fitted.vectorizer)), Dataset::sparse(std::move(fitted.rows), std::move(labels))};
+  TextVectorizer vectorizer(std::move(fitted.vectorizer));
+  vectorizer.pad_to(settings.max_tokens);
+  fitted.rows.columns = vectorizer.width();
+  return Fitted{std::move(vectorizer), Dataset::sparse(std::move(fitted.rows), std::move(labels))};
 }
 
 TextVectorizer TextVectorizer::restore(std::vector<std::string> vocabulary, std::vector<float> idf,
@@ -46,7 +51,8 @@ TextVectorizer TextVectorizer::restore(std::vector<std::string> vocabulary, std:
                      "[text] the saved vectorizer is not of mode tf_idf (its vocabulary must start with '[UNK]', with "
                      "one idf weight per token){}",
                      ids_form ? ": it is an int one" : "");
-  return TextVectorizer(TfidfVectorizer::from_weights(std::move(vocabulary), std::move(idf)));
+  TextVectorizer restored(TfidfVectorizer::from_weights(std::move(vocabulary), std::move(idf)));
+  return std::move(restored.pad_to(settings.max_tokens));
 }
 
 const std::vector<std::string>& TextVectorizer::vocabulary() const {
@@ -66,19 +72,23 @@ int64_t TextVectorizer::sequence_length() const {
 
 Shape TextVectorizer::example_shape() const {
   const TokenIdVectorizer* ids = token_ids();
-  return Shape{ids ? ids->sequence_length() : tfidf()->size()};
+  return Shape{ids ? ids->sequence_length() : std::max(tfidf()->size(), padded_columns_)};
 }
 
 Dataset TextVectorizer::dataset(std::span<const std::string> docs, std::vector<int32_t> labels, int threads) const {
   DTRAIN_CHECK(labels.size() == docs.size(), "[text] {} texts but {} labels", docs.size(), labels.size());
   if (const TokenIdVectorizer* ids = token_ids())
     return Dataset::dense(ids->transform(docs, threads), example_shape(), std::move(labels));
-  return Dataset::sparse(tfidf()->transform(docs, threads), std::move(labels));
+  SparseRows rows = tfidf()->transform(docs, threads);
+  rows.columns = width();
+  return Dataset::sparse(std::move(rows), std::move(labels));
 }
 
 std::vector<float> TextVectorizer::transform_one(std::string_view doc) const {
   if (const TokenIdVectorizer* ids = token_ids()) return ids->transform_one(doc);
-  return tfidf()->transform_dense(doc);
+  std::vector<float> row = tfidf()->transform_dense(doc);
+  row.resize(size_t(width()), 0.0f);
+  return row;
 }
 
 void TextVectorizer::save(const std::string& folder) const {

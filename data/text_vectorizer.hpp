@@ -37,7 +37,9 @@ class TextVectorizer {
   explicit TextVectorizer(TokenIdVectorizer ids) : impl_(std::move(ids)) {}
 
   // Fits on `docs` (Keras `adapt`) and vectorizes them in the same call: the training split's Dataset.
-  // The vocabulary may come out smaller than max_tokens when the texts have fewer distinct tokens.
+  // The vocabulary may come out smaller than max_tokens when the texts have fewer distinct tokens (Keras'
+  // max_tokens is a cap); TF-IDF rows are then padded to max_tokens columns (Keras' pad_to_max_tokens), so the
+  // model's input width is the config's whatever the texts hold.
   static Fitted fit(std::span<const std::string> docs, std::vector<int32_t> labels, const Settings& settings,
                     int threads = default_threads());
   // Rebuilt from what a checkpoint keeps: tf_idf needs one idf per token ("[UNK]" first); int needs the
@@ -54,7 +56,7 @@ class TextVectorizer {
   int64_t size() const { return int64_t(vocabulary().size()); }
   // Ids per text in int mode, 0 in tf_idf mode.
   int64_t sequence_length() const;
-  // One example's shape: [vocabulary size] (tf_idf) or [sequence_length] (int).
+  // One example's shape: [max(vocabulary size, max_tokens)] (tf_idf) or [sequence_length] (int).
   Shape example_shape() const;
   int64_t width() const { return example_shape()[0]; }
 
@@ -68,10 +70,16 @@ class TextVectorizer {
   void save(const std::string& folder) const;
 
   const TfidfVectorizer* tfidf() const { return std::get_if<TfidfVectorizer>(&impl_); }
+  // TF-IDF rows padded to `columns` (at least the vocabulary's size).
+  TextVectorizer& pad_to(int64_t columns) {
+    padded_columns_ = columns;
+    return *this;
+  }
   const TokenIdVectorizer* token_ids() const { return std::get_if<TokenIdVectorizer>(&impl_); }
 
  private:
   std::variant<TfidfVectorizer, TokenIdVectorizer> impl_;
+  int64_t padded_columns_ = 0;  // tf_idf: the row width when above the vocabulary's size
 };
 
 struct TextVectorizer::Fitted {

@@ -334,14 +334,13 @@ LoadedData load_data(const Config& config, bool with_train, const std::optional<
       loaded.train = std::make_unique<DatasetSource>(vectorizer->dataset(train.texts, std::move(train.labels)), shuffle, seed);
       loaded.vectorizer = vectorizer;
     } else {
+      // max_tokens is a cap, as in Keras: fewer distinct tokens make a smaller vocabulary (TF-IDF rows padded
+      // to max_tokens columns, token ids leaving ids unused).
       auto fitted = data::TextVectorizer::fit(train.texts, std::move(train.labels), vectorizer_settings(config));
-      // TF-IDF rows are vocabulary-wide, and the model's input is max_tokens wide. Token ids are not: a smaller
-      // vocabulary (Keras' when the texts have fewer distinct tokens) only leaves ids unused.
-      if (!fitted.vectorizer.is_int() && fitted.vectorizer.size() != config.data.vectorizer.max_tokens) {
-        throw_config_error(config.where("data.vectorizer.max_tokens"),
-                           fmt::format("the training texts have only {} distinct tokens for max_tokens {}; lower max_tokens",
-                                       fitted.vectorizer.size() - 1, config.data.vectorizer.max_tokens));
-      }
+      if (fitted.vectorizer.size() < config.data.vectorizer.max_tokens)
+        fmt::print(stderr, "note: the training texts have {} distinct tokens, fewer than max_tokens {}: the vocabulary "
+                           "is smaller (as in Keras)\n",
+                   fitted.vectorizer.size() - (fitted.vectorizer.is_int() ? 2 : 1), config.data.vectorizer.max_tokens);
       loaded.train = std::make_unique<DatasetSource>(std::move(fitted.dataset), shuffle, seed);
       loaded.vectorizer = std::move(fitted.vectorizer);
     }

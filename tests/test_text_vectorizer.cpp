@@ -137,6 +137,23 @@ TEST_CASE("TextVectorizer::restore rebuilds either mode from what a checkpoint k
   CHECK(contains(message, "unknown vectorizer mode 'words'"));
 }
 
+TEST_CASE("tf_idf with fewer distinct tokens than max_tokens: a smaller vocabulary, rows padded to max_tokens") {
+  const std::vector<std::string> docs{"a b", "b c", "a c c"};
+  data::TextVectorizer::Fitted fitted = data::TextVectorizer::fit(docs, {0, 1, 0}, {"tf_idf", 10, 0});
+  CHECK(fitted.vectorizer.size() == 4);  // [UNK], a, b, c
+  CHECK(fitted.vectorizer.example_shape() == Shape{10});
+  CHECK(fitted.dataset.example_shape() == Shape{10});
+  const std::vector<float> row = fitted.vectorizer.transform_one("c a");
+  REQUIRE(row.size() == 10);
+  for (size_t k = 4; k < 10; ++k) CHECK(row[k] == 0.0f);
+  CHECK(row[1] > 0.0f);
+  // Restored from a checkpoint with the same settings: the same width and rows.
+  const data::TextVectorizer back =
+      data::TextVectorizer::restore(fitted.vectorizer.vocabulary(), fitted.vectorizer.idf(), {"tf_idf", 10, 0});
+  CHECK(back.example_shape() == Shape{10});
+  CHECK(back.transform_one("c a") == row);
+}
+
 TEST_CASE("load_data with vectorizer mode int: dense rows of output_sequence_length ids fitted on the training split") {
   dtrain::testing::TempFolder temp("text_ids_load");
   const fs::path root = make_imdb(temp.path, 12);
@@ -184,10 +201,13 @@ TEST_CASE("load_data with vectorizer mode int: dense rows of output_sequence_len
   CHECK(contains(message, "ids.yaml"));
   CHECK(contains(message, "(10)"));
 
-  // tf_idf still needs max_tokens tokens from the training texts (its input is max_tokens wide).
+  // tf_idf with fewer distinct tokens than max_tokens (a cap, as in Keras): rows padded to the config's width.
   const Config tfidf = parse(imdb_config(temp.path, "{mode: tf_idf, max_tokens: 1000}"));
-  CHECK(thrown([&] { load_data(tfidf); }, &message) == "usage");
-  CHECK(contains(message, "lower max_tokens"));
+  LoadedData capped;
+  REQUIRE(thrown([&] { capped = load_data(tfidf); }) == "none");
+  CHECK(capped.vectorizer->size() < 1000);
+  CHECK(capped.vectorizer->example_shape() == Shape{1000});
+  CHECK(dataset_of(*capped.train).example_shape() == Shape{1000});
 }
 
 TEST_CASE("an int-mode checkpoint keeps the vocabulary without idf; eval, predict and resume rebuild the vectorizer") {
