@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -49,6 +50,7 @@ std::string describe_mesh_string(const std::string& mesh) {
 RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer,
                        const RunStart& start)
     : metrics_(open_run_dir(config, vectorizer)),
+      run_id_(start.run_id),
       reporter_(stdout, train::redraws_lines(stdout), config.train.log_every, metrics_ ? &*metrics_ : nullptr) {
   const optim::LearningRateSchedule schedule = config.train.optimizer.schedule;
   reporter_.set_learning_rate([schedule](int64_t step) { return schedule.rate(step); });
@@ -61,21 +63,30 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
 
 namespace {
 
-// Where checkpoint.keep_best's pointer leads (DIR/best), for eval and predict.
-void print_best_checkpoint(const Config& config) {
-  const std::string pointer = (std::filesystem::path(config.checkpoint.dir) / checkpoint::kBestFile).string();
+// Where checkpoint.keep_best's pointer leads (DIR/best), for eval and predict; "" when nowhere.
+std::string best_checkpoint(const Config& config) {
   try {
-    fmt::print("best checkpoint ({}): {} (named by {})\n", config.checkpoint.keep_best,
-               checkpoint::find_checkpoint(pointer), pointer);
+    return checkpoint::find_checkpoint((std::filesystem::path(config.checkpoint.dir) / checkpoint::kBestFile).string());
   } catch (const UsageError&) {
-    fmt::print("no best checkpoint in {}\n", config.checkpoint.dir);
+    return "";
+  }
+}
+
+// The step of a checkpoint folder "DIR/ckpt-N" (-1 for another name).
+int64_t step_of(const std::string& folder) {
+  const std::string name = std::filesystem::path(folder).filename().string();
+  if (name.rfind("ckpt-", 0) != 0) return -1;
+  try {
+    return std::stoll(name.substr(5));
+  } catch (const std::exception&) {
+    return -1;
   }
 }
 
 }  // namespace
 
 void RunOutputs::print_summary(const train::TrainResult& result, const Config& config,
-                               const checkpoint::CheckpointManager& manager) const {
+                               const checkpoint::CheckpointManager& manager) {
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
     if (it->split != "test") continue;
     // What the result is from: a run stopped after its last evaluation did not evaluate where it stopped.
@@ -89,8 +100,24 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
   if (!manager.last_committed().empty()) fmt::print("last checkpoint: {}\n", manager.last_committed());
   else if (process_index() == 0 && config.checkpoint.every != CheckpointEvery::never)
     fmt::print("no checkpoint saved in {}\n", config.checkpoint.dir);
-  if (!manager.last_committed().empty() && !config.checkpoint.keep_best.empty()) print_best_checkpoint(config);
-  if (metrics_) fmt::print("metrics: {}\n", metrics_->path());
+  const std::string best = config.checkpoint.keep_best.empty() ? "" : best_checkpoint(config);
+  if (!manager.last_committed().empty() && !config.checkpoint.keep_best.empty()) {
+    if (best.empty()) fmt::print("no best checkpoint in {}\n", config.checkpoint.dir);
+    else fmt::print("best checkpoint ({}): {} (named by {}/{})\n", config.checkpoint.keep_best, best,
+                    config.checkpoint.dir, checkpoint::kBestFile);
+  }
+  if (metrics_) {
+    const std::string stopped = result.early_stopped_at >= 0 ? "early_stopping"
+                                : result.stop_signal != 0    ? "signal"
+                                : result.stopped_early       ? "max_steps"
+                                                             : "finished";
+    // 1-based, the epoch it stopped in (a position at an epoch's start is the end of the one before).
+    const int64_t epoch = result.position.batch_in_epoch == 0 ? std::max<int64_t>(1, result.position.epoch)
+                                                               : result.position.epoch + 1;
+    metrics_->write_end(train::EndRow{run_id_, result.position.step, epoch, stopped,
+                                      best.empty() ? -1 : step_of(best), config.checkpoint.keep_best});
+    fmt::print("metrics: {}\n", metrics_->path());
+  }
 }
 
 }  // namespace dtrain

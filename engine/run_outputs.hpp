@@ -31,12 +31,13 @@ class RunOutputs {
 
   train::Reporter& reporter() { return reporter_; }
   // The last test accuracy, the last checkpoint the run committed (or that it saved none), and where
-  // metrics.jsonl is.
+  // metrics.jsonl is; metrics.jsonl gets the run's "end" row (why it stopped, the best checkpoint's step).
   void print_summary(const train::TrainResult& result, const Config& config,
-                     const checkpoint::CheckpointManager& manager) const;
+                     const checkpoint::CheckpointManager& manager);
 
  private:
   std::optional<train::MetricsLog> metrics_;  // on process 0 only
+  std::string run_id_;
   train::ProgressReporter reporter_;
 };
 

@@ -65,6 +65,14 @@ void MetricsLog::write_run(const RunRow& r) {
       r.init_from.empty() ? "" : ", \"init_from\": " + json_string(r.init_from)));
 }
 
+void MetricsLog::write_end(const EndRow& r) {
+  write_line(fmt::format(
+      "{{\"split\": \"run\", \"event\": \"end\", \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"stopped\": {}, "
+      "\"best_step\": {}, \"monitor\": {}}}",
+      json_string(r.run_id), r.epoch, r.step, json_string(r.stopped),
+      r.best_step < 0 ? "null" : std::to_string(r.best_step), r.monitor.empty() ? "null" : json_string(r.monitor)));
+}
+
 void MetricsLog::write_steps(const StepsRow& r) {
   write_line(fmt::format(
       "{{\"split\": \"train_steps\", \"epoch\": {}, \"step\": {}, \"steps\": {}, \"examples\": {}, \"loss\": {}, "

@@ -1,5 +1,7 @@
 // RUN_DIR/metrics.jsonl: one JSON object per line, each with a "split" saying what it is:
-//   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step
+//   "run"         a run starts ("event": "start") or is resumed ("event": "resume"): run id, mesh, step; or
+//                 ends ("event": "end"): why it stopped ("finished", "early_stopping", "max_steps", "signal")
+//                 and, with checkpoint.keep_best, the best checkpoint's step and its monitor
 //   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
 //   "train"       a finished epoch (with the learning rate of its last step);  "test": an evaluation during training;  "eval": a `dtrain eval`
 //                 (with "classes": [{"name", "examples", "correct", "accuracy"}, ...], one per true label)
@@ -29,6 +31,15 @@ struct RunRow {
   std::string init_from;    // a fine-tuning start: the checkpoint its variables came from ("" otherwise)
 };
 
+// A "run" row with "event": "end".
+struct EndRow {
+  std::string run_id;
+  int64_t step = 0, epoch = 0;  // where it stopped (epoch 1-based)
+  std::string stopped;          // "finished", "early_stopping", "max_steps" or "signal"
+  int64_t best_step = -1;       // the step of DIR/best (-1: none)
+  std::string monitor;          // checkpoint.keep_best's ("" when off)
+};
+
 // A "train_steps" row: the steps since the last one.
 struct StepsRow {
   int64_t epoch = 0, step = 0, steps = 0, examples = 0;
@@ -51,6 +62,7 @@ class MetricsLog {
   void write(const SplitMetrics& metrics, std::optional<double> learning_rate = std::nullopt);
   // Named apart from write(): a braced SplitMetrics would match them too.
   void write_run(const RunRow& row);
+  void write_end(const EndRow& row);
   void write_steps(const StepsRow& row);
   void write_eval(const EvalRow& row);
   const std::string& path() const { return path_; }

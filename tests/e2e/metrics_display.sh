@@ -58,7 +58,9 @@ sed -nE 's/.*loss ([0-9.]+) accuracy ([0-9.]+).*/\1 \2/p' out >eval_numbers
 check "metrics.jsonl: run rows, train_steps rows, 1-based epochs, one curve over DP -> MP" python3 - <<'PY'
 import json
 rows = [json.loads(line) for line in open("run/metrics.jsonl")]
-runs = [r for r in rows if r["split"] == "run"]
+runs = [r for r in rows if r["split"] == "run" and r["event"] != "end"]
+ends = [r for r in rows if r["split"] == "run" and r["event"] == "end"]
+assert [(r["stopped"], r["step"], r["epoch"]) for r in ends] == [("finished", 8, 1), ("finished", 16, 2)], ends
 assert rows[0]["split"] == "run" and rows[0]["event"] == "start", rows[0]
 assert rows[0]["mesh"] == "{batch: 8} on 8 CPU devices" and rows[0]["mesh_string"].startswith("|batch=8|"), rows[0]
 assert [r["event"] for r in runs] == ["start", "resume"], runs
@@ -75,7 +77,7 @@ test = [r for r in rows if r["split"] == "test"]
 assert [r["epoch"] for r in test] == [1, 2], test
 # The resume row comes after epoch 1's rows and before epoch 2's.
 at = rows.index(runs[1])
-assert all(r["step"] <= 8 for r in rows[:at]) and all(r["step"] > 8 for r in rows[at + 1:] if r["split"] != "test"), rows
+assert all(r["step"] <= 8 for r in rows[:at]) and all(r["step"] > 8 for r in rows[at + 1:] if r["split"] not in ("test", "eval")), rows
 PY
 check "eval appended an eval row to --run-dir's metrics.jsonl: $(cat run_eval/metrics.jsonl 2>/dev/null)" python3 - <<'PY'
 import json
@@ -148,6 +150,22 @@ if [[ -n $mpl_python ]]; then
   check "plot_metrics draws the DP -> MP chain to run/metrics.png: $("$mpl_python" "$plot" run 2>&1 | tail -3)" \
     test -s run/metrics.png
   check "plot_metrics draws a run dir holding an eval row only" "$mpl_python" "$plot" run_eval --out eval.png >/dev/null
+  # Validation, keep_best and early stopping, and a second run appending to the same run dir (issue 28): the
+  # "end" rows say why each run stopped and where the best checkpoint is; the plot draws both runs.
+  expect 0 "best checkpoint \(val_loss\)" -- train --config dp.yaml --set data.validation_split=0.25 \
+    --set "train.early_stopping={monitor: val_loss, patience: 1, min_delta: 0.3}" --set checkpoint.keep_best=val_loss \
+    --set train.epochs=12 --set checkpoint.dir=ck_val --run-dir run_val
+  expect 0 "test accuracy" -- train --config dp.yaml --set train.epochs=2 --set checkpoint.dir=ck_val2 --run-dir run_val
+  check "run_val's end rows: an early stop with its best step, then a finished run" python3 - <<'PY'
+import json
+ends = [r for r in map(json.loads, open("run_val/metrics.jsonl")) if r.get("event") == "end"]
+assert len(ends) == 2, ends
+assert ends[0]["stopped"] == "early_stopping" and ends[0]["monitor"] == "val_loss", ends
+assert isinstance(ends[0]["best_step"], int) and 0 < ends[0]["best_step"] <= ends[0]["step"], ends
+assert ends[1]["stopped"] == "finished" and ends[1]["best_step"] is None and ends[1]["epoch"] == 2, ends
+assert ends[0]["run_id"] != ends[1]["run_id"], ends
+PY
+  check "plot_metrics draws both runs, validation, best and early stop" "$mpl_python" "$plot" run_val --out val.png
 else
   skip_part "drawing with plot_metrics (no python3 with matplotlib)"
 fi
