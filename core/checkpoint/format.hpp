@@ -40,6 +40,10 @@ struct CheckpointMeta {
   std::vector<float> idf;               // one per token (tf_idf); empty for token ids (int mode)
   // train::ValidationState::to_text(): early stopping's and keep-best's records ("" when none were kept)
   std::string validation_state;
+  // The epoch's sums over its batch_in_epoch batches done: loss sum, correct, examples (zeros when saved at an
+  // epoch's start or end, or by a dtrain before they were kept).
+  double epoch_loss_sum = 0, epoch_correct = 0;
+  int64_t epoch_examples = 0;
   std::vector<std::string> class_names;  // label k's name; empty in checkpoints older than /meta/classes
 };
 

@@ -125,6 +125,11 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
       meta.step = state.position.step;
       meta.epoch = state.position.epoch;
       meta.batch_in_epoch = state.position.batch_in_epoch;
+      if (!end_of_epoch) {
+        meta.epoch_loss_sum = state.position.totals.loss_sum;
+        meta.epoch_correct = state.position.totals.correct;
+        meta.epoch_examples = state.position.totals.examples;
+      }
       meta.epochs_done = state.position.epoch + (end_of_epoch ? 1 : 0);
       meta.shuffle_seed = context_.shuffle_seed;
       meta.mesh = device.mesh->to_string();

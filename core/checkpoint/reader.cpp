@@ -138,6 +138,11 @@ CheckpointIndex parse_index(const std::string& folder, const Manifest& manifest,
   meta.mesh = h5::read_string_attribute(file, "mesh");
   meta.optimizer = h5::read_string_attribute(file, "optimizer");
   if (h5::has_attribute(file, "validation_state")) meta.validation_state = h5::read_string_attribute(file, "validation_state");
+  if (h5::has_attribute(file, "epoch_totals")) {
+    std::istringstream totals(h5::read_string_attribute(file, "epoch_totals"));
+    totals >> meta.epoch_loss_sum >> meta.epoch_correct >> meta.epoch_examples;
+    DTRAIN_CHECK_USAGE(!totals.fail() && meta.epoch_examples >= 0, "[checkpoint] {} has a malformed 'epoch_totals'", path);
+  }
   std::vector<std::string> config = h5::read_strings(file, "meta/config");
   meta.config = config.empty() ? "" : config.front();
   if (h5::exists(file, "meta/classes")) meta.class_names = h5::read_strings(file, "meta/classes");

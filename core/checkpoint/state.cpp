@@ -47,7 +47,8 @@ void restore(const CheckpointIndex& index, train::RankState& state, bool with_op
   }
   read_tensors(index, targets, state.rank);
   if (with_optimizer) state.optimizer.set_iterations(index.meta.iterations);
-  state.position = {index.meta.step, index.meta.epoch, index.meta.batch_in_epoch};
+  state.position = {index.meta.step, index.meta.epoch, index.meta.batch_in_epoch,
+                    {index.meta.epoch_loss_sum, index.meta.epoch_correct, index.meta.epoch_examples}};
   // A resume goes on with the run's validation records (early stopping's patience, the best so far).
   if (with_optimizer && state.validation != nullptr) {
     *state.validation = index.meta.validation_state.empty()

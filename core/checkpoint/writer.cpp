@@ -209,6 +209,10 @@ FileDigest write_index(const std::string& folder, const CheckpointMeta& meta, co
     h5::write_attribute(file, "optimizer", meta.optimizer);
     h5::write_attribute(file, "iterations", meta.iterations);
     if (!meta.validation_state.empty()) h5::write_attribute(file, "validation_state", meta.validation_state);
+    if (meta.epoch_examples > 0) {  // as text: the doubles round-trip exactly
+      h5::write_attribute(file, "epoch_totals", fmt::format("{:.17g} {:.17g} {}", meta.epoch_loss_sum, meta.epoch_correct,
+                                                            meta.epoch_examples));
+    }
     h5::write_strings(file, "meta/config", {meta.config});
     std::vector<std::string> names;
     for (const auto& tensor : tensors) names.push_back(tensor.name);

@@ -115,11 +115,18 @@ void ProgressReporter::on_epoch_begin(int64_t epoch, int64_t epochs, int64_t) {
   epochs_ = epochs;
   epoch_start_ = row_start_ = now_();
   loss_sum_ = correct_sum_ = 0;
-  examples_ = steps_ = 0;
+  examples_ = steps_ = resumed_examples_ = 0;
   row_loss_ = row_correct_ = 0;
   row_examples_ = row_steps_ = 0;
   fmt::print(out_, "Epoch {}/{}\n", epoch + 1, epochs);
   std::fflush(out_);
+}
+
+void ProgressReporter::on_epoch_resumed(const EpochTotals& done) {
+  loss_sum_ += done.loss_sum;
+  correct_sum_ += done.correct;
+  examples_ += done.examples;
+  resumed_examples_ += done.examples;
 }
 
 void ProgressReporter::write_steps_row(int64_t epoch, int64_t step) {
@@ -157,7 +164,7 @@ void ProgressReporter::on_step(const StepMetrics& m) {
     fmt::print(out_, "epoch {} step {}/{} (global step {}): loss {:.4f} accuracy {:.4f} {} {:.0f} examples/s\n",
                m.epoch + 1, m.batch_in_epoch, m.batches_in_epoch, m.step, loss_sum_ / double(examples_),
                correct_sum_ / double(examples_), time_per_step(elapsed / double(steps_)),
-               elapsed > 0 ? double(examples_) / elapsed : 0.0);
+               elapsed > 0 ? double(examples_ - resumed_examples_) / elapsed : 0.0);
   }
   if (!terminal_ || redraw_due) std::fflush(out_);
   if (m.step % log_every_ == 0 || last) write_steps_row(m.epoch, m.step);
@@ -178,7 +185,7 @@ void ProgressReporter::draw_line(const StepMetrics& m) {
   parts.per_step = fmt::format("{:>10}", time_per_step(per_step));
   parts.metrics = {fmt::format("loss: {:.4f}", loss_sum_ / double(examples_)),
                    fmt::format("accuracy: {:.4f}", correct_sum_ / double(examples_))};
-  parts.rate = fmt::format("{:.0f} examples/s", elapsed > 0 ? double(examples_) / elapsed : 0.0);
+  parts.rate = fmt::format("{:.0f} examples/s", elapsed > 0 ? double(examples_ - resumed_examples_) / elapsed : 0.0);
   // One column is left free: a line as wide as the terminal wraps on some of them. \x1b[K clears what a
   // longer line drawn before left to the right (and a ^C the terminal echoed).
   fmt::print(out_, "\r{}\x1b[K", fit_progress_line(parts, std::max(1, line_width() - 1)));

@@ -68,6 +68,7 @@ class ProgressReporter : public Reporter {
 
   void on_notice(const std::string& text) override;
   void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) override;
+  void on_epoch_resumed(const EpochTotals& done) override;
   void on_step(const StepMetrics& metrics) override;
   void on_split_end(const SplitMetrics& metrics) override;
 
@@ -87,7 +88,8 @@ class ProgressReporter : public Reporter {
   int64_t epochs_ = 1;
   std::chrono::steady_clock::time_point epoch_start_;
   double loss_sum_ = 0, correct_sum_ = 0;
-  int64_t examples_ = 0, steps_ = 0;  // since the epoch began (here: a resumed run begins mid-epoch)
+  int64_t examples_ = 0, steps_ = 0;  // since the epoch began (a resumed epoch's earlier batches included)
+  int64_t resumed_examples_ = 0;      // of those, done before a resume (not in this run's rate)
   // Since the last "train_steps" row.
   std::chrono::steady_clock::time_point row_start_;
   double row_loss_ = 0, row_correct_ = 0;

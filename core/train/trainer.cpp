@@ -407,11 +407,15 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         told_partial = true;
       }
       if (position.batch_in_epoch >= batches) continue;  // restored at the end of this epoch
+      // An epoch resumed mid-way goes on from the sums of its batches before (kept in the checkpoint).
+      if (position.batch_in_epoch == 0) position.totals = {};
+      const EpochTotals resumed = position.totals;
       if (reports) reporter.on_epoch_begin(position.epoch, options_.epochs, batches);
+      if (reports && resumed.examples > 0) reporter.on_epoch_resumed(resumed);
       const int64_t micro = options_.batch_size / options_.accumulation_steps;
       const auto epoch_start = Clock::now();
-      double loss_total = 0, correct_total = 0;
-      int64_t examples = 0;
+      double loss_total = resumed.loss_sum, correct_total = resumed.correct;
+      int64_t examples = resumed.examples;
       // The steps' totals kept on the GPU, read back and reported (the same on every rank: the loss check).
       auto read_back = [&] {
         if (pending.empty()) return;
@@ -508,6 +512,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         // A stop, and the run's last step, save the position reached whatever want_save says (asked all the
         // same, above: it may count): `checkpoint.every: N` steps need not divide the run's steps.
         if (saves) {
+          position.totals = {loss_total, correct_total, examples};  // read back above on a GPU
           hooks.save(run.state, end_of_epoch);
           last_saved = position.step;
         }
@@ -516,7 +521,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       if (reports && epoch_done && examples > 0) {  // a partial epoch is no epoch's result
         const double seconds = seconds_since(epoch_start);
         SplitMetrics metrics{"train", position.epoch, position.step, examples, loss_total / double(examples),
-                             correct_total / double(examples), double(examples) / seconds, seconds};
+                             correct_total / double(examples), double(examples - resumed.examples) / seconds, seconds};
         result.epochs.push_back(metrics);
         reporter.on_split_end(metrics);
       }

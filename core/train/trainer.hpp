@@ -48,10 +48,18 @@ struct TrainOptions {
 };
 
 // Where a run stands: enough to continue it exactly.
+// The sums over the batches of an epoch done so far: a checkpoint saved mid-epoch keeps them, so that the
+// resumed epoch's result covers the whole epoch, as the uninterrupted run's does.
+struct EpochTotals {
+  double loss_sum = 0, correct = 0;
+  int64_t examples = 0;
+};
+
 struct Position {
   int64_t step = 0;           // optimizer steps done
   int64_t epoch = 0;          // current epoch
   int64_t batch_in_epoch = 0; // batches of `epoch` done
+  EpochTotals totals{};       // of those batches
 };
 
 struct StepMetrics {
@@ -76,6 +84,8 @@ class Reporter {
   virtual ~Reporter() = default;
   virtual void on_notice(const std::string& text) {}
   virtual void on_epoch_begin(int64_t epoch, int64_t epochs, int64_t batches) {}
+  // After on_epoch_begin of an epoch resumed mid-way: the sums of its batches done before the resume.
+  virtual void on_epoch_resumed(const EpochTotals& done) {}
   virtual void on_step(const StepMetrics& metrics) {}
   virtual void on_split_end(const SplitMetrics& metrics) {}
 };

@@ -206,6 +206,17 @@ assert [l["epoch"] for l in train] == [1], lines  # epochs are 1-based, as on th
 PY
 expect 0 "resuming ck_max/ckpt-11 " -- resume --config dp.yaml --set checkpoint.dir=ck_max --run-dir run_max
 check "max_steps: resumed to ckpt-16" test "$(latest ck_max)" = ckpt-16
+# The epoch resumed mid-way reports the whole epoch (issue 28): its row equals the uninterrupted run's.
+expect 0 "test accuracy" -- train --config dp.yaml --set checkpoint.dir=ck_whole --run-dir run_whole
+check "the resumed epoch 2's train row equals the uninterrupted run's" python3 - <<'PY'
+import json
+def epoch2(path):
+    rows = [json.loads(l) for l in open(path)]
+    return [r for r in rows if r["split"] == "train" and r["epoch"] == 2][-1]
+resumed, whole = epoch2("run_max/metrics.jsonl"), epoch2("run_whole/metrics.jsonl")
+assert resumed["examples"] == whole["examples"] == 512, (resumed, whole)
+assert abs(resumed["loss"] - whole["loss"]) <= 1e-9 and abs(resumed["accuracy"] - whole["accuracy"]) <= 1e-9, (resumed, whole)
+PY
 
 # Eval of 100 test examples (a last batch of 36, which 8 batch shards do not divide) counts all 100 on every
 # mesh, with the one-device loss and accuracy.
