@@ -134,9 +134,10 @@ Correct measure(Kind kind, const MeshPtr& mesh, size_t bytes, int iterations, st
       fill(kind, big.data, small.data, count, chunk, r);
       device.comm->barrier(group);
       auto start = Clock::now();
-      if (kind == Kind::AllReduce) device.comm->all_reduce(group, big.data, count, ReduceOp::Sum);
-      else if (kind == Kind::AllGather) device.comm->all_gather(group, small.data, big.data, chunk);
-      else device.comm->reduce_scatter(group, big.data, small.data, chunk);
+      if (kind == Kind::AllReduce) device.comm->all_reduce(group, host_view(big.data, count), ReduceOp::Sum);
+      else if (kind == Kind::AllGather)
+        device.comm->all_gather(group, host_view(small.data, chunk), host_view(big.data, chunk * size_t(n)));
+      else device.comm->reduce_scatter(group, host_view(big.data, chunk * size_t(n)), host_view(small.data, chunk));
       double t = seconds_since(start);  // a collective returns only when every member is done with it
       if (device.rank == 0 && iteration > 0) ours.push_back(t);
       if (!check(kind, big.data, small.data, count, chunk, r, n)) ours_ok = false;

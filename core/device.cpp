@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/comm/nccl/gpu.hpp"
+#include "core/comm/tensor_view.hpp"
 #include "core/comm/mpi/hierarchical.hpp"
 #include "core/comm/local/local.hpp"
 #include "core/comm/mpi/mpi.hpp"
@@ -63,19 +64,20 @@ DeviceContext& current_device() {
 }
 
 void all_reduce_host(const DeviceContext& device, const Group& group, float* data, size_t count, ReduceOp op) {
-  if (device.place.is_cpu()) return device.comm->all_reduce(group, data, count, op);
+  if (device.place.is_cpu()) return device.comm->all_reduce(group, host_view(data, count), op);
   Tensor values = Tensor::adopt({int64_t(count)}, std::shared_ptr<float[]>(data, [](float*) {})).to(device.place);
-  device.comm->all_reduce(group, values.buffer(), count, op);
+  device.comm->all_reduce(group, view_of(values), op);
   const Tensor back = values.to(Place::cpu());
   std::copy_n(back.data(), count, data);
 }
 
 void all_gather_host(const DeviceContext& device, const Group& group, const float* send, float* recv, size_t count) {
-  if (device.place.is_cpu()) return device.comm->all_gather(group, send, recv, count);
-  const Tensor mine = Tensor::adopt({int64_t(count)}, std::shared_ptr<float[]>(const_cast<float*>(send), [](float*) {}))
-                          .to(device.place);
+  if (device.place.is_cpu())
+    return device.comm->all_gather(group, host_view(send, count), host_view(recv, count * size_t(group.size())));
+  const Tensor mine =
+      Tensor::adopt({int64_t(count)}, std::shared_ptr<const float[]>(send, [](const float*) {})).to(device.place);
   Tensor all = Tensor::uninitialized({int64_t(count) * group.size()}, device.place);
-  device.comm->all_gather(group, mine.buffer(), all.buffer(), count);
+  device.comm->all_gather(group, view_of(mine), view_of(all));
   const Tensor back = all.to(Place::cpu());
   std::copy_n(back.data(), back.size(), recv);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/copy/copy.hpp"
@@ -163,12 +164,12 @@ DTensor redistribute(DTensor x, const Layout& target) {
       Shape chunk = local.shape();
       chunk[axis] /= group.size();
       Tensor received = Tensor::uninitialized(chunk, local.place());
-      comm.reduce_scatter(group, chunks.buffer(), received.buffer(), received.size());
+      comm.reduce_scatter(group, view_of(chunks), view_of(received));
       local = received;
       dims[axis] = int8_t(target.dim_at(axis));
     } else if (group.size() > 1) {
       if (!local.unique()) local = local.clone();
-      comm.all_reduce(group, local.buffer(), local.size(), ReduceOp::Sum);
+      comm.all_reduce(group, view_of(local), ReduceOp::Sum);
     }
   }
   // 2. Shardings the target does not keep: move them with all_to_all when the target axis is free, else gather.
@@ -183,14 +184,14 @@ DTensor redistribute(DTensor x, const Layout& target) {
       Tensor received = Tensor::uninitialized(send.shape(), send.place());
       Shape chunk = local.shape();
       chunk[to_axis] /= n;
-      comm.all_to_all(group, send.buffer(), received.buffer(), num_elements(chunk));
+      comm.all_to_all(group, view_of(send), view_of(received));
       local = concat_chunks(received, n, chunk, axis);
       dims[to_axis] = int8_t(dim);
     } else {
-      // Shared: in-process ranks receive one buffer, written once (read-only: writers check unique()), at the
+      // Shared: in-process ranks receive one buffer, written once (read-only: const, so never unique()), at the
       // ranks' place (a GPU rank's communicator gathers into device memory).
-      Tensor received = Tensor::adopt(Shape{int64_t(n) * local.size()},
-                                      comm.all_gather_shared(group, local.buffer(), size_t(local.size())), local.place());
+      Tensor received =
+          Tensor::adopt(Shape{int64_t(n) * local.size()}, comm.all_gather_shared(group, view_of(local)), local.place());
       local = concat_chunks(received, n, local.shape(), axis);
     }
     dims[axis] = -1;

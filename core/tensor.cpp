@@ -99,6 +99,13 @@ Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> data, Place place) {
   return t;
 }
 
+Tensor Tensor::adopt(Shape shape, std::shared_ptr<const float[]> data, Place place) {
+  // Held as the other tensors' storage is, but marked: unique() stays false, so nothing writes through it.
+  Tensor t = adopt(std::move(shape), std::const_pointer_cast<float[]>(std::move(data)), place);
+  t.read_only_ = true;
+  return t;
+}
+
 Tensor Tensor::with_compressed_rows(Tensor dense, std::shared_ptr<const CompressedRows> rows) {
   DTRAIN_CHECK(rows != nullptr && dense.rank() == 2 && rows->rows == dense.dim(0) && rows->cols == dense.dim(1),
                "[tensor] sparse rows of {}x{} for a tensor of shape {}", rows ? rows->rows : 0, rows ? rows->cols : 0,
@@ -151,6 +158,7 @@ Tensor Tensor::slice_view(int64_t offset, Shape shape) const {
   t.size_ = count;
   t.data_ = std::shared_ptr<float[]>(data_, data_.get() + offset);  // shares ownership of the whole buffer
   t.place_ = place_;
+  t.read_only_ = read_only_;
   return t;
 }
 

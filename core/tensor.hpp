@@ -27,6 +27,9 @@ class Tensor {
   static Tensor uninitialized(Shape shape, Place place);
   // Wraps `data` (at least num_elements(shape) floats at `place`), sharing its ownership.
   static Tensor adopt(Shape shape, std::shared_ptr<float[]> data, Place place = Place::cpu());
+  // Wraps values others read too (a shared gather's result, which the ranks of a process hold together),
+  // read-only: such a tensor and its views are never unique(), so whoever would change them copies first.
+  static Tensor adopt(Shape shape, std::shared_ptr<const float[]> data, Place place = Place::cpu());
   // `dense` (2-D) with its non-zeros listed beside it (a TF-IDF batch): matmul then multiplies the list
   // instead of scanning the values for non-zeros. The list describes the values as they are now, so such a
   // tensor must not be written to afterwards; copies share the list, views, reshapes and clones drop it.
@@ -65,8 +68,9 @@ class Tensor {
   // A copy at `place` (blocking: the values are there when it returns), or *this if already there. A
   // non-zeros list stays behind, as with clone().
   Tensor to(Place place) const;
-  // No other Tensor shares this buffer, and no non-zeros list describes it: it may be changed in place.
-  bool unique() const { return data_.use_count() == 1 && !compressed_rows_; }
+  // No other Tensor shares this buffer, no non-zeros list describes it, and it was not adopted read-only: it
+  // may be changed in place.
+  bool unique() const { return data_.use_count() == 1 && !compressed_rows_ && !read_only_; }
   // Same buffer, another shape of equal size.
   Tensor reshaped(Shape shape) const;
   // Same buffer: the num_elements(shape) values from `offset` on, as a tensor of `shape`.
@@ -86,6 +90,7 @@ class Tensor {
   std::shared_ptr<float[]> data_;
   std::shared_ptr<const CompressedRows> compressed_rows_;
   Place place_;
+  bool read_only_ = false;  // adopted from const storage: data_ is never written through this tensor
 };
 
 }  // namespace dtrain

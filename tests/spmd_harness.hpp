@@ -47,7 +47,7 @@ inline std::vector<MeshPtr> test_meshes() {
 inline std::vector<Tensor> gather_locals(const DeviceContext& device, const Tensor& local) {
   const Group& everyone = device.group(device.mesh->dim_names());
   std::vector<float> all(size_t(local.size()) * size_t(everyone.size()));
-  device.comm->all_gather(everyone, local.data(), all.data(), size_t(local.size()));
+  device.comm->all_gather(everyone, host_view(local.data(), size_t(local.size())), host_view(all));
   std::vector<Tensor> out;
   for (int member = 0; member < everyone.size(); ++member) {
     Tensor piece(local.shape());

@@ -92,7 +92,7 @@ std::string first_difference(const std::vector<float>& got, const std::vector<fl
 std::string check_all_reduce(DeviceContext& device, const Group& group, size_t count) {
   std::vector<float> data(count);
   for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
-  device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+  device.comm->all_reduce(group, host_view(data), ReduceOp::Sum);
   int n = group.size();
   std::vector<float> want(count);
   for (size_t i = 0; i < count; ++i) want[i] = float(1000 * n * (n - 1) / 2 + n * int(i % 997));
@@ -100,7 +100,7 @@ std::string check_all_reduce(DeviceContext& device, const Group& group, size_t c
 
   // Max: the largest contribution comes from a different member at different elements.
   for (size_t i = 0; i < count; ++i) data[i] = float((int(i) + group.index) % n) - 0.5f * group.index;
-  device.comm->all_reduce(group, data.data(), count, ReduceOp::Max);
+  device.comm->all_reduce(group, host_view(data), ReduceOp::Max);
   for (size_t i = 0; i < count; ++i) {
     float best = -1e9f;
     for (int m = 0; m < n; ++m) best = std::max(best, float((int(i) + m) % n) - 0.5f * m);
@@ -115,7 +115,7 @@ std::string check_all_gather(DeviceContext& device, const Group& group, size_t c
   std::vector<float> send(count);
   for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
   std::vector<float> recv(count * group.size(), -1.0f);
-  device.comm->all_gather(group, send.data(), recv.data(), count);
+  device.comm->all_gather(group, host_view(send), host_view(recv));
   std::vector<float> want;
   for (int m = 0; m < group.size(); ++m)
     for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
@@ -126,7 +126,7 @@ std::string check_all_gather(DeviceContext& device, const Group& group, size_t c
 std::string check_all_gather_shared(DeviceContext& device, const Group& group, size_t count) {
   std::vector<float> send(count);
   for (size_t i = 0; i < count; ++i) send[i] = value(group.index, i);
-  std::shared_ptr<float[]> shared = device.comm->all_gather_shared(group, send.data(), count);
+  std::shared_ptr<const float[]> shared = device.comm->all_gather_shared(group, host_view(send));
   std::vector<float> recv(shared.get(), shared.get() + count * group.size());
   std::vector<float> want;
   for (int m = 0; m < group.size(); ++m)
@@ -136,7 +136,7 @@ std::string check_all_gather_shared(DeviceContext& device, const Group& group, s
   std::vector<float> address(1), addresses(group.size());
   const uintptr_t mine = reinterpret_cast<uintptr_t>(shared.get());
   address[0] = float(mine % 16777213);  // exact in float32
-  device.comm->all_gather(group, address.data(), addresses.data(), 1);
+  device.comm->all_gather(group, host_view(address), host_view(addresses));
   for (float other : addresses)
     if (other != address[0] && failure.empty()) failure = "members received different buffers";
   return failure;
@@ -144,8 +144,8 @@ std::string check_all_gather_shared(DeviceContext& device, const Group& group, s
 
 // The in-place variant: each member writes its own chunk; all receive the whole, in one buffer.
 std::string check_all_gather_shared_in_place(DeviceContext& device, const Group& group, size_t count) {
-  std::shared_ptr<float[]> shared = device.comm->all_gather_shared_in_place(group, count, [&](float* chunk) {
-    for (size_t i = 0; i < count; ++i) chunk[i] = value(group.index, i);
+  std::shared_ptr<const float[]> shared = device.comm->all_gather_shared_in_place(group, count, [&](BufferView chunk) {
+    for (size_t i = 0; i < count; ++i) chunk.data[i] = value(group.index, i);
   });
   std::vector<float> recv(shared.get(), shared.get() + count * group.size());
   std::vector<float> want;
@@ -153,7 +153,7 @@ std::string check_all_gather_shared_in_place(DeviceContext& device, const Group&
     for (size_t i = 0; i < count; ++i) want.push_back(value(m, i));
   std::string failure = first_difference(recv, want);
   std::vector<float> address{float(reinterpret_cast<uintptr_t>(shared.get()) % 16777213)}, addresses(group.size());
-  device.comm->all_gather(group, address.data(), addresses.data(), 1);
+  device.comm->all_gather(group, host_view(address), host_view(addresses));
   for (float other : addresses)
     if (other != address[0] && failure.empty()) failure = "members received different buffers";
   return failure;
@@ -166,7 +166,7 @@ std::string check_reduce_scatter(DeviceContext& device, const Group& group, size
   for (int c = 0; c < n; ++c)
     for (size_t i = 0; i < count; ++i) send[c * count + i] = float(group.index + 1 + 100 * c + int(i % 13));
   std::vector<float> recv(count, -1.0f);
-  device.comm->reduce_scatter(group, send.data(), recv.data(), count);
+  device.comm->reduce_scatter(group, host_view(send), host_view(recv));
   std::vector<float> want(count);
   int c = group.index;
   for (size_t i = 0; i < count; ++i) want[i] = float(n * (n + 1) / 2 + n * (100 * c + int(i % 13)));
@@ -181,7 +181,7 @@ std::string check_all_to_all(DeviceContext& device, const Group& group, size_t c
   for (int j = 0; j < n; ++j)
     for (size_t i = 0; i < count; ++i) send[j * count + i] = code(group.index, j, i);
   std::vector<float> recv(count * n, -1.0f);
-  device.comm->all_to_all(group, send.data(), recv.data(), count);
+  device.comm->all_to_all(group, host_view(send), host_view(recv));
   std::vector<float> want(count * n);
   for (int from = 0; from < n; ++from)
     for (size_t i = 0; i < count; ++i) want[from * count + i] = code(from, group.index, i);
@@ -193,7 +193,7 @@ std::string check_broadcast(DeviceContext& device, const Group& group, size_t co
   for (int root = 0; root < group.size(); ++root) {
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i) data[i] = value(group.index, i);
-    device.comm->broadcast(group, data.data(), count, root);
+    device.comm->broadcast(group, host_view(data), root);
     std::vector<float> want(count);
     for (size_t i = 0; i < count; ++i) want[i] = value(root, i);
     std::string failure = first_difference(data, want);
@@ -249,7 +249,7 @@ std::string check_all_gather_varying(DeviceContext& device, const Group& group, 
   std::vector<float> send(length(group.index));
   for (size_t i = 0; i < send.size(); ++i) send[i] = value(group.index, i);
   VaryingGather got;
-  device.comm->all_gather_varying(group, send.data(), send.size(), got);
+  device.comm->all_gather_varying(group, host_view(send), got);
   std::fill(send.begin(), send.end(), -1.0f);
   if (got.counts.size() != size_t(group.size()) || got.members.size() != size_t(group.size()))
     return fmt::format("{} counts and {} members", got.counts.size(), got.members.size());
@@ -270,12 +270,15 @@ class BareCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string backend() const override { return "bare"; }
-  void all_reduce(const Group&, float*, size_t, ReduceOp) override {}
-  void all_gather(const Group&, const float*, float*, size_t) override {}
-  void reduce_scatter(const Group&, const float*, float*, size_t) override {}
-  void all_to_all(const Group&, const float*, float*, size_t) override {}
-  void broadcast(const Group&, float*, size_t, int) override {}
+  Place place() const override { return Place::cpu(); }
   void barrier(const Group&) override {}
+
+ protected:
+  void do_all_reduce(const Group&, float*, size_t, ReduceOp) override {}
+  void do_all_gather(const Group&, const float*, float*, size_t) override {}
+  void do_reduce_scatter(const Group&, const float*, float*, size_t) override {}
+  void do_all_to_all(const Group&, const float*, float*, size_t) override {}
+  void do_broadcast(const Group&, float*, size_t, int) override {}
 };
 
 }  // namespace
@@ -289,13 +292,15 @@ TEST_CASE("a backend without a collective says so instead of emulating it") {
   const Group alone{{0}, 0};
   float value = 1.0f;
   VaryingGather out;
-  CHECK_THROWS_WITH_AS(bare.all_gather_varying(alone, &value, 1, out), "[comm] backend bare has no all_gather_varying",
+  float other = 0.0f;
+  CHECK_THROWS_WITH_AS(bare.all_gather_varying(alone, host_view(&value, 1), out),
+                       "[comm] backend bare has no all_gather_varying", Error);
+  CHECK_THROWS_WITH_AS(bare.all_gather_shared(alone, host_view(&value, 1)), "[comm] backend bare has no all_gather_shared",
                        Error);
-  CHECK_THROWS_WITH_AS(bare.all_gather_shared(alone, &value, 1), "[comm] backend bare has no all_gather_shared", Error);
-  CHECK_THROWS_WITH_AS(bare.all_gather_shared_in_place(alone, 1, [](float*) {}),
+  CHECK_THROWS_WITH_AS(bare.all_gather_shared_in_place(alone, 1, [](BufferView) {}),
                        "[comm] backend bare has no all_gather_shared_in_place", Error);
-  CHECK_THROWS_WITH_AS(bare.neighbour_exchange(alone, &value, &value, 1), "[comm] backend bare has no neighbour_exchange",
-                       Error);
+  CHECK_THROWS_WITH_AS(bare.neighbour_exchange(alone, host_view(&value, 1), host_view(&other, 1)),
+                       "[comm] backend bare has no neighbour_exchange", Error);
 }
 
 TEST_CASE("reduce_scatter gives each member the sum of its chunk") { for_every_group(check_reduce_scatter); }
@@ -320,8 +325,8 @@ TEST_CASE("collectives on interleaved groups keep their own order") {
     Group along_x = device.group({"x"}), across_yz = device.group({"y", "z"}), world = device.group({"x", "y", "z"});
     for (int round = 0; round < 50; ++round) {
       float a = float(device.rank + round), b = float(device.rank * round);
-      device.comm->all_reduce(along_x, &a, 1, ReduceOp::Sum);
-      device.comm->all_reduce(across_yz, &b, 1, ReduceOp::Max);
+      device.comm->all_reduce(along_x, host_view(&a, 1), ReduceOp::Sum);
+      device.comm->all_reduce(across_yz, host_view(&b, 1), ReduceOp::Max);
       float sum_x = 0, max_yz = -1;
       for (int r : along_x.ranks) sum_x += float(r + round);
       for (int r : across_yz.ranks) max_yz = std::max(max_yz, float(r * round));
@@ -345,10 +350,10 @@ TEST_CASE("collectives on every group of a mesh, interleaved, staged and shared,
         const float tag = float(round * 10 + int(g));
         if ((device.rank + round + int(g)) % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
         std::vector<float> send(count, tag + float(group.index)), recv(count * group.size());
-        device.comm->all_gather(group, send.data(), recv.data(), count);
+        device.comm->all_gather(group, host_view(send), host_view(recv));
         for (int m = 0; m < group.size(); ++m)
           if (recv[m * count] != tag + float(m) || recv[m * count + count - 1] != tag + float(m)) wrong.fetch_add(1);
-        device.comm->all_reduce(group, send.data(), count, ReduceOp::Max);
+        device.comm->all_reduce(group, host_view(send), ReduceOp::Max);
         if (send[0] != tag + float(group.size() - 1) || send[count - 1] != send[0]) wrong.fetch_add(1);
       }
     }
@@ -368,7 +373,7 @@ TEST_CASE("a fast member meets in the next call while a slow one still reads the
     std::vector<float> send(count), recv(2 * count);
     for (int round = 0; round < 3000; ++round) {
       for (size_t i = 0; i < count; ++i) send[i] = float(round * 2 + rank);
-      comm->all_gather(group, send.data(), recv.data(), count);
+      comm->all_gather(group, host_view(send), host_view(recv));
       for (size_t i = 0; i < 2 * count; ++i)
         if (recv[i] != float(round * 2 + int(i / count))) {
           wrong.fetch_add(1);
@@ -388,18 +393,18 @@ TEST_CASE("after a mismatch the members go on with the group's next calls") {
     Group group{{0, 1, 2}, rank};
     float data[16] = {};
     try {
-      comm->all_reduce(group, data, rank == 1 ? 12 : 8, ReduceOp::Sum);
+      comm->all_reduce(group, host_view(data, rank == 1 ? 12 : 8), ReduceOp::Sum);
     } catch (const Error& error) {
       if (std::string(error.what()).find("mismatch") != std::string::npos) mismatches.fetch_add(1);
     }
     for (int round = 0; round < 20; ++round) {
       float x = float(rank + round);
-      comm->all_reduce(group, &x, 1, ReduceOp::Sum);
+      comm->all_reduce(group, host_view(&x, 1), ReduceOp::Sum);
       if (x != float(3 + 3 * round)) wrong.fetch_add(1);
     }
     try {
       comm->barrier(group);
-      comm->all_reduce(group, data, rank == 2 ? 1 : 2, ReduceOp::Sum);
+      comm->all_reduce(group, host_view(data, rank == 2 ? 1 : 2), ReduceOp::Sum);
     } catch (const Error& error) {
       last_errors[rank] = error.what();
     }
@@ -416,14 +421,15 @@ TEST_CASE("collectives allocate nothing once warm") {
     const Group& group = device.group({"x"});
     std::vector<float> small(100, 1.0f), large(20000, 1.0f), gathered(8 * 20000);
     auto round = [&] {
-      device.comm->all_reduce(group, small.data(), small.size(), ReduceOp::Sum);  // staged
-      device.comm->all_reduce(group, large.data(), large.size(), ReduceOp::Max);  // shared
-      device.comm->all_gather(group, small.data(), gathered.data(), small.size());
-      device.comm->all_gather(group, large.data(), gathered.data(), large.size());
-      device.comm->reduce_scatter(group, small.data(), gathered.data(), small.size() / 8);
-      device.comm->all_to_all(group, large.data(), gathered.data(), large.size() / 8);
-      device.comm->broadcast(group, small.data(), small.size(), 3);
-      device.comm->broadcast(group, large.data(), large.size(), 5);
+      device.comm->all_reduce(group, host_view(small), ReduceOp::Sum);  // staged
+      device.comm->all_reduce(group, host_view(large), ReduceOp::Max);  // shared
+      device.comm->all_gather(group, host_view(small), host_view(gathered.data(), 8 * small.size()));
+      device.comm->all_gather(group, host_view(large), host_view(gathered));
+      device.comm->reduce_scatter(group, host_view(small.data(), small.size() / 8 * 8),
+                                  host_view(gathered.data(), small.size() / 8));
+      device.comm->all_to_all(group, host_view(large), host_view(gathered.data(), large.size()));
+      device.comm->broadcast(group, host_view(small), 3);
+      device.comm->broadcast(group, host_view(large), 5);
       device.comm->barrier(group);
     };
     for (int warm = 0; warm < 20; ++warm) round();
@@ -464,7 +470,7 @@ TEST_CASE("large all_reduce crosses slice and block boundaries") {
     Group group = device.group({"x"});
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i) data[i] = float(device.rank + 1) * float(i % 1024);
-    device.comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+    device.comm->all_reduce(group, host_view(data), ReduceOp::Sum);
     for (size_t i = 0; i < count; ++i)
       if (data[i] != 36.0f * float(i % 1024)) wrong.fetch_add(1);
   });
@@ -479,8 +485,8 @@ TEST_CASE("members that disagree on a collective get an error naming both") {
       run_spmd(mesh, [](DeviceContext& device) {
         Group group = device.group({"x"});
         std::vector<float> buffer(8, 1.0f), out(16);
-        if (device.rank == 0) device.comm->all_reduce(group, buffer.data(), 8, ReduceOp::Sum);
-        else device.comm->all_gather(group, buffer.data(), out.data(), 8);
+        if (device.rank == 0) device.comm->all_reduce(group, host_view(buffer), ReduceOp::Sum);
+        else device.comm->all_gather(group, host_view(buffer), host_view(out));
       });
     } catch (const Error& error) {
       message = error.what();
@@ -495,7 +501,7 @@ TEST_CASE("members that disagree on a collective get an error naming both") {
       run_spmd(mesh, [](DeviceContext& device) {
         Group group = device.group({"x"});
         std::vector<float> buffer(16, 1.0f);
-        device.comm->all_reduce(group, buffer.data(), device.rank == 0 ? 8 : 12, ReduceOp::Sum);
+        device.comm->all_reduce(group, host_view(buffer.data(), device.rank == 0 ? 8 : 12), ReduceOp::Sum);
       });
     } catch (const Error& error) {
       message = error.what();
@@ -508,14 +514,14 @@ TEST_CASE("members that disagree on a collective get an error naming both") {
                                   [](DeviceContext& device) {
                                     Group group = device.group({"x"});
                                     float x = 1;
-                                    device.comm->all_reduce(group, &x, 1, device.rank ? ReduceOp::Max : ReduceOp::Sum);
+                                    device.comm->all_reduce(group, host_view(&x, 1), device.rank ? ReduceOp::Max : ReduceOp::Sum);
                                   }),
                          doctest::Contains("op=max"), Error);
     CHECK_THROWS_WITH_AS(run_spmd(mesh,
                                   [](DeviceContext& device) {
                                     Group group = device.group({"x"});
                                     float x = 1;
-                                    device.comm->broadcast(group, &x, 1, device.rank);
+                                    device.comm->broadcast(group, host_view(&x, 1), device.rank);
                                   }),
                          doctest::Contains("root=1"), Error);
   }
@@ -529,13 +535,13 @@ TEST_CASE("a failing rank aborts its peers and run_spmd rethrows the original er
     run_spmd(mesh, [&](DeviceContext& device) {
       Group group = device.group({"x", "y"});
       std::vector<float> data(100, 1.0f);
-      device.comm->all_reduce(group, data.data(), data.size(), ReduceOp::Sum);  // everybody gets through one
+      device.comm->all_reduce(group, host_view(data), ReduceOp::Sum);  // everybody gets through one
       if (device.rank == 5) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the peers block first
         throw Error("[test] rank 5 broke");
       }
       try {
-        device.comm->all_reduce(group, data.data(), data.size(), ReduceOp::Sum);  // waits for rank 5 forever
+        device.comm->all_reduce(group, host_view(data), ReduceOp::Sum);  // waits for rank 5 forever
       } catch (const Error& error) {
         if (std::string(error.what()).rfind("[comm] aborted: ", 0) == 0) aborted.fetch_add(1);
         throw;
@@ -559,7 +565,7 @@ TEST_CASE("abort reaches ranks that enter a collective later, and non-Error exce
                              Group group = device.group({"x"});
                              try {
                                device.comm->barrier(group);
-                               device.comm->all_reduce(group, &x, 1, ReduceOp::Sum);
+                               device.comm->all_reduce(group, host_view(&x, 1), ReduceOp::Sum);
                              } catch (const Error& error) {
                                if (std::string(error.what()).find("rank 0 failed: index 9") != std::string::npos)
                                  aborted.fetch_add(1);
@@ -580,8 +586,8 @@ TEST_CASE("groups that do not contain the caller are rejected") {
   LocalWorld world(4);
   auto comm = world.communicator(2);
   float x = 0;
-  CHECK_THROWS_AS(comm->all_reduce(Group{{0, 1}, 0}, &x, 1, ReduceOp::Sum), Error);
-  CHECK_THROWS_AS(comm->all_reduce(Group{{2, 7}, 0}, &x, 1, ReduceOp::Sum), Error);
+  CHECK_THROWS_AS(comm->all_reduce(Group{{0, 1}, 0}, host_view(&x, 1), ReduceOp::Sum), Error);
+  CHECK_THROWS_AS(comm->all_reduce(Group{{2, 7}, 0}, host_view(&x, 1), ReduceOp::Sum), Error);
   CHECK(comm->rank() == 2);
   CHECK(comm->world_size() == 4);
   CHECK(comm->backend() == "local");

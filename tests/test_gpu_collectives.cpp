@@ -112,34 +112,39 @@ std::vector<float> input(int rank, size_t count, uint32_t salt) {
 std::vector<float> run_op(Op op, Communicator& comm, const Group& group, size_t count, const Memory& memory) {
   const size_t n = size_t(group.size());
   const int rank = comm.rank();
+  // The memory is where the communicator's buffers live (host memory labelled cuda:k in a simulated world).
+  const auto at = [&](const std::shared_ptr<float[]>& buffer, size_t length) {
+    return BufferView{buffer.get(), length, comm.place()};
+  };
   switch (op) {
     case Op::SumAll:
     case Op::MaxAll: {
       auto data = memory.make(input(rank, count, 1));
-      comm.all_reduce(group, data.get(), count, op == Op::SumAll ? ReduceOp::Sum : ReduceOp::Max);
+      comm.all_reduce(group, at(data, count), op == Op::SumAll ? ReduceOp::Sum : ReduceOp::Max);
       return memory.read(data.get(), count);
     }
     case Op::Gather: {
       auto send = memory.make(input(rank, count, 2));
       auto recv = memory.make(std::vector<float>(n * count, -7.0f));
-      comm.all_gather(group, send.get(), recv.get(), count);
+      comm.all_gather(group, at(send, count), at(recv, n * count));
       return memory.read(recv.get(), n * count);
     }
     case Op::Shared: {
       auto send = memory.make(input(rank, count, 3));
-      auto result = comm.all_gather_shared(group, send.get(), count);
+      auto result = comm.all_gather_shared(group, at(send, count));
       return memory.read(result.get(), n * count);
     }
     case Op::InPlace: {
       const std::vector<float> mine = input(rank, count, 4);
-      auto result = comm.all_gather_shared_in_place(group, count, [&](float* chunk) { memory.write(chunk, mine); });
+      auto result =
+          comm.all_gather_shared_in_place(group, count, [&](BufferView chunk) { memory.write(chunk.data, mine); });
       return memory.read(result.get(), n * count);
     }
     case Op::Varying: {
       const size_t own = count + size_t(group.index) * 3;  // each member its own count
       auto send = memory.make(input(rank, own, 5));
       VaryingGather out;
-      comm.all_gather_varying(group, send.get(), own, out);
+      comm.all_gather_varying(group, at(send, own), out);
       std::vector<float> all;
       for (size_t m = 0; m < n; ++m) {
         all.push_back(float(out.counts[m]));
@@ -152,18 +157,18 @@ std::vector<float> run_op(Op op, Communicator& comm, const Group& group, size_t 
     case Op::ReduceScatter: {
       auto send = memory.make(input(rank, n * count, 6));
       auto recv = memory.make(std::vector<float>(count, -7.0f));
-      comm.reduce_scatter(group, send.get(), recv.get(), count);
+      comm.reduce_scatter(group, at(send, n * count), at(recv, count));
       return memory.read(recv.get(), count);
     }
     case Op::AllToAll: {
       auto send = memory.make(input(rank, n * count, 7));
       auto recv = memory.make(std::vector<float>(n * count, -7.0f));
-      comm.all_to_all(group, send.get(), recv.get(), count);
+      comm.all_to_all(group, at(send, n * count), at(recv, n * count));
       return memory.read(recv.get(), n * count);
     }
     case Op::Broadcast: {
       auto data = memory.make(input(rank, count, 8));
-      comm.broadcast(group, data.get(), count, group.size() - 1);
+      comm.broadcast(group, at(data, count), group.size() - 1);
       return memory.read(data.get(), count);
     }
     case Op::Barrier:
@@ -465,9 +470,10 @@ TEST_CASE("device-local communicator (simulated): a group larger than one launch
           for (int r = 0; r < n; ++r) group.ranks.push_back(r);
           group.index = rank;
           std::vector<float> data = input(rank, count, 9);
-          comm->all_reduce(group, data.data(), count, ReduceOp::Sum);
+          comm->all_reduce(group, BufferView{data.data(), count, comm->place()}, ReduceOp::Sum);
           std::vector<float> gathered(size_t(n) * 3);
-          comm->all_gather(group, data.data(), gathered.data(), 3);
+          comm->all_gather(group, ConstBufferView{data.data(), 3, comm->place()},
+                           BufferView{gathered.data(), gathered.size(), comm->place()});
           data.insert(data.end(), gathered.begin(), gathered.end());
           (pass == 0 ? want : got)[size_t(rank)] = data;
         } catch (const std::exception& error) {
@@ -490,13 +496,13 @@ TEST_CASE("device-local communicator (simulated): a mismatch is an error on ever
     Group group{{0, 1, 2}, rank};
     std::vector<float> data(8, float(rank));
     try {
-      comm->all_reduce(group, data.data(), rank == 2 ? 4 : 8, ReduceOp::Sum);
+      comm->all_reduce(group, BufferView{data.data(), size_t(rank == 2 ? 4 : 8), comm->place()}, ReduceOp::Sum);
     } catch (const Error& error) {
       errors[size_t(rank)] = error.what();
     }
     try {
       float one = 1.0f;
-      comm->all_reduce(group, &one, 1, ReduceOp::Sum);
+      comm->all_reduce(group, BufferView{&one, 1, comm->place()}, ReduceOp::Sum);
       after[size_t(rank)] = one;
     } catch (const Error& error) {
       errors[size_t(rank)] += std::string(" then ") + error.what();

@@ -53,36 +53,36 @@ void exercise(const DeviceContext& device, const Group& group, size_t count, Rec
 
   std::vector<float> data(count);
   for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 1);
-  comm.all_reduce(group, data.data(), count, ReduceOp::Sum);
+  comm.all_reduce(group, host_view(data), ReduceOp::Sum);
   record(out, data.data(), count);
   for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 2);
-  comm.all_reduce(group, data.data(), count, ReduceOp::Max);
+  comm.all_reduce(group, host_view(data), ReduceOp::Max);
   record(out, data.data(), count);
 
   std::vector<float> send(count), gathered(count * size_t(n), -1.0f);
   for (size_t i = 0; i < count; ++i) send[i] = value(rank, i, 3);
-  comm.all_gather(group, send.data(), gathered.data(), count);
+  comm.all_gather(group, host_view(send), host_view(gathered));
   record(out, gathered.data(), gathered.size());
-  std::shared_ptr<float[]> shared = comm.all_gather_shared(group, send.data(), count);
+  std::shared_ptr<const float[]> shared = comm.all_gather_shared(group, host_view(send));
   record(out, shared.get(), count * size_t(n));
-  shared = comm.all_gather_shared_in_place(group, count, [&](float* chunk) {
-    for (size_t i = 0; i < count; ++i) chunk[i] = value(rank, i, 4);
+  shared = comm.all_gather_shared_in_place(group, count, [&](BufferView chunk) {
+    for (size_t i = 0; i < count; ++i) chunk.data[i] = value(rank, i, 4);
   });
   record(out, shared.get(), count * size_t(n));
 
   std::vector<float> chunks(count * size_t(n)), reduced(count, -1.0f);
   for (size_t i = 0; i < chunks.size(); ++i) chunks[i] = value(rank, i, 5);
-  comm.reduce_scatter(group, chunks.data(), reduced.data(), count);
+  comm.reduce_scatter(group, host_view(chunks), host_view(reduced));
   record(out, reduced.data(), count);
 
   std::vector<float> incoming(count * size_t(n), -1.0f);
   for (size_t i = 0; i < chunks.size(); ++i) chunks[i] = value(rank, i, 6) + float(i / count) * 100.0f;
-  comm.all_to_all(group, chunks.data(), incoming.data(), count);
+  comm.all_to_all(group, host_view(chunks), host_view(incoming));
   record(out, incoming.data(), incoming.size());
 
   for (int root : {0, n / 2, n - 1}) {
     for (size_t i = 0; i < count; ++i) data[i] = value(rank, i, 7 + root);
-    comm.broadcast(group, data.data(), count, root);
+    comm.broadcast(group, host_view(data), root);
     record(out, data.data(), count);
   }
 
@@ -90,7 +90,7 @@ void exercise(const DeviceContext& device, const Group& group, size_t count, Rec
   std::vector<float> varying(std::max<size_t>(mine, 1));
   for (size_t i = 0; i < mine; ++i) varying[i] = value(rank, i, 9);
   VaryingGather result;
-  comm.all_gather_varying(group, varying.data(), mine, result);
+  comm.all_gather_varying(group, host_view(varying.data(), mine), result);
   REQUIRE(result.counts.size() == size_t(n));
   for (int member = 0; member < n; ++member) {
     out.push_back(float(result.counts[size_t(member)]));

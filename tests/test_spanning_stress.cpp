@@ -72,7 +72,7 @@ void stress(Tally& reduce_scatters, Tally& all_reduces) {
         for (size_t i = 0; i < send.size(); ++i) send[i] = value(round, salt, device.rank, i);
         std::fill(received.begin(), received.end(), -1.0f);
         pause(random);
-        comm.reduce_scatter(group, send.data(), received.data(), kChunk);
+        comm.reduce_scatter(group, host_view(send), host_view(received));
         for (size_t i = 0; i < kChunk; ++i) {
           float sum = 0;
           for (int member = 0; member < n; ++member)
@@ -83,7 +83,7 @@ void stress(Tally& reduce_scatters, Tally& all_reduces) {
       }
       for (size_t i = 0; i < kReduced; ++i) data[i] = value(round, 2, device.rank, i);
       pause(random);
-      comm.all_reduce(group, data.data(), kReduced, ReduceOp::Sum);
+      comm.all_reduce(group, host_view(data), ReduceOp::Sum);
       for (size_t i = 0; i < kReduced; ++i) {
         float sum = 0;
         for (int member = 0; member < n; ++member) sum += value(round, 2, group.ranks[size_t(member)], i);

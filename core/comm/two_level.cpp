@@ -59,44 +59,48 @@ class TwoLevelCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return placement_.processes * placement_.local; }
   std::string backend() const override { return backend_; }
+  Place place() const override { return place_; }
 
-  void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
+  void do_all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->all_reduce(route.local, data, count, op);
+    if (!route.span) return local_->all_reduce(route.local, at(data, count), op);
     SpanningGroup& span = *route.span;
     const bool several = route.local.size() > 1;
     if (several && place_.is_cpu() && count >= kStagedCount) {
       // Summed straight into the leader's buffer; the transport; each member copies the result out of it.
       sum_into(route, data, data, count, op);  // the leader's data is the target
-      if (route.leader()) span.transport->all_reduce(data, count, op);
+      if (route.leader()) span.transport->all_reduce(at(data, count), op);
       local_->barrier(route.local);  // the result is in the leader's buffer
       if (!route.leader()) copy(data, span.stage.sources[0], count);
       local_->barrier(route.local);  // every member has it: the leader's caller may reuse its buffer
       return;
     }
-    if (several) local_->all_reduce(route.local, data, count, op);
-    if (route.leader()) span.transport->all_reduce(data, count, op);
-    if (several) local_->broadcast(route.local, data, count, 0);
+    if (several) local_->all_reduce(route.local, at(data, count), op);
+    if (route.leader()) span.transport->all_reduce(at(data, count), op);
+    if (several) local_->broadcast(route.local, at(data, count), 0);
   }
 
-  void all_gather(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_gather(const Group& group, const float* send, float* recv, size_t count) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->all_gather(route.local, send, recv, count);
+    const size_t n = size_t(group.size());
+    if (!route.span) return local_->all_gather(route.local, at(send, count), at(recv, n * count));
     const SpanLayout& layout = route.span->layout;
     const bool several = route.local.size() > 1;
     float* block = recv + size_t(layout.first[size_t(layout.mine)]) * count;
     if (several) {
-      local_->all_gather(route.local, send, block, count);
+      local_->all_gather(route.local, at(send, count), at(block, size_t(route.local.size()) * count));
     } else {
       copy(block, send, count);
     }
-    if (route.leader()) route.span->transport->all_gather(recv, scaled(layout.count, count), scaled(layout.first, count));
-    if (several) local_->broadcast(route.local, recv, size_t(group.size()) * count, 0);
+    if (route.leader())
+      route.span->transport->all_gather(at(recv, n * count), scaled(layout.count, count), scaled(layout.first, count));
+    if (several) local_->broadcast(route.local, at(recv, n * count), 0);
   }
 
-  void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->reduce_scatter(route.local, send, recv, count);
+    if (!route.span)
+      return local_->reduce_scatter(route.local, at(send, size_t(group.size()) * count), at(recv, count));
     SpanningGroup& span = *route.span;
     const size_t n = size_t(group.size()), k = size_t(route.local.size());
     const std::vector<size_t> blocks = scaled(span.layout.count, count);
@@ -110,29 +114,33 @@ class TwoLevelCommunicator final : public Communicator {
       }
       sum_into(route, send, route.leader() ? span.stage.sum.get() : nullptr, n * count, ReduceOp::Sum);
       const std::shared_ptr<float[]> block = span.stage.block;
-      if (route.leader()) span.transport->reduce_scatter(span.stage.sum.get(), block.get(), blocks);
+      if (route.leader())
+        span.transport->reduce_scatter(at(span.stage.sum.get(), n * count), at(block.get(), k * count), blocks);
       local_->barrier(route.local);  // the block is in
       copy(recv, block.get() + size_t(route.local.index) * count, count);
       return;
     }
     std::shared_ptr<float[]> sum = allocate(n * count), block = allocate(k * count);
     copy(sum.get(), send, n * count);
-    if (k > 1) local_->all_reduce(route.local, sum.get(), n * count, ReduceOp::Sum);
-    if (route.leader()) span.transport->reduce_scatter(sum.get(), block.get(), blocks);
-    if (k > 1) local_->broadcast(route.local, block.get(), k * count, 0);
+    if (k > 1) local_->all_reduce(route.local, at(sum.get(), n * count), ReduceOp::Sum);
+    if (route.leader()) span.transport->reduce_scatter(at(sum.get(), n * count), at(block.get(), k * count), blocks);
+    if (k > 1) local_->broadcast(route.local, at(block.get(), k * count), 0);
     copy(recv, block.get() + size_t(route.local.index) * count, count);
   }
 
-  void all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->all_to_all(route.local, send, recv, count);
+    if (!route.span) {
+      const size_t n = size_t(group.size());
+      return local_->all_to_all(route.local, at(send, n * count), at(recv, n * count));
+    }
     const SpanLayout& layout = route.span->layout;
     const size_t n = size_t(group.size()), k = size_t(route.local.size()), processes = layout.processes.size();
     if (count == 0) return barrier(group);  // nothing moves; the members still meet, as every collective does
     // Every local member's whole send, member-major.
     std::shared_ptr<float[]> sends = allocate(k * n * count);
     if (k > 1) {
-      local_->all_gather(route.local, send, sends.get(), n * count);
+      local_->all_gather(route.local, at(send, n * count), at(sends.get(), k * n * count));
     } else {
       copy(sends.get(), send, n * count);
     }
@@ -149,31 +157,32 @@ class TwoLevelCommunicator final : public Communicator {
         send_counts[q] = k * size_t(layout.count[q]) * count;
         recv_counts[q] = size_t(layout.count[q]) * k * count;
       }
-      route.span->transport->all_to_all(packed.get(), send_counts, received.get(), recv_counts);
+      route.span->transport->all_to_all(at(packed.get(), k * n * count), send_counts, at(received.get(), n * k * count),
+                                        recv_counts);
     }
-    if (k > 1) local_->broadcast(route.local, received.get(), n * k * count, 0);
+    if (k > 1) local_->broadcast(route.local, at(received.get(), n * k * count), 0);
     std::vector<const float*> chunks(n);
     for (size_t a = 0; a < n; ++a) chunks[a] = received.get() + (a * k + size_t(route.local.index)) * count;
     kernels().gather(chunks.data(), int(n), count, &recv, 1, kernels().stream());
   }
 
   // All of all_to_all's chunks move, not only the neighbours'.
-  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
-    all_to_all(group, send, recv, count);
+  void do_neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
+    do_all_to_all(group, send, recv, count);
   }
 
-  void broadcast(const Group& group, float* data, size_t count, int root) override {
+  void do_broadcast(const Group& group, float* data, size_t count, int root) override {
     DTRAIN_CHECK(root >= 0 && root < group.size(), "[comm] broadcast root {} is not a member index of a group of {}",
                  root, group.size());
     const Route& route = route_of(group);
-    if (!route.span) return local_->broadcast(route.local, data, count, root);
+    if (!route.span) return local_->broadcast(route.local, at(data, count), root);
     const SpanLayout& layout = route.span->layout;
     const bool several = route.local.size() > 1;
     const int root_process = layout.process_of_member(root);
     const bool root_here = root_process == layout.mine;
-    if (root_here && several) local_->broadcast(route.local, data, count, root - layout.first[size_t(layout.mine)]);
-    if (route.leader()) route.span->transport->broadcast(data, count, root_process);
-    if (!root_here && several) local_->broadcast(route.local, data, count, 0);
+    if (root_here && several) local_->broadcast(route.local, at(data, count), root - layout.first[size_t(layout.mine)]);
+    if (route.leader()) route.span->transport->broadcast(at(data, count), root_process);
+    if (!root_here && several) local_->broadcast(route.local, at(data, count), 0);
   }
 
   void barrier(const Group& group) override {
@@ -185,40 +194,40 @@ class TwoLevelCommunicator final : public Communicator {
     if (several) local_->barrier(route.local);
   }
 
-  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override {
+  std::shared_ptr<const float[]> do_all_gather_shared(const Group& group, const float* send, size_t count) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->all_gather_shared(route.local, send, count);
+    if (!route.span) return local_->all_gather_shared(route.local, at(send, count));
     if (!place_.is_cpu()) return gather_own(group, send, count);
-    return gather_shared(group, route, count, [&](float* chunk) { copy(chunk, send, count); });
+    return gather_shared(group, route, count, [&](BufferView chunk) { copy(chunk.data, send, count); });
   }
 
-  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
-                                                      const std::function<void(float*)>& write_chunk) override {
+  std::shared_ptr<const float[]> do_all_gather_shared_in_place(
+      const Group& group, size_t count, const std::function<void(BufferView)>& write_chunk) override {
     const Route& route = route_of(group);
     if (!route.span) return local_->all_gather_shared_in_place(route.local, count, write_chunk);
     if (!place_.is_cpu()) {
       std::shared_ptr<float[]> chunk = allocate(count);
       std::exception_ptr failed;
       try {
-        write_chunk(chunk.get());
+        write_chunk(at(chunk.get(), count));
       } catch (...) {  // the others wait for this member: take part, then throw
         failed = std::current_exception();
       }
-      std::shared_ptr<float[]> result = gather_own(group, chunk.get(), count);
+      std::shared_ptr<const float[]> result = gather_own(group, chunk.get(), count);
       if (failed) std::rethrow_exception(failed);
       return result;
     }
     return gather_shared(group, route, count, write_chunk);
   }
 
-  void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
+  void do_all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const Route& route = route_of(group);
-    if (!route.span) return local_->all_gather_varying(route.local, send, count, out);
+    if (!route.span) return local_->all_gather_varying(route.local, at(send, count), out);
     SpanningGroup& span = *route.span;
     const SpanLayout& layout = span.layout;
     const size_t n = size_t(group.size()), k = size_t(route.local.size());
     VaryingGather mine;
-    local_->all_gather_varying(route.local, send, count, mine);  // readable on this member's device
+    local_->all_gather_varying(route.local, at(send, count), mine);  // readable on this member's device
     if (route.leader()) {  // every member's count, as host bytes
       std::vector<uint64_t> lengths(mine.counts.begin(), mine.counts.end());
       std::vector<size_t> sizes;
@@ -256,9 +265,9 @@ class TwoLevelCommunicator final : public Communicator {
         starts[q] = offsets[size_t(layout.first[q])];
         for (int m = 0; m < layout.count[q]; ++m) blocks[q] += out.counts[size_t(layout.first[q] + m)];
       }
-      span.transport->all_gather(storage.get(), blocks, starts);
+      span.transport->all_gather(at(storage.get(), total), blocks, starts);
     }
-    if (k > 1) local_->broadcast(route.local, storage.get(), total, 0);
+    if (k > 1) local_->broadcast(route.local, at(storage.get(), total), 0);
     out.members.resize(n);
     for (size_t m = 0; m < n; ++m) out.members[m] = storage.get() + offsets[m];
     out.storage = std::move(storage);
@@ -278,6 +287,9 @@ class TwoLevelCommunicator final : public Communicator {
     return kernels::kernels_for<kernels::CollectiveKernels>(place_, "comm");
   }
   std::shared_ptr<float[]> allocate(size_t count) const { return kernels().allocate(place_.device, count); }
+  // This rank's memory as the views the in-process communicator and the transport check.
+  BufferView at(float* data, size_t count) const { return {data, count, place_}; }
+  ConstBufferView at(const float* data, size_t count) const { return {data, count, place_}; }
   void copy(float* to, const float* from, size_t count) const {
     if (count > 0 && to != from) kernels().copy(to, place_.device, from, place_.device, count, kernels().stream());
   }
@@ -318,14 +330,15 @@ class TwoLevelCommunicator final : public Communicator {
   // Each member's own result on its own device.
   std::shared_ptr<float[]> gather_own(const Group& group, const float* send, size_t count) {
     std::shared_ptr<float[]> result = allocate(size_t(group.size()) * count);
-    all_gather(group, send, result.get(), count);
+    do_all_gather(group, send, result.get(), count);
     return result;
   }
 
   // One host result for the process's members: the leader publishes it, each member writes its chunk, the
   // leader gathers the other processes' blocks into it. Three in-process barriers, no copy per member.
   template <typename WriteChunk>
-  std::shared_ptr<float[]> gather_shared(const Group& group, const Route& route, size_t count, WriteChunk&& write_chunk) {
+  std::shared_ptr<const float[]> gather_shared(const Group& group, const Route& route, size_t count,
+                                               WriteChunk&& write_chunk) {
     SpanningGroup& span = *route.span;
     const bool several = route.local.size() > 1;
     if (route.leader()) span.stage.gathered = allocate(size_t(group.size()) * count);
@@ -333,13 +346,14 @@ class TwoLevelCommunicator final : public Communicator {
     std::shared_ptr<float[]> result = span.stage.gathered;
     std::exception_ptr failed;
     try {
-      write_chunk(result.get() + size_t(group.index) * count);
+      write_chunk(at(result.get() + size_t(group.index) * count, count));
     } catch (...) {  // the others still wait in the barriers below: take part, then throw
       failed = std::current_exception();
     }
     if (several) local_->barrier(route.local);  // every local chunk written
     if (route.leader() && !failed)
-      span.transport->all_gather(result.get(), scaled(span.layout.count, count), scaled(span.layout.first, count));
+      span.transport->all_gather(at(result.get(), size_t(group.size()) * count), scaled(span.layout.count, count),
+                                 scaled(span.layout.first, count));
     if (several) local_->barrier(route.local);  // the other processes' blocks are in
     if (failed) std::rethrow_exception(failed);
     return result;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 
@@ -112,7 +113,7 @@ Tensor extend_with_halo(const Tensor& local, int axis, const WindowPlan& plan) {
     Tensor to = chunk(send, me + 1, count, local, axis, plan.before);
     insert_block(to, origin, slice_block(local, at(local.rank(), axis, band - plan.before), to.shape()), false);
   }
-  current_device().comm->neighbour_exchange(group, send.buffer(), recv.buffer(), size_t(count));
+  current_device().comm->neighbour_exchange(group, view_of(send), view_of(recv));
   if (has_prev && plan.before > 0)
     insert_block(out, origin, chunk(recv, me - 1, count, local, axis, plan.before), false);
   if (has_next && plan.after > 0)
@@ -142,7 +143,7 @@ Tensor fold_halo(const Tensor& extended_grad, int axis, const WindowPlan& plan) 
     Tensor to = chunk(send, me + 1, count, out, axis, plan.after);
     insert_block(to, origin, slice_block(extended_grad, at(rank, axis, plan.before + band), to.shape()), false);
   }
-  current_device().comm->neighbour_exchange(group, send.buffer(), recv.buffer(), size_t(count));
+  current_device().comm->neighbour_exchange(group, view_of(send), view_of(recv));
   if (has_next && plan.before > 0)  // the next band's before-halo: my last rows
     insert_block(out, at(rank, axis, band - plan.before), chunk(recv, me + 1, count, out, axis, plan.before), true);
   if (has_prev && plan.after > 0)  // the previous band's after-halo: my first rows

@@ -3,6 +3,7 @@
 // The normalization is one recorded op; gamma and beta are the existing broadcasting multiply and add.
 #include "core/ops/layer_norm.hpp"
 
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/layer_norm/layer_norm.hpp"
@@ -17,7 +18,7 @@ void sum_over_features(const Layout& layout, Tensor& t) {
   if (dim == kUnsharded) return;
   DeviceContext& device = current_device();
   const Group& group = device.group_along(dim);
-  if (group.size() > 1) device.comm->all_reduce(group, t.buffer(), size_t(t.size()), ReduceOp::Sum);
+  if (group.size() > 1) device.comm->all_reduce(group, view_of(t), ReduceOp::Sum);
 }
 
 }  // namespace

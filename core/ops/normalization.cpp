@@ -5,6 +5,7 @@
 // the forward pass is one all_gather of each rank's (count, mean, M2) per feature, merged in member order
 // with Chan's parallel formula (as stable as two passes, and bit-identical on every rank), and the
 // backward pass is one all_reduce of the per-feature sums of g and g * x_hat.
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/batch_norm/batch_norm.hpp"
@@ -43,7 +44,7 @@ GlobalStatistics global_statistics(const Tensor& x, const Group& group, float ep
   Tensor all = mine;
   if (group.size() > 1) {
     all = Tensor::uninitialized({group.size() * mine.size()}, x.place());
-    current_device().comm->all_gather(group, mine.buffer(), all.buffer(), size_t(mine.size()));
+    current_device().comm->all_gather(group, view_of(mine), view_of(all));
   }
   GlobalStatistics stats{Tensor::uninitialized({features}, x.place()), Tensor::uninitialized({features}, x.place()),
                          Tensor::uninitialized({features}, x.place())};
@@ -84,7 +85,7 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
     Tensor sums = Tensor::uninitialized({2 * features}, gl.place());
     bn.gradient_sums(gl.buffer(), xhat.buffer(), rows, features, sums.buffer());
     const Group& group = batch_group(normalized.layout());
-    if (group.size() > 1) current_device().comm->all_reduce(group, sums.buffer(), size_t(sums.size()), ReduceOp::Sum);
+    if (group.size() > 1) current_device().comm->all_reduce(group, view_of(sums), ReduceOp::Sum);
     bn.divide(sums.buffer(), sums.size(), total);
     Tensor dx = Tensor::uninitialized(gl.shape(), gl.place());
     bn.input_gradient(gl.buffer(), xhat.buffer(), rows, features, inverse_std.buffer(), sums.buffer(), dx.buffer());

@@ -2,6 +2,7 @@
 // over a mesh dim, the row max and the row sums are all-reduced over that dim, so no rank gathers logits.
 #include <cmath>
 
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/rows/rows.hpp"
@@ -16,7 +17,7 @@ void reduce_over_classes(const Layout& layout, Tensor& t, ReduceOp op) {
   if (dim == kUnsharded) return;
   DeviceContext& device = current_device();
   const Group& group = device.group_along(dim);
-  if (group.size() > 1) device.comm->all_reduce(group, t.buffer(), t.size(), op);
+  if (group.size() > 1) device.comm->all_reduce(group, view_of(t), op);
 }
 
 int64_t class_offset(const DTensor& x) { return x.local_offset(current_device().rank).back(); }
@@ -122,7 +123,7 @@ DTensor argmax(const DTensor& a_in) {
     const Group& group = device.group_along(dim);
     members = group.size();
     all = Tensor::uninitialized({members, rows, 2}, in.place());
-    device.comm->all_gather(group, best.buffer(), all.buffer(), best.size());
+    device.comm->all_gather(group, view_of(best), view_of(all));
   }
   k.argmax_merge(all.buffer(), members, rows, index.buffer());
   return DTensor(out_shape, out_layout, index);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/comm/tensor_view.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_engine.hpp"
 #include "core/kernels/gemm/gemm.hpp"
@@ -32,8 +33,8 @@ void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x
 void FactorProduct::rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                                     RowBlock block, float* out) {
   const int64_t batch = x.dim(0) * group.size(), a = x.dim(1);
-  std::shared_ptr<float[]> x_all = comm.all_gather_shared(group, x.data(), size_t(x.size()));
-  std::shared_ptr<float[]> g_all = comm.all_gather_shared(group, g.data(), size_t(g.size()));
+  std::shared_ptr<const float[]> x_all = comm.all_gather_shared(group, view_of(x));
+  std::shared_ptr<const float[]> g_all = comm.all_gather_shared(group, view_of(g));
   if (block.last == block.first) return;
   // x's columns [first, last), read in place.
   kernels::kernels_for<kernels::GemmKernels>(x.place(), "optimizer")
@@ -93,7 +94,7 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   const int64_t words = to - payload;
   DTRAIN_CHECK(words <= int64_t(UINT32_MAX), "[optimizer] a gradient factor of {} words", words);
   payload[g.size() + members] = word(words);
-  comm.all_gather_varying(group, payload, size_t(words), gathered_);
+  comm.all_gather_varying(group, host_view(payload, size_t(words)), gathered_);
 
   // g stacked in member order, and this member's block of X transposed: row i lists (batch row, value)
   // of x's column first + i in ascending batch row, as gemm's sparse path deals them.

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/clip/clip.hpp"
@@ -136,7 +138,7 @@ std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
     Communicator& comm = *current_device().comm;
     for (const Tensor& shard : flat.slots) {
       Tensor gathered = Tensor::uninitialized({flat.group.size() * flat.capacity}, flat.place);
-      comm.all_gather(flat.group, shard.buffer(), gathered.buffer(), size_t(flat.capacity));
+      comm.all_gather(flat.group, view_of(shard), view_of(gathered));
       for (size_t e : flat.entries) {
         Entry& entry = entries_[e];
         entry.full.emplace_back(entry.shape, entry.layout,
@@ -235,7 +237,7 @@ void Optimizer::gradient_from_factors(const FlatBuffer& flat, const Entry& entry
 void Optimizer::sum_gradients(FlatBuffer& flat, nn::Parameters& params) {
   flat.stepped = false;
   bool summands = false;  // some gradient came as summands: the reduce-scatter is needed
-  const float* send = flat.gradients.buffer();
+  ConstBufferView send = view_of(std::as_const(flat.gradients));
   std::optional<DTensor> sole;  // the gradient itself, when it is the whole flat buffer: sent as it is, no copy
   for (size_t e : flat.entries) {
     Entry& entry = entries_[e];
@@ -264,7 +266,7 @@ void Optimizer::sum_gradients(FlatBuffer& flat, nn::Parameters& params) {
       summands = true;
       if (flat.entries.size() == 1 && flat.group.size() * flat.capacity == entry.size) {
         sole = std::move(*grad);
-        send = sole->local().buffer();
+        send = view_of(std::as_const(sole->local()));
       } else {
         copy_values(flat.place, region, grad->local().buffer(), entry.size);
       }
@@ -276,7 +278,7 @@ void Optimizer::sum_gradients(FlatBuffer& flat, nn::Parameters& params) {
   }
   if (!flat.stepped) return;  // no variable of it had a gradient, on any rank
   Communicator& comm = *current_device().comm;
-  if (summands) comm.reduce_scatter(flat.group, send, flat.gradient_shard.buffer(), size_t(flat.capacity));
+  if (summands) comm.reduce_scatter(flat.group, send, view_of(flat.gradient_shard));
   // The parts the reduce-scatter did not sum (in the same order on every rank: the factors are collective).
   for (size_t e : flat.entries) {
     Entry& entry = entries_[e];
@@ -299,8 +301,9 @@ void Optimizer::update_and_gather(FlatBuffer& flat, nn::Parameters& params) {
   std::vector<float*> slots(flat.slots.size());
   // The updated shard goes straight into the gather's result (no send buffer), read from the variables' old
   // values, which stay theirs until assign.
-  std::shared_ptr<float[]> gathered = current_device().comm->all_gather_shared_in_place(
-      flat.group, size_t(flat.capacity), [&](float* mine) {
+  std::shared_ptr<const float[]> gathered = current_device().comm->all_gather_shared_in_place(
+      flat.group, size_t(flat.capacity), [&](BufferView chunk) {
+        float* const mine = chunk.data;
         for (size_t e : flat.entries) {
           const Entry& entry = entries_[e];
           const ShardInfo part = own_part(entry);
@@ -357,7 +360,7 @@ void sum_small_gradients_together(std::vector<DTensor*>& grads) {
       copy_values(place, buffer.buffer() + offset, grad->local().buffer(), grad->local().size());
       offset += grad->local().size();
     }
-    device.comm->all_reduce(device.group(dims), buffer.buffer(), size_t(total), ReduceOp::Sum);
+    device.comm->all_reduce(device.group(dims), view_of(buffer), ReduceOp::Sum);
     offset = 0;
     for (DTensor* grad : members) {
       const Tensor& local = grad->local();

@@ -158,7 +158,15 @@ struct Executor {
   // Member m's `count` floats at `from` (on its device), readable by the kernels: in place when direct,
   // else a copy on this device kept in `keep`.
   const float* readable(int m, const float* from, size_t count, std::vector<std::shared_ptr<float[]>>& keep) const {
-    if (direct(m)) return from;
+    return direct(m) ? from : copy_here(m, from, count, keep);
+  }
+
+  // The same for data the kernels also write: in place when direct, else a copy the caller copies back.
+  float* writable(int m, float* at, size_t count, std::vector<std::shared_ptr<float[]>>& keep) const {
+    return direct(m) ? at : copy_here(m, at, count, keep);
+  }
+
+  float* copy_here(int m, const float* from, size_t count, std::vector<std::shared_ptr<float[]>>& keep) const {
     keep.push_back(kernels.allocate(device, count));
     kernels.copy(keep.back().get(), device, from, members[size_t(m)].device, count, stream);
     return keep.back().get();
@@ -184,8 +192,8 @@ struct Executor {
 
 // What some collectives add to the common run.
 struct Extras {
-  std::shared_ptr<float[]>* shared = nullptr;                // the shared gathers: this member's handle
-  const std::function<void(float*)>* write_chunk = nullptr;  // the in-place gather: writes this member's chunk
+  std::shared_ptr<const float[]>* shared = nullptr;             // the shared gathers: this member's handle
+  const std::function<void(BufferView)>* write_chunk = nullptr;  // the in-place gather: writes this member's chunk
   std::exception_ptr* write_failure = nullptr;               // ... and what it threw
   size_t varying = 0;                                        // all_gather_varying: this member's count
 };
@@ -210,8 +218,9 @@ class DeviceLocalCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return state_->size(); }
   std::string backend() const override { return state_->simulated ? "device-local (simulated)" : "device-local"; }
+  Place place() const override { return place_; }
 
-  void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
+  void do_all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
     run(group, {Kind::AllReduce, count, op}, data, data, [&](const Executor& x) {
       const int n = x.size();
       if (n == 1 || count == 0) return;
@@ -219,8 +228,8 @@ class DeviceLocalCommunicator final : public Communicator {
       std::vector<const float*> sources(static_cast<size_t>(n));
       std::vector<float*> targets(static_cast<size_t>(n));
       for (int m = 0; m < n; ++m) {
-        sources[size_t(m)] = x.readable(m, x.members[size_t(m)].recv, count, staged);
-        targets[size_t(m)] = const_cast<float*>(sources[size_t(m)]);  // this device's copy of the member's data
+        targets[size_t(m)] = x.writable(m, x.members[size_t(m)].recv, count, staged);  // in place, or a copy here
+        sources[size_t(m)] = targets[size_t(m)];
       }
       x.kernels.reduce(sources.data(), n, targets.data(), n, count, op == ReduceOp::Max, x.stream);
       for (int m = 0; m < n; ++m)
@@ -228,7 +237,7 @@ class DeviceLocalCommunicator final : public Communicator {
     });
   }
 
-  void all_gather(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_gather(const Group& group, const float* send, float* recv, size_t count) override {
     run(group, {Kind::AllGather, count}, send, recv, [&](const Executor& x) {
       const int n = x.size();
       if (count == 0) return;
@@ -251,7 +260,7 @@ class DeviceLocalCommunicator final : public Communicator {
     });
   }
 
-  void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     run(group, {Kind::ReduceScatter, count}, send, recv, [&](const Executor& x) {
       const int n = x.size();
       if (count == 0) return;
@@ -271,7 +280,7 @@ class DeviceLocalCommunicator final : public Communicator {
     });
   }
 
-  void all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
     run(group, {Kind::AllToAll, count}, send, recv, [&](const Executor& x) {
       const int n = x.size();
       if (count == 0) return;
@@ -291,7 +300,7 @@ class DeviceLocalCommunicator final : public Communicator {
     });
   }
 
-  void broadcast(const Group& group, float* data, size_t count, int root) override {
+  void do_broadcast(const Group& group, float* data, size_t count, int root) override {
     DTRAIN_CHECK(root >= 0 && root < group.size(), "[comm] broadcast root {} is not a member index of a group of {}",
                  root, group.size());
     run(group, {Kind::Broadcast, count, ReduceOp::Sum, root}, data, data, [&](const Executor& x) {
@@ -318,8 +327,8 @@ class DeviceLocalCommunicator final : public Communicator {
     run(group, {Kind::Barrier, 0}, nullptr, nullptr, [](const Executor&) {});
   }
 
-  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override {
-    std::shared_ptr<float[]> result;
+  std::shared_ptr<const float[]> do_all_gather_shared(const Group& group, const float* send, size_t count) override {
+    std::shared_ptr<const float[]> result;
     Extras extras;
     extras.shared = &result;
     run(group, {Kind::AllGatherShared, count}, send, nullptr, extras, [&](const Executor& x) {
@@ -334,9 +343,9 @@ class DeviceLocalCommunicator final : public Communicator {
     return result;
   }
 
-  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
-                                                      const std::function<void(float*)>& write_chunk) override {
-    std::shared_ptr<float[]> result;
+  std::shared_ptr<const float[]> do_all_gather_shared_in_place(
+      const Group& group, size_t count, const std::function<void(BufferView)>& write_chunk) override {
+    std::shared_ptr<const float[]> result;
     std::exception_ptr failed;
     Extras extras;
     extras.shared = &result;
@@ -357,14 +366,14 @@ class DeviceLocalCommunicator final : public Communicator {
     return result;
   }
 
-  // Each member copies every member's send into `out.storage`, on its own stream after the join. The senders
-  // keep their sends until their next collective on the group, which joins this stream again.
   // All of all_to_all's chunks move, not only the neighbours'.
-  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
-    all_to_all(group, send, recv, count);
+  void do_neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
+    do_all_to_all(group, send, recv, count);
   }
 
-  void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
+  // Each member copies every member's send into `out.storage`, on its own stream after the join. The senders
+  // keep their sends until their next collective on the group, which joins this stream again.
+  void do_all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const size_t n = size_t(group.size());
     Extras extras;
     extras.varying = count;
@@ -478,7 +487,8 @@ class DeviceLocalCommunicator final : public Communicator {
       if (extras.write_chunk) {
         lock.unlock();
         try {
-          (*extras.write_chunk)(device_buffer.get() + size_t(group.index) * request.count);  // on this stream
+          (*extras.write_chunk)(BufferView{device_buffer.get() + size_t(group.index) * request.count, request.count,
+                                           place_});  // on this stream
         } catch (...) {  // still posted: the peers must not wait forever
           *extras.write_failure = std::current_exception();
         }

@@ -241,8 +241,9 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return state_->size; }
   std::string backend() const override { return "local"; }
+  Place place() const override { return Place::cpu(); }
 
-  void all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
+  void do_all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
     const int n = group.size();
     const Request request{Kind::AllReduce, count, op, 0};
     if (is_small(count)) {
@@ -262,7 +263,7 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
-  void all_gather(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_gather(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
     const Request request{Kind::AllGather, count};
     if (is_small(count)) {
@@ -283,7 +284,7 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
-  std::shared_ptr<float[]> all_gather_shared(const Group& group, const float* send, size_t count) override {
+  std::shared_ptr<const float[]> do_all_gather_shared(const Group& group, const float* send, size_t count) override {
     const int n = group.size();
     const Request request{Kind::AllGatherShared, count};
     std::shared_ptr<float[]> result;
@@ -297,7 +298,7 @@ class LocalCommunicator final : public Communicator {
   // Each member copies its own send into its part of ONE result of the call, then waits until all have: the
   // members of the process hold the result together (read-only), nobody points into a peer's send (a member
   // may change its send once it returns), and the payloads are copied once per process, not once per member.
-  void all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
+  void do_all_gather_varying(const Group& group, const float* send, size_t count, VaryingGather& out) override {
     const size_t n = size_t(group.size());
     Meeting meeting = meet(group, {Kind::AllGatherVarying, 0}, send, nullptr, 0, count);
     Call& call = *meeting.call;
@@ -327,20 +328,20 @@ class LocalCommunicator final : public Communicator {
   }
 
   // All of all_to_all's chunks move, not only the neighbours'.
-  void neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
-    all_to_all(group, send, recv, count);
+  void do_neighbour_exchange(const Group& group, const float* send, float* recv, size_t count) override {
+    do_all_to_all(group, send, recv, count);
   }
 
   // Each member writes its own chunk of the call's result, then waits for the others' (they read it next).
-  std::shared_ptr<float[]> all_gather_shared_in_place(const Group& group, size_t count,
-                                                      const std::function<void(float*)>& write_chunk) override {
+  std::shared_ptr<const float[]> do_all_gather_shared_in_place(
+      const Group& group, size_t count, const std::function<void(BufferView)>& write_chunk) override {
     const size_t n = size_t(group.size());
     Meeting meeting = meet(group, {Kind::AllGatherInPlace, count}, nullptr, nullptr);
     Call& call = *meeting.call;
     std::shared_ptr<float[]> result = call.shared_result;
     std::exception_ptr failed;
     try {
-      write_chunk(result.get() + size_t(group.index) * count);
+      write_chunk(host_view(result.get() + size_t(group.index) * count, count));
     } catch (...) {  // still counted as done: the peers must not wait forever
       failed = std::current_exception();
     }
@@ -351,7 +352,7 @@ class LocalCommunicator final : public Communicator {
     return result;
   }
 
-  void reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_reduce_scatter(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
     const Request request{Kind::ReduceScatter, count};
     if (is_small(count * n)) {
@@ -367,7 +368,7 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
-  void all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
+  void do_all_to_all(const Group& group, const float* send, float* recv, size_t count) override {
     const int n = group.size();
     const Request request{Kind::AllToAll, count};
     if (is_small(count * n)) {
@@ -385,7 +386,7 @@ class LocalCommunicator final : public Communicator {
                });
   }
 
-  void broadcast(const Group& group, float* data, size_t count, int root) override {
+  void do_broadcast(const Group& group, float* data, size_t count, int root) override {
     DTRAIN_CHECK(root >= 0 && root < group.size(), "[comm] broadcast root {} is not a member index of a group of {}",
                  root, group.size());
     const int n = group.size();

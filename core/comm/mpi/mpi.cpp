@@ -73,14 +73,14 @@ class MpiProcessGroup final : public ProcessGroup {
   MpiProcessGroup(MPI_Comm comm, std::vector<int> processes, std::string name)
       : comm_(comm), processes_(std::move(processes)), name_(std::move(name)) {}
 
-  void all_reduce(float* data, size_t count, ReduceOp op) override {
+  void do_all_reduce(float* data, size_t count, ReduceOp op) override {
     run("all_reduce", [&](MPI_Request* request) {
       return MPI_Iallreduce(MPI_IN_PLACE, data, checked_int(count, "all_reduce"), MPI_FLOAT,
                             op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, request);
     });
   }
 
-  void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) override {
+  void do_all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) override {
     std::vector<int> sizes = ints(counts, "all_gather"), starts = ints(offsets, "all_gather");
     run("all_gather", [&](MPI_Request* request) {
       return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, sizes.data(), starts.data(), MPI_FLOAT, comm_,
@@ -105,7 +105,7 @@ class MpiProcessGroup final : public ProcessGroup {
     return out;
   }
 
-  void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) override {
+  void do_reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) override {
     std::vector<int> sizes = ints(counts, "reduce_scatter");
     offsets_of(sizes, "reduce_scatter");  // the whole send must fit an int count too
     run("reduce_scatter", [&](MPI_Request* request) {
@@ -113,7 +113,7 @@ class MpiProcessGroup final : public ProcessGroup {
     });
   }
 
-  void all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
+  void do_all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
                   const std::vector<size_t>& recv_counts) override {
     std::vector<int> sends = ints(send_counts, "all_to_all"), recvs = ints(recv_counts, "all_to_all");
     std::vector<int> send_starts = offsets_of(sends, "all_to_all"), recv_starts = offsets_of(recvs, "all_to_all");
@@ -123,7 +123,7 @@ class MpiProcessGroup final : public ProcessGroup {
     });
   }
 
-  void broadcast(float* data, size_t count, int root) override {
+  void do_broadcast(float* data, size_t count, int root) override {
     run("broadcast", [&](MPI_Request* request) {
       return MPI_Ibcast(data, checked_int(count, "broadcast"), MPI_FLOAT, root, comm_, request);
     });

@@ -59,6 +59,7 @@ class ProcessGroup : public Transport {
   // Watched while waiting (may be null): set when this process's run failed; the wait then throws.
   const std::atomic<bool>* stop = nullptr;
   std::string name() const override { return "mpi"; }
+  Place place() const override { return Place::cpu(); }
 };
 
 // A communicator over `processes` (ascending MPI ranks, this one among them). Collective over those

@@ -75,12 +75,13 @@ struct NcclGroup final : Transport {
   }
 
   std::string name() const override { return "nccl"; }
-  void all_reduce(float* data, size_t count, ReduceOp op) override;
-  void all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) override;
-  void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) override;
-  void all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
+  Place place() const override { return Place::cuda(device); }
+  void do_all_reduce(float* data, size_t count, ReduceOp op) override;
+  void do_all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) override;
+  void do_reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) override;
+  void do_all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
                   const std::vector<size_t>& recv_counts) override;
-  void broadcast(float* data, size_t count, int root) override;
+  void do_broadcast(float* data, size_t count, int root) override;
   void barrier() override;
   std::vector<char> all_gather_bytes(const char* data, size_t bytes, std::vector<size_t>& sizes) override {
     return mpi->all_gather_bytes(data, bytes, sizes);
@@ -216,13 +217,13 @@ std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
 
 }  // namespace
 
-void NcclGroup::all_reduce(float* data, size_t count, ReduceOp op) {
+void NcclGroup::do_all_reduce(float* data, size_t count, ReduceOp op) {
   nccl_call(*this, "all_reduce", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(data, data, count, ncclFloat, op == ReduceOp::Sum ? ncclSum : ncclMax, comm, stream);
   });
 }
 
-void NcclGroup::all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) {
+void NcclGroup::do_all_gather(float* data, const std::vector<size_t>& counts, const std::vector<size_t>& offsets) {
   const size_t mine = size_t(layout.mine);
   nccl_call(*this, "all_gather", [&](ncclComm_t comm, cudaStream_t stream) {
     if (even(counts, offsets)) return ncclAllGather(data + offsets[mine], data, counts[mine], ncclFloat, comm, stream);
@@ -238,7 +239,7 @@ void NcclGroup::all_gather(float* data, const std::vector<size_t>& counts, const
   });
 }
 
-void NcclGroup::reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) {
+void NcclGroup::do_reduce_scatter(const float* send, float* recv, const std::vector<size_t>& counts) {
   const std::vector<size_t> offsets = offsets_of(counts);
   nccl_call(*this, "reduce_scatter", [&](ncclComm_t comm, cudaStream_t stream) {
     if (even(counts, offsets))
@@ -254,7 +255,7 @@ void NcclGroup::reduce_scatter(const float* send, float* recv, const std::vector
   });
 }
 
-void NcclGroup::all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
+void NcclGroup::do_all_to_all(const float* send, const std::vector<size_t>& send_counts, float* recv,
                            const std::vector<size_t>& recv_counts) {
   const std::vector<size_t> send_offsets = offsets_of(send_counts), recv_offsets = offsets_of(recv_counts);
   const size_t mine = size_t(layout.mine);
@@ -280,7 +281,7 @@ void NcclGroup::all_to_all(const float* send, const std::vector<size_t>& send_co
   });
 }
 
-void NcclGroup::broadcast(float* data, size_t count, int root) {
+void NcclGroup::do_broadcast(float* data, size_t count, int root) {
   nccl_call(*this, "broadcast", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclBroadcast(data, data, count, ncclFloat, root, comm, stream);
   });
