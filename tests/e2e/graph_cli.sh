@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end on a model graph (a residual block written once and used twice, a side branch concatenated):
 # train on {batch: 4, model: 2} with one layout rule for both uses -> inspect (res1/..., res2/...) -> plan
-# (the joints and collectives) -> eval on three meshes (equal) -> resume on {batch: 8} -> predict ->
-# fine-tune from it onto one device; graph errors in a config exit 2 at FILE:LINE:COL.
+# (the joints and collectives) -> eval on three meshes (equal) -> resume on {batch: 8} and under mpirun -np 2
+# and 4 (the uninterrupted run's loss) -> predict -> fine-tune from it onto one device; graph errors in a
+# config exit 2 at FILE:LINE:COL.
 # Usage: graph_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
@@ -33,6 +34,9 @@ YAML
 
 expect 0 "test accuracy" -- train --config graph.yaml
 check "the run saved ckpt-16" test "$(latest ckpt)" = ckpt-16
+cp -r ckpt ckpt_np2 && cp -r ckpt ckpt_np4
+# The uninterrupted run of three epochs, for the resumed ones to match.
+expect 0 "test accuracy" -- train --config graph.yaml --set train.epochs=3 --set checkpoint.dir=ckpt_full --run-dir run_full
 expect 0 "variables" -- inspect ckpt
 check "inspect lists both uses of the block, sharded by the one rule" grep -Eq "variables/res2/a/kernel  shape \(32,32\)  layout \[unsharded, model\]" out
 check "inspect lists res1's kernel" grep -q "variables/res1/b/kernel" out
@@ -54,6 +58,24 @@ PY
 # Resume on data parallel {batch: 8} for a third epoch; then predict from it.
 expect 0 "resuming ckpt/ckpt-16 " -- resume --config graph.yaml --set "mesh.dims={batch: 8, model: 1}" --set train.epochs=3
 check "resume saved ckpt-24" test "$(latest ckpt)" = ckpt-24
+# The third epoch's training loss: the resumed runs' (another mesh; other process counts) against the
+# uninterrupted one's.
+third_epoch_loss() { python3 -c "import json,sys; print([r for r in map(json.loads, open('$1/metrics.jsonl')) if r.get('split') == 'train'][-1]['loss'])"; }
+same_loss() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not abs(a - b) <= 1e-4 * max(1, abs(a)))" "$1" "$2"; }
+full=$(third_epoch_loss run_full)
+check "resumed on {batch: 8}: the uninterrupted run's third-epoch loss" same_loss "$full" "$(third_epoch_loss run)"
+if command -v mpirun >/dev/null && ldd "$dtrain" 2>/dev/null | grep -q libmpi; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  for np in 2 4; do
+    rc=0
+    timeout 300 mpirun -np $np --oversubscribe "$dtrain" resume --config graph.yaml --set checkpoint.dir=ckpt_np$np \
+      --run-dir run_np$np --set train.epochs=3 >np$np.log 2>&1 || rc=$?
+    check "mpirun -np $np resume exits 0: $(tail -2 np$np.log)" test "$rc" = 0
+    check "resumed under mpirun -np $np: the uninterrupted run's third-epoch loss" same_loss "$full" "$(third_epoch_loss run_np$np)"
+  done
+else
+  skip_part "no mpirun or no MPI build: the resumes under mpirun -np 2 and 4"
+fi
 expect 0 "^0	class ([0-9])	\1 [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt --idx data/t10k-images-idx3-ubyte
 check "predict prints one line per test image" test "$(wc -l <out)" = 128
 
