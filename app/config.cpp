@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "engine/model_builder.hpp"
+#include "engine/model_graph.hpp"
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
@@ -606,12 +607,13 @@ void check_split(Reader& reader, const Field& field, const std::string& split, b
 }
 
 // Embedding tables without input_dim take the int vectorizer's max_tokens (the ids are below it).
-void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model) {
+void fill_embedding_vocabulary(Reader& reader, const DataConfig& data, std::vector<LayerConfig>& model,
+                               const std::string& path = "model") {
   for (size_t i = 0; i < model.size(); ++i) {
     EmbeddingConfig& embedding = model[i].embedding;
     if (model[i].kind != LayerKind::embedding || embedding.input_dim > 0) continue;
     if (!is_text(data.dataset) || data.vectorizer.mode != "int")
-      reader.fail(reader.at(item("model", i)), item("model", i) + ".embedding",
+      reader.fail(reader.at(item(path, i)), item(path, i) + ".embedding",
                   "missing key 'input_dim' (the vocabulary size); it defaults to data.vectorizer.max_tokens only "
                   "with vectorizer mode int");
     embedding.input_dim = data.vectorizer.max_tokens;
@@ -819,26 +821,70 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   if (layer.pool2d.strides[0] == 0) layer.pool2d.strides = layer.pool2d.pool_size;
   layer.dropout.seed_given = reader.given(join(field.path, "seed"));
   layer.name_given = reader.given(join(field.path, "name"));
-  if (!layer.name_given) layer.name = default_name_stem(layer.kind) + std::to_string(++counts[layer.kind]);
-  else ++counts[layer.kind];
+  if (layer.kind == LayerKind::block) {  // a block use's name is its layers' prefix stem: NAMEk/LAYER
+    if (!layer.name_given) layer.name = layer.block.block;
+  } else if (!layer.name_given) {
+    layer.name = default_name_stem(layer.kind) + std::to_string(++counts[layer.kind]);
+  } else {
+    ++counts[layer.kind];
+  }
   return layer;
 }
 
-void read(Reader& reader, const Field& field, std::vector<LayerConfig>& model, const Layers&) {
+// The layers of the model or of a block (`in_block`: a block may not use another).
+void read_layers(Reader& reader, const Field& field, std::vector<LayerConfig>& model, bool in_block) {
   std::map<LayerKind, int> counts;
   std::map<std::string, Where> names;
   const std::vector<Field> layers =
       items(reader, field, "a list of layers, e.g. [{dense: 128, activation: relu}, {dense: 10}]");
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerConfig layer = read_layer(reader, layers[i], int(i), counts);
-    auto [earlier, inserted] = names.emplace(layer.name, layers[i].where);
-    if (!inserted)
-      reader.fail(layers[i], fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
-                                         layer.name_given ? "" : "; give this layer a name"));
+    if (layer.kind == LayerKind::block) {
+      const std::string at = join(layers[i].path, "block");
+      if (in_block) reader.fail_at(at, "a block cannot use a block; list the layers, or use both blocks in the model");
+      const auto& blocks = reader.config->blocks;
+      if (std::none_of(blocks.begin(), blocks.end(), [&](const BlockConfig& b) { return b.name == layer.block.block; })) {
+        std::vector<std::string> known;
+        for (const BlockConfig& b : blocks) known.push_back(b.name);
+        reader.fail_at(at, known.empty() ? fmt::format("no block '{}': blocks: is empty", layer.block.block)
+                                         : unknown("block", layer.block.block, known));
+      }
+      if (layer.inputs.size() > 1) reader.fail_at(join(layers[i].path, "inputs"), "a block takes one input");
+    } else {
+      auto [earlier, inserted] = names.emplace(layer.name, layers[i].where);
+      if (!inserted)
+        reader.fail(layers[i], fmt::format("layer name '{}' is already used (at {}){}", layer.name, earlier->second.str(),
+                                           layer.name_given ? "" : "; give this layer a name"));
+    }
     model.push_back(std::move(layer));
   }
+}
+
+void read(Reader& reader, const Field& field, std::vector<LayerConfig>& model, const Layers&) {
+  read_layers(reader, field, model, false);
   fill_embedding_vocabulary(reader, reader.config->data, model);
   model_shapes(*reader.config);
+}
+
+void read(Reader& reader, const Field& field, std::vector<BlockConfig>& blocks, const Blocks&) {
+  for (const KeyedField& entry : reader.entries(field, "a map of block name -> list of layers, e.g. {res: [{dense: 8}]}")) {
+    if (!is_layer_name(entry.key))
+      reader.fail(entry.key_where, field.path, fmt::format("'{}' is not a valid block name (letters, digits, _ . -)", shown(entry.key)));
+    BlockConfig block{entry.key, {}};
+    read_layers(reader, entry.value, block.layers, true);
+    fill_embedding_vocabulary(reader, reader.config->data, block.layers, entry.value.path);
+    blocks.push_back(std::move(block));
+  }
+}
+
+// A layer's inputs: one name or a list of names (checked against the graph by the engine's model).
+void read(Reader& reader, const Field& field, std::vector<std::string>& inputs, const Inputs&) {
+  if (field.node.IsScalar()) {
+    read(reader, field, inputs.emplace_back(), LayerName{});
+    return;
+  }
+  for (const Field& entry : items(reader, field, "a layer name or a list of layer names, e.g. [dense1, dense2]"))
+    read(reader, entry, inputs.emplace_back(), LayerName{});
 }
 
 void read(Reader& reader, const Field& field, std::vector<LayoutRule>& rules, const LayoutRules&) {
@@ -1060,15 +1106,27 @@ std::vector<Shape> model_shapes(const Config& config) {
   const std::int64_t features = elements(example, "data", "data", "an example");
   elements({data.batch_size, features}, "data.batch_size", "data.batch_size",
            fmt::format("a batch of {} examples of {} elements each", data.batch_size, features));
-  Shape shape{data.batch_size};
-  for (std::int64_t extent : example) shape.push_back(extent);
-  // The specs of the axes (batch first) and where they were set.
-  std::vector<std::string> specs = data.layout;
-  std::string specs_at = "data.layout", specs_path = "data.layout";
-  std::vector<Shape> shapes;
-  for (size_t i = 0; i < config.model.size(); ++i) {
-    const LayerConfig& layer = config.model[i];
-    const std::string at = item("model", i), path = join(at, to_string(layer.kind));
+  Shape input{data.batch_size};
+  for (std::int64_t extent : example) input.push_back(extent);
+  // The graph's layers in an order where inputs come first (its own errors are at the layer concerned).
+  const ModelGraph graph = model_graph(config);
+  const std::unique_ptr<nn::Model> model = make_model(config, graph);
+  // Per layer: its output shape, the specs of its axes (batch first) and where they were set.
+  struct Walked {
+    Shape shape;
+    std::vector<std::string> specs;
+    std::string specs_at, specs_path;
+  };
+  const Walked start{input, data.layout, "data.layout", "data.layout"};
+  std::vector<Walked> walked(graph.layers.size());
+  for (int i : model->order()) {
+    const nn::Model::Node& node = model->nodes()[size_t(i)];
+    const auto walked_input = [&](int in) -> const Walked& { return in == nn::Model::kInputNode ? start : walked[size_t(in)]; };
+    Shape shape = walked_input(node.inputs[0]).shape;
+    std::vector<std::string> specs = walked_input(node.inputs[0]).specs;
+    std::string specs_at = walked_input(node.inputs[0]).specs_at, specs_path = walked_input(node.inputs[0]).specs_path;
+    const LayerConfig& layer = graph.layers[size_t(i)].layer;
+    const std::string at = graph.layers[size_t(i)].at, path = join(at, to_string(layer.kind));
     const std::string name = fmt::format("layer '{}' ({})", layer.name, config.where(at).str());
     const std::string shape_text = fmt::format("[batch, {}]", fmt::join(shape.begin() + 1, shape.end(), ", "));
     const auto needs_image = [&] {
@@ -1133,16 +1191,24 @@ std::vector<Shape> model_shapes(const Config& config) {
         break;
     }
     // An input the layer itself refuses (a dense layer on [batch, 28, 28]) is the engine's error when it
-    // builds the model, as it always was; the walk stops there.
+    // builds the model, as it always was; the walk stops there. A merge's is an error here, at the merge.
+    std::vector<Shape> inputs;
+    for (int in : node.inputs) inputs.push_back(walked_input(in).shape);
     try {
-      shape = make_layer(layer)->output_shape(shape);
-    } catch (const UsageError&) {
-      break;
+      shape = node.layer->output_shape_of(inputs);
+    } catch (const UsageError& e) {
+      if (!is_merge(layer.kind)) break;
+      std::vector<std::string> named;
+      for (size_t k = 0; k < inputs.size(); ++k)
+        named.push_back(fmt::format("'{}' {}", layer.inputs[k], shape_string(inputs[k])));
+      fail(at, path, fmt::format("{} (inputs: {})", e.what(), fmt::join(named, ", ")));
     }
     elements(std::vector<std::int64_t>(shape.begin(), shape.end()), at, path,
              fmt::format("the layer's output for a batch of {}", data.batch_size));
-    shapes.push_back(shape);
+    walked[size_t(i)] = {shape, specs, specs_at, specs_path};
   }
+  std::vector<Shape> shapes;
+  for (const Walked& w : walked) shapes.push_back(w.shape);
   return shapes;
 }
 
@@ -1424,6 +1490,7 @@ template <class T> std::string show(const T& value) {
 std::string show(const MeshDimConfig& dim) { return dim.name + ": " + show(dim.size); }
 std::string show(const LayoutRule& rule) { return rule.pattern + ": " + fmt::format("[{}]", fmt::join(rule.specs, ", ")); }
 std::string show(const ShuffleConfig& shuffle) { return fmt::format("{} seed {}", show(shuffle.enabled), shuffle.seed); }
+std::string show(const BlockConfig& block) { return fmt::format("{}: {} layers", block.name, block.layers.size()); }
 std::string show(const ClipConfig& clip) { return fmt::format("global_norm {} value {}", clip.global_norm, clip.value); }
 template <class T> std::string show(const std::optional<T>& value) { return value ? show(*value) : "none"; }
 template <class T> std::string show(const std::vector<T>& values) {
@@ -1459,6 +1526,8 @@ struct Print {
         Print inner{item(here, i), lines};
         member[i].visit(inner);
       }
+    } else if constexpr (std::is_same_v<T, std::vector<BlockConfig>>) {
+      for (BlockConfig& block : member) (*this)(block.layers, join(key, block.name).c_str(), Layers{}, "");
     } else if constexpr (kVisitable<T>) {
       Print inner{here, lines};
       visit_fields(member, inner);
@@ -1551,6 +1620,11 @@ YAML::Node encode(const ClipConfig& m, const Clip&) {
 YAML::Node encode(const std::vector<LayerConfig>& layers, const Layers&) {
   YAML::Node node(YAML::NodeType::Sequence);
   for (const LayerConfig& layer : layers) node.push_back(flow(encode_keys(layer, 1)));
+  return node;
+}
+YAML::Node encode(const std::vector<BlockConfig>& blocks, const Blocks&) {
+  YAML::Node node(YAML::NodeType::Map);
+  for (const BlockConfig& block : blocks) node[block.name] = encode(block.layers, Layers{});
   return node;
 }
 YAML::Node encode(const std::vector<LayoutRule>& rules, const LayoutRules&) {

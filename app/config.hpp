@@ -71,6 +71,8 @@ struct Rates { static constexpr const char* text = "list of numbers > 0"; };
 struct Clip { static constexpr const char* text = "{global_norm: C} | {value: C}, C > 0"; };
 struct LayerName { static constexpr const char* text = "[A-Za-z0-9_.-]+"; };
 struct Layers { static constexpr const char* text = "list of layers {KIND: VALUE, key: value, ...}"; };
+struct Inputs { static constexpr const char* text = "a layer name or a list of them ('input': the model's or block's input)"; };
+struct Blocks { static constexpr const char* text = "map of block name -> list of layers"; };
 struct LayoutRules { static constexpr const char* text = "map of RE2 pattern -> specs"; };
 
 inline const std::vector<std::string> kDeviceKinds{"cpu", "gpu"};
@@ -78,7 +80,8 @@ inline const std::vector<std::string> kDatasets{"mnist", "imdb", "text_folder", 
 inline const std::vector<std::string> kInitKinds{"zeros", "ones", "normal", "uniform", "glorot_uniform"};
 inline const std::vector<std::string> kLayerKinds{
     "dense", "batch_norm", "dropout", "flatten", "relu", "softmax", "conv2d", "max_pool2d", "avg_pool2d",
-    "global_average_pool", "embedding", "layer_norm", "sigmoid", "tanh", "gelu", "relayout"};
+    "global_average_pool", "embedding", "layer_norm", "sigmoid", "tanh", "gelu", "relayout",
+    "add", "subtract", "multiply", "average", "concatenate", "block"};
 inline const std::vector<std::string> kActivations{"none", "relu", "softmax", "sigmoid", "tanh", "gelu"};
 inline const std::vector<std::string> kPaddings{"same", "valid"};
 inline const std::vector<std::string> kReductions{"sum", "mean"};
@@ -246,8 +249,12 @@ struct InitializerConfig {
 
 enum class LayerKind {
   dense, batch_norm, dropout, flatten, relu, softmax,
-  conv2d, max_pool2d, avg_pool2d, global_average_pool, embedding, layer_norm, sigmoid, tanh, gelu, relayout
+  conv2d, max_pool2d, avg_pool2d, global_average_pool, embedding, layer_norm, sigmoid, tanh, gelu, relayout,
+  add, subtract, multiply, average, concatenate,  // Keras' merge layers: two or more inputs
+  block                                           // a use of a block of layers (Config::blocks)
 };
+// The merge layers take two or more inputs; every other layer one.
+inline bool is_merge(LayerKind kind) { return kind >= LayerKind::add && kind <= LayerKind::concatenate; }
 enum class Activation { none, relu, softmax, sigmoid, tanh, gelu };
 enum class PaddingKind { same, valid };
 
@@ -330,6 +337,20 @@ struct DropoutConfig {
   bool seed_given = false;
 };
 
+// Keras Concatenate: the inputs joined along `axis` (negative: from the end; not the batch axis).
+struct ConcatenateConfig {
+  int axis = -1;
+  template <class V> void visit(V& v) { v(axis, "axis", Int{-8, 8}, "the axis joined (-1: the last)"); }
+};
+
+// `{block: NAME, repeat: N}`: the block's layers N times in a row, each use taking the one before; use k of
+// a block (counted over the model) names its layers NAMEk/LAYER (`name:` replaces NAME), so its variables
+// are NAMEk/LAYER/kernel and one layout rule (NAME\d+/LAYER/kernel) shards every use.
+struct BlockUseConfig {
+  std::string block;
+  int repeat = 1;
+};
+
 struct EmptyConfig {
   template <class V> void visit(V&) {}
 };
@@ -347,6 +368,10 @@ struct LayerConfig {
   EmbeddingConfig embedding;
   LayerNormConfig layer_norm;
   RelayoutConfig relayout;
+  ConcatenateConfig concatenate;
+  BlockUseConfig block;
+  // The layers (or 'input') whose outputs this layer takes; empty: the layer before (a stack).
+  std::vector<std::string> inputs;
   template <class V> void visit(V& v) {
     const std::string& k = kLayerKinds[size_t(kind)];
     const char* key = k.c_str();
@@ -378,12 +403,18 @@ struct LayerConfig {
         v(embedding.init, "init", Tagged{&kInitKinds, "initializer"}, "the table's initializer");
         break;
       case LayerKind::relayout: v(relayout.specs, key, Specs{}, "the activations' specs, batch first", kRequired); break;
+      case LayerKind::concatenate: v(concatenate, key, Sub{}, "{axis} (default -1: the last)", kRequired); break;
+      case LayerKind::block:
+        v(block.block, key, Text{"a block name"}, "the block (blocks: NAME) used here", kRequired);
+        v(block.repeat, "repeat", Int{1, 1 << 16}, "uses in a row, each taking the one before");
+        break;
       default: {
         EmptyConfig none;
         v(none, key, Sub{}, "{}", kRequired);
       }
     }
-    v(name, "name", LayerName{}, "unique; part of variable paths NAME/kernel");
+    v(name, "name", LayerName{}, "unique; part of variable paths NAME/kernel (a block use: the prefix's stem)");
+    v(inputs, "inputs", Inputs{}, "the layers it takes, by name (default: the layer before)", kOmitDefault);
   }
 
  private:
@@ -391,6 +422,13 @@ struct LayerConfig {
     v(strides, "strides", Pair{"strides"}, "n or [h, w] (pools: the pool size)");
     v(padding, "padding", Choice{&kPaddings}, "valid or same (Keras')");
   }
+};
+
+// `blocks: {NAME: [layers]}`: a block's layers, its own graph whose `inputs` name its layers or 'input' (what
+// the block's use takes); its output is its last layer.
+struct BlockConfig {
+  std::string name;
+  std::vector<LayerConfig> layers;
 };
 
 // ---- layouts ----
@@ -544,6 +582,8 @@ struct Config {
   std::string file;  // the path it was read from (or the name given to parse_config)
   MeshConfig mesh;
   DataConfig data;
+  std::vector<BlockConfig> blocks;
+  std::string outputs;  // the output layer's name; "": the last layer
   std::vector<LayerConfig> model;
   std::vector<LayoutRule> layouts;
   TrainConfig train;
@@ -553,7 +593,9 @@ struct Config {
   template <class V> void visit(V& v) {
     v(mesh, "mesh", Sub{}, "the device mesh", kRequired);
     v(data, "data", Sub{}, "the data set and its input pipeline", kRequired);
-    v(model, "model", Layers{}, "the layers in order", kRequired);
+    v(blocks, "blocks", Blocks{}, "named lists of layers that the model uses as {block: NAME, repeat: N}", kOmitDefault);
+    v(outputs, "outputs", LayerName{}, "the layer (or block use) whose output is the model's (default: the last)", kOmitDefault);
+    v(model, "model", Layers{}, "the layers: a stack, or a graph where layers name their inputs", kRequired);
     v(layouts, "layouts", LayoutRules{}, "variable regex -> specs; unmatched variables are replicated");
     v(train, "train", Sub{}, "the training loop", kRequired);
     v(run_dir, "run_dir", Text{"a directory"}, "metrics.jsonl, vocabulary, plots (default runs/<config stem>)");
@@ -597,9 +639,11 @@ std::string describe_config(const Config& config);
 // The schema reference: every key, its type and range, its default and its doc line (dtrain plan --schema).
 std::string config_schema();
 
-// Each layer's output shape [batch, ...], from the example shape on through the layers' own output_shape
-// (core/nn), with the checks of what the config's numbers imply (sizes, window fits, even bands): the one
-// shape walk, which load_config runs and plan prints. Throws UsageError at the key concerned.
+// Each layer's output shape [batch, ...] (indexed as model_graph(config).layers, engine/model_graph.hpp; empty
+// past a layer that refuses its input), from the example shape on through the layers' own output_shape
+// (core/nn), with the checks of what the config's numbers imply (sizes, window fits, even bands) and of the
+// graph (names, cycles, unused layers, merged shapes): the one shape walk, which load_config runs and plan
+// prints. Throws UsageError at the key concerned.
 std::vector<Shape> model_shapes(const Config& config);
 
 // imdb, text_folder: texts through data.vectorizer.

@@ -9,6 +9,7 @@
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
 #include "engine/model_builder.hpp"
+#include "engine/model_graph.hpp"
 #include "core/checkpoint/format.hpp"
 #include "core/comm/counting.hpp"
 #include "core/device.hpp"
@@ -190,9 +191,15 @@ int run_plan(const CommandOptions& options) {
   print_validation(config);
   // The config's own shape walk (the one load_config checked).
   const std::vector<Shape> shapes = model_shapes(config);
-  for (size_t i = 0; i < shapes.size(); ++i)
-    fmt::print("{} {:<20} {:<20} output {}\n", i == 0 ? "layers:" : "       ", config.model[i].name,
-               to_string(config.model[i].kind), shape_string(shapes[i]));
+  const ModelGraph graph = model_graph(config);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const LayerConfig& layer = graph.layers[i].layer;
+    // A graph's joints: the inputs of a layer that does not simply take the one before.
+    const bool stacked = layer.inputs.size() == 1 && i > 0 && layer.inputs[0] == graph.layers[i - 1].layer.name;
+    fmt::print("{} {:<20} {:<20} output {}{}\n", i == 0 ? "layers:" : "       ", layer.name, to_string(layer.kind),
+               shape_string(shapes[i]), layer.inputs.empty() || stacked ? "" : fmt::format(" <- {}", fmt::join(layer.inputs, ", ")));
+  }
+  if (!config.outputs.empty()) fmt::print("        output: {}\n", graph.output);
   fmt::print("\n");
   fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
              "local shape", "per device", "update per device (and slots)");

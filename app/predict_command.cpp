@@ -16,6 +16,7 @@
 #include "engine/checkpoint_hooks.hpp"
 #include "app/commands.hpp"
 #include "engine/model_builder.hpp"
+#include "engine/model_graph.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
@@ -145,7 +146,8 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
 }
 
 bool ends_in_softmax(const Config& config) {
-  const LayerConfig& last = config.model.back();
+  const ModelGraph graph = model_graph(config);
+  const LayerConfig& last = graph.layer(graph.output).layer;
   return last.kind == LayerKind::softmax || (last.kind == LayerKind::dense && last.dense.activation == Activation::softmax);
 }
 

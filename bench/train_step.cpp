@@ -63,7 +63,7 @@ data::Dataset generated(int64_t examples, const Shape& example, int classes, boo
 }
 
 // FLOPs of the matmuls of one step: forward, kernel gradient, and input gradient except the first layer's.
-double matmul_flops(const nn::Sequential& model, int64_t batch) {
+double matmul_flops(const nn::Model& model, int64_t batch) {
   double flops = 0;
   bool first = true;
   for (const auto& info : model.variables()) {

@@ -38,7 +38,7 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
   return hooks;
 }
 
-void check_model_matches(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index,
+void check_model_matches(const Config& config, const nn::Model& model, const checkpoint::CheckpointIndex& index,
                          const std::string& optimizer) {
   const std::string prefix = "variables/";
   for (const auto& info : model.variables()) {

@@ -10,7 +10,7 @@
 #include "app/config.hpp"
 #include "core/checkpoint/format.hpp"
 #include "core/checkpoint/manager.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/nn/model.hpp"
 #include "data/text_vectorizer.hpp"
 
 namespace dtrain {
@@ -25,7 +25,7 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
 
 // UsageError naming the config file when the model's variables (paths, global shapes) differ from the
 // checkpoint's, or, when optimizer is not empty, the optimizer does.
-void check_model_matches(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index,
+void check_model_matches(const Config& config, const nn::Model& model, const checkpoint::CheckpointIndex& index,
                          const std::string& optimizer = "");
 
 // The class names a checkpoint was trained with (label k's name); checkpoints older than the names

@@ -65,7 +65,7 @@ checkpoint::OpenedCheckpoint open_init_checkpoint(const Config& config) {
   }
 }
 
-InitPlan plan_init(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index) {
+InitPlan plan_init(const Config& config, const nn::Model& model, const checkpoint::CheckpointIndex& index) {
   const TrainConfig& train = config.train;
   std::vector<std::shared_ptr<const re2::RE2>> patterns;
   for (const std::string& pattern : train.init_skip) {

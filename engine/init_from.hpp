@@ -11,7 +11,7 @@
 
 #include "app/config.hpp"
 #include "core/checkpoint/manager.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/nn/model.hpp"
 #include "data/text_vectorizer.hpp"
 
 namespace dtrain {
@@ -33,7 +33,7 @@ struct InitPlan {
 // both shapes), checkpoint variables the model lacks (all listed), nothing left to load; and at a
 // train.init_skip pattern that matches no variable of either. Each lists the variables to put in
 // train.init_skip to leave them out.
-InitPlan plan_init(const Config& config, const nn::Sequential& model, const checkpoint::CheckpointIndex& index);
+InitPlan plan_init(const Config& config, const nn::Model& model, const checkpoint::CheckpointIndex& index);
 
 // An IMDB model's inputs are the vocabulary's columns (TF-IDF) or ids (int): the fine-tuned run keeps the
 // checkpoint's fitted vectorizer (in this config's data.vectorizer mode) and vectorizes its texts with it,

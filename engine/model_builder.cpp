@@ -12,6 +12,7 @@
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda/cuda.hpp"
 #include "core/nn/layers.hpp"
+#include "engine/model_graph.hpp"
 
 namespace dtrain {
 namespace {
@@ -78,7 +79,8 @@ int64_t physical_memory() {
 // Sizes that could never be allocated (a dense layer of 10^9 units, a huge max_tokens) are config errors
 // here, before anything is allocated, naming what was too large and the bytes it needs, instead of a
 // std::bad_alloc (or an overflowed size) later.
-void check_sizes(const Config& config, const nn::Sequential& model, const Shape& input_shape, int devices_here) {
+void check_sizes(const Config& config, const ModelGraph& graph, const nn::Model& model, const Shape& input_shape,
+                 int devices_here) {
   const int64_t memory = physical_memory();
   auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
   const Where input_where = config.where(is_text(config.data.dataset) ? "data.vectorizer.max_tokens" : "data.batch_size");
@@ -91,13 +93,12 @@ void check_sizes(const Config& config, const nn::Sequential& model, const Shape&
   for (const auto& info : model.variables()) {
     const Shape local = info.choice.layout.local_shape(info.shape);
     const std::optional<int64_t> bytes = checked_bytes(local, sizeof(float));
-    const std::string layer = info.path.substr(0, info.path.find('/'));
+    const std::string layer = info.path.substr(0, info.path.rfind('/'));
     Where where = config.where("model");
-    for (size_t i = 0; i < config.model.size(); ++i) {
-      const LayerKind kind = config.model[i].kind;
+    for (const GraphLayer& g : graph.layers) {
+      const LayerKind kind = g.layer.kind;
       const bool sized = kind == LayerKind::dense || kind == LayerKind::conv2d || kind == LayerKind::embedding;
-      if (config.model[i].name == layer)
-        where = config.where(fmt::format("model[{}]{}", i, sized ? "." + to_string(kind) : ""));
+      if (g.layer.name == layer) where = config.where(g.at + (sized ? "." + to_string(kind) : ""));
     }
     const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
     if (too_large(bytes) || too_large(here)) {
@@ -181,6 +182,13 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
       return std::make_unique<nn::LayerNorm>(layer.name, float(layer.layer_norm.epsilon), layer.layer_norm.center,
                                              layer.layer_norm.scale);
     case LayerKind::relayout: return std::make_unique<nn::Relayout>(layer.name, layer.relayout.specs);
+    case LayerKind::add: return std::make_unique<nn::Merge>(layer.name, nn::Merge::Kind::Add);
+    case LayerKind::subtract: return std::make_unique<nn::Merge>(layer.name, nn::Merge::Kind::Subtract);
+    case LayerKind::multiply: return std::make_unique<nn::Merge>(layer.name, nn::Merge::Kind::Multiply);
+    case LayerKind::average: return std::make_unique<nn::Merge>(layer.name, nn::Merge::Kind::Average);
+    case LayerKind::concatenate:
+      return std::make_unique<nn::Merge>(layer.name, nn::Merge::Kind::Concatenate, layer.concatenate.axis);
+    case LayerKind::block: throw Error("[model] a block use is not a layer: model_graph() expands it");
   }
   throw Error("[model] unknown layer kind");
 }
@@ -198,14 +206,8 @@ MeshPtr build_mesh(const Config& config) {
 }
 
 BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape) {
-  BuiltModel built{std::make_unique<nn::Sequential>(), {}};
-  for (size_t i = 0; i < config.model.size(); ++i) {
-    try {
-      built.model->add(make_layer(config.model[i]));
-    } catch (const UsageError& e) {
-      throw_config_error(config.where(fmt::format("model[{}]", i)), e.what());
-    }
-  }
+  const ModelGraph graph = model_graph(config);
+  BuiltModel built{make_model(config, graph), {}};
   std::vector<nn::LayoutRule> rules;
   for (size_t i = 0; i < config.layouts.size(); ++i)
     rules.push_back({config.layouts[i].pattern, config.layouts[i].specs, config.where(fmt::format("layouts[{}]", i)).str()});
@@ -221,7 +223,7 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
     throw_config_error(config.where("model"), text);
   }
   const int processes = std::max(1, process_count());
-  check_sizes(config, *built.model, input_shape, std::max(1, mesh->size() / processes));
+  check_sizes(config, graph, *built.model, input_shape, std::max(1, mesh->size() / processes));
   for (const auto& rule : layouts.unused_rules()) {
     built.warnings.push_back(fmt::format("{}: layout rule '{}' matches no variable", rule.where, rule.pattern));
   }
@@ -249,7 +251,7 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
   return engine;
 }
 
-void check_output_classes(const Config& config, const nn::Sequential& model, int classes) {
+void check_output_classes(const Config& config, const nn::Model& model, int classes) {
   Shape input{config.data.batch_size};
   for (int64_t extent : config.data.example_shape()) input.push_back(extent);
   const Shape output = model.output_shape(input);

@@ -3,7 +3,7 @@
 // save and restore (checkpoint_dir, checkpoint_hooks), fine-tuning's initial variables (init_from) and what a run
 // writes besides checkpoints (run_outputs). It knows the config's structs, never YAML or the command line.
 //
-// From a validated Config to the engine's objects: the mesh, the Sequential model with every variable's
+// From a validated Config to the engine's objects: the mesh, the model graph with every variable's
 // layout chosen by the config's layout rules, and the input layout's specs. Problems that need the
 // model's shapes (rank mismatch, indivisible dims) are UsageErrors at the rule's file:line:col.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "app/config.hpp"
 #include "core/comm/mpi/hierarchical.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/trainer.hpp"
 
@@ -27,7 +27,7 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer);
 MeshPtr build_mesh(const Config& config);
 
 struct BuiltModel {
-  std::unique_ptr<nn::Sequential> model;
+  std::unique_ptr<nn::Model> model;
   std::vector<std::string> warnings;  // e.g. a layout rule that matches no variable
 };
 // example_shape: one example without the batch axis ({784}, {28, 28}, {vocabulary}).
@@ -59,7 +59,7 @@ Engine build_engine(const Config& config, train::TrainOptions options);
 // "0 on cuda:0, 1 on cuda:0": the GPU of each of this process's devices (core/gpu_assignment.hpp).
 std::string gpu_line(const Placement& placement);
 
-// The model's last layer must have one unit per class of the data set (a config error otherwise).
-void check_output_classes(const Config& config, const nn::Sequential& model, int classes);
+// The model's output layer must have one unit per class of the data set (a config error otherwise).
+void check_output_classes(const Config& config, const nn::Model& model, int classes);
 
 }  // namespace dtrain

@@ -1,7 +1,9 @@
-// A layer of a Sequential model: its output shape, the variables it needs (shape, initializer), and its
+// A layer of a model graph: its output shape, the variables it needs (shape, initializer), and its
 // forward pass on DTensor Vars. Layers hold only configuration; each rank's variables live in Parameters.
+// Most layers take one input; merge layers (add, concatenate, ...) take several, through the *_of forms.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +41,9 @@ struct ForwardContext {
   uint64_t step = 0;  // feeds dropout masks
 };
 
+// Layer::arity() of a layer that takes two or more inputs.
+inline constexpr int kManyInputs = -1;
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -49,6 +54,14 @@ class Layer {
   virtual Shape output_shape(const Shape& input) const = 0;
   virtual std::vector<VariableSpec> variables(const Shape& input) const { return {}; }
   virtual Var forward(const Var& x, ForwardContext& context) const = 0;
+
+  // How many inputs the layer takes: 1, or kManyInputs (merge layers). The graph calls the *_of forms with
+  // its inputs' shapes or values, in the order the layer names them; a one-input layer's take its one.
+  virtual int arity() const { return 1; }
+  virtual Shape output_shape_of(std::span<const Shape> inputs) const { return output_shape(inputs[0]); }
+  virtual Var forward_of(std::span<const Var> inputs, ForwardContext& context) const {
+    return forward(inputs[0], context);
+  }
 
  protected:
   Var& variable(ForwardContext& context, const std::string& local_name) const {

@@ -157,6 +157,27 @@ class Relayout : public Layer {
   std::vector<std::string> specs_;
 };
 
+// Keras' merge layers over two or more inputs of one shape: add, subtract (exactly two: a - b), multiply,
+// average; concatenate joins them along `axis` (negative counts from the end; never the batch axis 0), their
+// other axes equal. Mismatched shapes are UsageErrors naming both.
+class Merge : public Layer {
+ public:
+  enum class Kind { Add, Subtract, Multiply, Average, Concatenate };
+  Merge(std::string name, Kind kind, int axis = -1);
+  std::string kind() const override;
+  int arity() const override { return kManyInputs; }
+  Shape output_shape_of(std::span<const Shape> inputs) const override;
+  Var forward_of(std::span<const Var> inputs, ForwardContext& context) const override;
+  // One input is not enough: these refuse.
+  Shape output_shape(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  int axis_of(int rank) const;  // axis_ as an index into a shape of `rank`
+  Kind kind_;
+  int axis_;
+};
+
 class ActivationLayer : public Layer {
  public:
   ActivationLayer(std::string name, Activation activation) : Layer(std::move(name)), activation_(activation) {}

@@ -23,6 +23,8 @@ DTensor add(const DTensor& a, const DTensor& b);
 DTensor subtract(const DTensor& a, const DTensor& b);
 DTensor multiply(const DTensor& a, const DTensor& b);
 DTensor scale(const DTensor& a, float factor);  // keeps partial dims (linear)
+// a and b joined along `axis` (their other extents equal), in a's layout with that axis unsharded.
+DTensor concatenate(const DTensor& a, const DTensor& b, int axis);
 DTensor relu(const DTensor& a);
 DTensor relu_grad(const DTensor& grad, const DTensor& output);  // grad where output > 0
 DTensor rsqrt(const DTensor& a, float epsilon);                   // 1 / sqrt(a + epsilon)
@@ -66,6 +68,7 @@ Var add(const Var& a, const Var& b);
 Var subtract(const Var& a, const Var& b);
 Var multiply(const Var& a, const Var& b);
 Var scale(const Var& a, float factor);
+Var concatenate(const Var& a, const Var& b, int axis);
 Var relu(const Var& a);
 Var rsqrt(const Var& a, float epsilon);
 Var softmax(const Var& logits);

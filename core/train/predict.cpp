@@ -8,7 +8,7 @@
 
 namespace dtrain::train {
 
-Tensor predict(const nn::Sequential& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
+Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
                const Tensor& inputs, int64_t batch_size,
                const std::function<void(nn::Parameters&, int rank)>& restore) {
   DTRAIN_CHECK(inputs.rank() >= 2 && inputs.dim(0) >= 1 && batch_size >= 1,

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/sequential.hpp"
+#include "core/nn/model.hpp"
 
 namespace dtrain::train {
 
 // inputs: [N, ...example shape]; input_specs: the input layout (batch first, missing axes unsharded);
 // restore(params, rank) runs on every rank before the first batch. Each batch is `batch_size` examples,
 // the last one fewer (every batch-sharding mesh dim must divide it).
-Tensor predict(const nn::Sequential& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
+Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
                const Tensor& inputs, int64_t batch_size,
                const std::function<void(nn::Parameters&, int rank)>& restore);
 

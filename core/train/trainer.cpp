@@ -121,7 +121,7 @@ std::pair<int, int64_t> injected_failure() {
 // One rank's evaluation pass in inference mode over every example; the metrics are whole-mesh totals. A
 // last batch that the batch shards do not divide is padded to a multiple of them with its own first
 // examples again, and the padded rows are left out of the loss sum and the correct count.
-SplitMetrics evaluate_on_rank(const nn::Sequential& model, nn::Parameters& params, const BatchSource& data,
+SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, const BatchSource& data,
                               const Layout& layout, int64_t batch_size, int64_t step,
                               kernels::HostToDevice* upload = nullptr) {
   const DeviceContext& device = current_device();
@@ -274,7 +274,7 @@ struct RankRun {
   ValidationState validation;
   RankState state;
 
-  RankRun(const nn::Sequential& model, const TrainOptions& options, const Hooks& hooks, const DeviceContext& device)
+  RankRun(const nn::Model& model, const TrainOptions& options, const Hooks& hooks, const DeviceContext& device)
       : params(model.initialize(device.rank, device.place)),
         optimizer(options.make_optimizer()),
         state{device.rank, params, *optimizer, position, &validation} {
@@ -290,7 +290,7 @@ struct RankRun {
 
 }  // namespace
 
-Trainer::Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options)
+Trainer::Trainer(const nn::Model& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options)
     : model_(model), mesh_(std::move(mesh)), input_specs_(std::move(input_specs)), options_(std::move(options)) {
   DTRAIN_CHECK_USAGE(options_.batch_size >= 1, "[train] batch_size must be >= 1, got {}", options_.batch_size);
   DTRAIN_CHECK(options_.make_optimizer != nullptr, "[train] no optimizer");

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/nn/sequential.hpp"
+#include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/batch_source.hpp"
 #include "core/train/validation.hpp"
@@ -128,7 +128,7 @@ struct TrainResult {
 
 class Trainer {
  public:
-  Trainer(const nn::Sequential& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options);
+  Trainer(const nn::Model& model, MeshPtr mesh, std::vector<std::string> input_specs, TrainOptions options);
 
   // validation_data: evaluated per options.validation (after every epoch by default), its metrics reported
   // as split "validation" and fed to early stopping and keep-best.
@@ -137,14 +137,14 @@ class Trainer {
   // Evaluates with the parameters that `on_start` restores (or fresh ones), in inference mode.
   SplitMetrics evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks = {});
 
-  const nn::Sequential& model() const { return model_; }
+  const nn::Model& model() const { return model_; }
   Layout input_layout(int rank) const;  // for an input of `rank` axes (batch first)
 
  private:
   // The input layout for `data`'s examples, checked; sets each device's share of the cores for GEMMs.
   Layout prepare(const BatchSource& data) const;
 
-  const nn::Sequential& model_;
+  const nn::Model& model_;
   MeshPtr mesh_;
   std::vector<std::string> input_specs_;
   TrainOptions options_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end on the real data sets, where ../shared/data is beside the source tree: MNIST (19,000 official
 # training images) data-parallel (also under `mpirun -np 2`, where mpirun and an MPI build are there) and
-# model-parallel, the spatially partitioned CNN (configs/mnist_cnn_sp.yaml), IMDB with Keras-exact TF-IDF,
+# model-parallel, the spatially partitioned CNN (configs/mnist_cnn_sp.yaml) and residual CNN
+# (configs/mnist_resnet_sp.yaml), IMDB with Keras-exact TF-IDF,
 # and IMDB's token ids through an embedding table split over `model` (configs/imdb_embedding.yaml). Says
 # "skipped" otherwise.
 # Usage: real_data.sh DTRAIN SOURCE_DIR
@@ -63,6 +64,10 @@ accuracy_at_least 0.93 "$work/mnist_mp.log" "mnist_mp, mesh {batch: 4, model: 2}
 "$dtrain" train --config configs/mnist_cnn_sp.yaml --set data.path="$shared/mnist" \
   --set checkpoint.every=never --run-dir "$work/mnist_cnn_sp" >"$work/mnist_cnn_sp.log" 2>&1 || true
 accuracy_at_least 0.987 "$work/mnist_cnn_sp.log" "mnist_cnn_sp, mesh {batch: 4, spatial: 2}, 3 epochs"
+# The residual CNN (a graph: a block used twice, batch norm, add skips) on the same bands: 99.0%.
+"$dtrain" train --config configs/mnist_resnet_sp.yaml --set data.path="$shared/mnist" \
+  --set checkpoint.every=never --run-dir "$work/mnist_resnet_sp" >"$work/mnist_resnet_sp.log" 2>&1 || true
+accuracy_at_least 0.99 "$work/mnist_resnet_sp.log" "mnist_resnet_sp, mesh {batch: 4, spatial: 2}, 3 epochs"
 
 tar -xzf "$shared/aclImdb_v1.tar.gz" -C "$work"
 "$dtrain" train --config configs/imdb_dp_adam.yaml --set data.path="$work/aclImdb" --set checkpoint.every=never \
