@@ -25,10 +25,7 @@
 
 namespace dtrain {
 
-std::string Where::str() const {
-  if (line <= 0) return file;
-  return fmt::format("{}:{}:{}", file, line, col);
-}
+std::string Where::str() const { return line <= 0 ? file : fmt::format("{}:{}:{}", file, line, col); }
 
 void throw_config_error(const Where& where, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", where.str(), message));
@@ -54,10 +51,6 @@ std::vector<int> MeshConfig::dim_sizes() const {
   return sizes;
 }
 
-bool MeshConfig::has_dim(const std::string& name) const {
-  return std::any_of(dims.begin(), dims.end(), [&](const MeshDimConfig& dim) { return dim.name == name; });
-}
-
 int MeshConfig::size_of(const std::string& spec) const {
   for (const MeshDimConfig& dim : dims)
     if (dim.name == spec) return dim.size;
@@ -75,9 +68,8 @@ std::vector<std::int64_t> DataConfig::example_shape() const {
 }
 
 Where Config::where(const std::string& path) const {
-  auto found = locations.find(path);
-  if (found != locations.end()) return found->second;
-  return Where{file, 0, 0};
+  const auto found = locations.find(path);
+  return found != locations.end() ? found->second : Where{file, 0, 0};
 }
 
 namespace {
@@ -120,19 +112,13 @@ std::string bad_name(const std::string& name, size_t max_length = kMaxNameLength
   return "";
 }
 
-bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 
-// [A-Za-z_][A-Za-z0-9_]* (a mesh dim name), without a regex.
-bool is_identifier(const std::string& text) {
-  if (text.empty() || !(is_ascii_letter(text[0]) || text[0] == '_')) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) { return is_ascii_letter(c) || is_ascii_digit(c) || c == '_'; });
-}
-
-// [A-Za-z0-9_.-]+ (a layer name).
-bool is_layer_name(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return is_ascii_letter(c) || is_ascii_digit(c) || c == '_' || c == '.' || c == '-';
+// Only ASCII letters, digits and `extra`: [A-Za-z0-9_.-]+ a layer name; a mesh dim name, [A-Za-z0-9_]+, also
+// does not start with a digit.
+bool is_name(const std::string& text, std::string_view extra) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_ascii_digit(c) || extra.find(c) != extra.npos;
   });
 }
 
@@ -213,26 +199,24 @@ struct OverrideOrigin {
   std::string assignment;
 };
 
-class Reader {
- public:
-  // Fills config (config.file names the source) from the tree; the keys that depend on others read it so far.
+// Walks the tree into config (config.file names the source); the keys that depend on others read it so far.
+struct Reader {
   Reader(Config& config, const LoadOptions& options, std::vector<OverrideOrigin> origins)
-      : config(&config), options(&options), locations(config.locations), file_(config.file),
-        origins_(std::move(origins)) {}
-
-  const std::string& file() const { return file_; }
+      : config(&config), options(&options), origins(std::move(origins)) {}
+  Config* config;
+  const LoadOptions* options;
+  std::vector<OverrideOrigin> origins;
+  std::map<std::string, Where>& locations = config->locations;
+  std::set<std::string> given_keys;  // the paths of keys the config (or a --set) gave
 
   Where where(const YAML::Node& node, const Where& fallback) const {
-    for (auto origin = origins_.rbegin(); origin != origins_.rend(); ++origin)
+    for (auto origin = origins.rbegin(); origin != origins.rend(); ++origin)
       if (node.is(origin->node)) return Where{"--set " + origin->assignment, 0, 0};
     const YAML::Mark mark = node.Mark();
-    if (mark.is_null()) return fallback;
-    return Where{file_, mark.line + 1, mark.column + 1};
+    return mark.is_null() ? fallback : Where{config->file, mark.line + 1, mark.column + 1};
   }
 
-  [[noreturn]] void fail(const Field& field, const std::string& what) const {
-    throw_config_error(field.where, fmt::format("{}: {}", field.path, what));
-  }
+  [[noreturn]] void fail(const Field& field, const std::string& what) const { fail(field.where, field.path, what); }
   [[noreturn]] void fail(const Where& where, const std::string& path, const std::string& what) const {
     throw_config_error(where, fmt::format("{}: {}", path, what));
   }
@@ -272,48 +256,18 @@ class Reader {
     }
     return result;
   }
+  // The same for a map with a fixed set of keys: an unknown key is an error at it, with a suggestion.
+  std::vector<KeyedField> entries(const Field& map, const std::vector<std::string>& known, const std::string& label) {
+    std::vector<KeyedField> result = entries(map);
+    for (const KeyedField& entry : result)
+      if (std::find(known.begin(), known.end(), entry.key) == known.end())
+        fail(entry.key_where, label, unknown("key", entry.key, known));
+    return result;
+  }
 
   // Where a key is (its value, or its section when not given), "" the file itself.
   Where at(const std::string& path) const { return config->where(path); }
   bool given(const std::string& path) const { return given_keys.count(path) > 0; }
-
-  Config* config;
-  const LoadOptions* options;
-  std::map<std::string, Where>& locations;  // config->locations
-  std::set<std::string> given_keys;         // the paths of keys the config (or a --set) gave
-
- private:
-  std::string file_;
-  std::vector<OverrideOrigin> origins_;
-};
-
-// A map with a fixed set of keys: unknown keys are errors (with a suggestion), at construction.
-class Section {
- public:
-  // `label` names the map in messages when its path alone is unclear ("model[1] (dense)").
-  Section(Reader& reader, const Field& field, const std::vector<std::string>& known, std::string label = "")
-      : field_(field), label_(!label.empty() ? std::move(label) : !field.path.empty() ? field.path : "config") {
-    for (KeyedField& entry : reader.entries(field)) {
-      if (std::find(known.begin(), known.end(), entry.key) == known.end()) {
-        reader.fail(entry.key_where, label_, unknown("key", entry.key, known));
-      }
-      entries_.push_back(std::move(entry));
-    }
-  }
-
-  const Field& field() const { return field_; }
-  const std::string& label() const { return label_; }
-
-  std::optional<Field> get(const std::string& key) const {
-    for (const KeyedField& entry : entries_)
-      if (entry.key == key) return entry.value;
-    return std::nullopt;
-  }
-
- private:
-  Field field_;
-  std::string label_;
-  std::vector<KeyedField> entries_;
 };
 
 // ---- scalar conversions ----
@@ -321,6 +275,13 @@ class Section {
 std::string scalar(Reader& reader, const Field& field, const std::string& expected = "a string") {
   if (!field.node.IsScalar()) reader.fail(field, fmt::format("expected {}, got {}", expected, describe(field.node)));
   return field.node.Scalar();
+}
+
+// The whole of `text` as a T (a leading '+' allowed when `plus`); false when it is not one.
+template <class T> bool parse(const std::string& text, T& value, bool plus = true) {
+  const char* begin = text.data() + (plus && text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
+  return !text.empty() && error == std::errc() && end == text.data() + text.size();
 }
 
 std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
@@ -332,10 +293,7 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
                                            : fmt::format("an integer >= {}", min);
   const std::string text = scalar(reader, field, expected);
   std::int64_t value = 0;
-  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size())
-    reader.fail(field, fmt::format("expected {}, got '{}'", expected, shown(text)));
+  if (!parse(text, value)) reader.fail(field, fmt::format("expected {}, got '{}'", expected, shown(text)));
   if (value < min || value > max) reader.fail(field, fmt::format("expected {}, got {}", expected, value));
   return value;
 }
@@ -344,10 +302,7 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
 double number(Reader& reader, const Field& field, const Num& rule = {}) {
   const std::string text = scalar(reader, field, "a number");
   double value = 0;
-  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
-    reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
+  if (!parse(text, value) || !std::isfinite(value)) reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
   if (rule.ok && !rule.ok(value)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, value));
   return value;
 }
@@ -441,20 +396,20 @@ template <class T> std::vector<std::string> keys_of(T& t) {
 
 template <class T> void read(Reader& reader, const Field& field, T& member, const Sub&);
 
-// Reads one map's keys into a struct: the Section refuses unknown keys, then each declared key is read
-// in declaration order (a missing required one is an error; one not given is located at the section).
+// Reads one map's keys into a struct, each declared key in declaration order (a missing required one is
+// an error; one not given is located at the section).
 struct Load {
   Reader& reader;
-  const Section& section;
+  const Field& parent;
+  const std::string& label;  // names the map in messages when its path alone is unclear ("model[1] (dense)")
+  const std::vector<KeyedField>& entries;
   template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
-    const Field& parent = section.field();
-    const std::string path = join(parent.path, key);
-    if (std::optional<Field> field = section.get(key)) {
-      reader.given_keys.insert(path);
-      read(reader, *field, member, rule);
+    const auto entry = std::find_if(entries.begin(), entries.end(), [&](const KeyedField& e) { return e.key == key; });
+    if (entry != entries.end()) {
+      reader.given_keys.insert(join(parent.path, key));
+      read(reader, entry->value, member, rule);
     } else if (flags & kRequired) {
-      reader.fail(parent.where, section.label(),
-                  fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
+      reader.fail(parent.where, label, fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
     } else {
       Locate{reader, parent.path, parent.where}(member, key, rule, "");
     }
@@ -465,10 +420,11 @@ struct Load {
 template <class T> void before(Reader&, const Field&, T&) {}
 template <class T> void check(Reader&, const Field&, T&) {}
 
-template <class T> void read_keys(Reader& reader, const Field& field, T& member, const std::string& label = "") {
+template <class T> void read_keys(Reader& reader, const Field& field, T& member, std::string label = "") {
   before(reader, field, member);
-  Section section(reader, field, keys_of(member), label);
-  Load load{reader, section};
+  if (label.empty()) label = field.path.empty() ? "config" : field.path;
+  const std::vector<KeyedField> entries = reader.entries(field, keys_of(member), label);
+  Load load{reader, field, label, entries};
   visit_fields(member, load);
   check(reader, field, member);
 }
@@ -516,7 +472,7 @@ void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member,
     reader.fail(dims, fmt::format("{} dims; a mesh has at most {}", entries.size(), kMaxMeshDims));
   std::int64_t devices = 1;
   for (const KeyedField& entry : entries) {
-    if (!is_identifier(entry.key))
+    if (!is_name(entry.key, "_") || is_ascii_digit(entry.key[0]))
       reader.fail(entry.key_where, dims.path,
                   fmt::format("'{}' is not a valid dim name (letters, digits, _)", shown(entry.key)));
     if (entry.key == "unsharded")
@@ -627,8 +583,7 @@ void read(Reader& reader, const Field& field, std::string& split, const Split&) 
 void read(Reader& reader, const Field& field, std::string& split, const ValidationSplit& rule) {
   const std::string text = scalar(reader, field, "a fraction in (0, 1) or a split like train[90%:]");
   double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool numeric = !text.empty() && error == std::errc() && end == text.data() + text.size();
+  const bool numeric = parse(text, value, false);
   if (!numeric && !text.empty() && (is_ascii_digit(text[0]) || text[0] == '-' || text[0] == '.'))
     reader.fail(field, fmt::format("expected a fraction in (0, 1) or a split like train[90%:], got '{}'", shown(text)));
   if (!numeric) {
@@ -690,28 +645,28 @@ void read(Reader& reader, const Field& field, ShuffleConfig& shuffle, const Shuf
     shuffle.enabled = boolean(reader, field);
     return;
   }
-  Section section(reader, field, {"seed"});
+  const std::vector<KeyedField> entries = reader.entries(field, {"seed"}, field.path);
   shuffle.enabled = true;
-  if (auto seed = section.get("seed")) shuffle.seed = std::uint64_t(integer(reader, *seed, 0));
+  if (!entries.empty()) shuffle.seed = std::uint64_t(integer(reader, entries.front().value, 0));
 }
 
-// epoch, never or a number of steps >= 1 (checkpoint.every); epoch or a number (train.validation_every).
-std::int64_t steps_or(Reader& reader, const Field& field, const std::vector<std::string>& words, std::string* word) {
+// epoch, never or a number of steps >= 1 (checkpoint.every); epoch or a number (train.validation_every). 0: a word.
+std::int64_t steps_or(Reader& reader, const Field& field, const std::vector<std::string>& words) {
   const std::string expected = fmt::format("{} or a number of steps", fmt::join(words, ", "));
   const std::string text = scalar(reader, field, expected);
-  if (std::find(words.begin(), words.end(), text) != words.end()) return *word = text, 0;
+  if (std::find(words.begin(), words.end(), text) != words.end()) return 0;
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
     reader.fail(field, fmt::format("expected {} >= 1, got '{}'{}", expected, shown(text), suggestion(text, words)));
   return integer(reader, field, 1);
 }
 void read(Reader& reader, const Field& field, CheckpointEvery& every, const Every& rule) {
-  std::string word;
-  *rule.steps = steps_or(reader, field, kEvery, &word);
-  every = *rule.steps > 0 ? CheckpointEvery::steps : word == kEvery[0] ? CheckpointEvery::epoch : CheckpointEvery::never;
+  *rule.steps = steps_or(reader, field, kEvery);
+  every = *rule.steps > 0                    ? CheckpointEvery::steps
+          : field.node.Scalar() == kEvery[0] ? CheckpointEvery::epoch
+                                             : CheckpointEvery::never;
 }
 void read(Reader& reader, const Field& field, std::int64_t& steps, const ValidationEvery&) {
-  std::string word;
-  steps = steps_or(reader, field, {kEvery[0]}, &word);
+  steps = steps_or(reader, field, {kEvery[0]});
 }
 
 // A variable pattern (a layouts key, a train.init_skip entry or --init-skip's): a bounded name that RE2 compiles
@@ -771,7 +726,7 @@ void read(Reader& reader, const Field& field, std::string& name, const LayerName
   name = scalar(reader, field, "a layer name");
   if (name.size() > kMaxNameLength)
     reader.fail(field, fmt::format("'{}' is too long for a layer name: at most {} characters", shown(name), kMaxNameLength));
-  if (!is_layer_name(name))
+  if (!is_name(name, "_.-"))
     reader.fail(field, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
                                    "variable paths like NAME/kernel)",
                                    shown(name)));
@@ -1328,8 +1283,7 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
     const std::string here = join(prefix, segment);
     if (current.IsSequence()) {
       size_t index = 0;
-      const auto [end, error] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
-      if (error != std::errc() || end != segment.data() + segment.size() || index >= current.size())
+      if (!parse(segment, index, false) || index >= current.size())
         fail(fmt::format("'{}' is a list of {}; '{}' is not an index in it", prefix, current.size(), segment));
       if (last) {
         current[index] = value;
