@@ -302,7 +302,8 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
 double number(Reader& reader, const Field& field, const Num& rule = {}) {
   const std::string text = scalar(reader, field, "a number");
   double value = 0;
-  if (!parse(text, value) || !std::isfinite(value)) reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
+  if (!parse(text, value) || !std::isfinite(value))
+    reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
   if (rule.ok && !rule.ok(value)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, value));
   return value;
 }
@@ -409,7 +410,8 @@ struct Load {
       reader.given_keys.insert(join(parent.path, key));
       read(reader, entry->value, member, rule);
     } else if (flags & kRequired) {
-      reader.fail(parent.where, label, fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
+      reader.fail(parent.where, label,
+                  fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
     } else {
       Locate{reader, parent.path, parent.where}(member, key, rule, "");
     }
@@ -732,8 +734,6 @@ void read(Reader& reader, const Field& field, std::string& name, const LayerName
                                    shown(name)));
 }
 
-std::string default_name_stem(LayerKind kind) { return kind == LayerKind::batch_norm ? "bn" : to_string(kind); }
-
 // One layer: its type is the one key among the layer kinds; its defaults depend on its index (seeds).
 LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts) {
   LayerConfig layer;
@@ -773,8 +773,9 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
     reader.fail_at(bias_init, "use_bias is false, so there is no bias to initialize");
   if (layer.pool2d.strides[0] == 0) layer.pool2d.strides = layer.pool2d.pool_size;
   layer.dropout.seed_given = reader.given(join(field.path, "seed"));
+  const std::string stem = layer.kind == LayerKind::batch_norm ? "bn" : to_string(layer.kind);
   layer.name_given = reader.given(join(field.path, "name"));
-  if (!layer.name_given) layer.name = default_name_stem(layer.kind) + std::to_string(++counts[layer.kind]);
+  if (!layer.name_given) layer.name = stem + std::to_string(++counts[layer.kind]);
   else ++counts[layer.kind];
   return layer;
 }
@@ -1279,35 +1280,27 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   std::string prefix;
   for (size_t i = 0; i < segments.size(); ++i) {
     const std::string& segment = segments[i];
-    const bool last = i + 1 == segments.size();
-    const std::string here = join(prefix, segment);
+    YAML::Node next;
     if (current.IsSequence()) {
       size_t index = 0;
       if (!parse(segment, index, false) || index >= current.size())
         fail(fmt::format("'{}' is a list of {}; '{}' is not an index in it", prefix, current.size(), segment));
-      if (last) {
-        current[index] = value;
-      } else {
-        YAML::Node next = current[index];
-        current.reset(next);
-      }
+      next.reset(current[index]);
     } else if (current.IsMap()) {
-      if (last) {
-        current[segment] = value;
-      } else {
-        YAML::Node next = current[segment];
-        if (!next.IsDefined() || next.IsNull()) {
-          YAML::Node created(YAML::NodeType::Map);
-          current[segment] = created;
-          changed.push_back(created);
-          next.reset(created);
-        }
-        current.reset(next);
-      }
+      next.reset(current[segment]);
     } else {
       fail(fmt::format("'{}' is {}, not a map", prefix, describe(current)));
     }
-    prefix = here;
+    if (i + 1 == segments.size()) {
+      next = value;
+    } else if (current.IsMap() && (!next.IsDefined() || next.IsNull())) {  // a missing map on the way
+      YAML::Node created(YAML::NodeType::Map);
+      current[segment] = created;
+      changed.push_back(created);
+      next.reset(created);
+    }
+    current.reset(next);
+    prefix = join(prefix, segment);
   }
   changed.push_back(value);
   return changed;
