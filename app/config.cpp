@@ -220,6 +220,10 @@ struct Reader {
   [[noreturn]] void fail(const Where& where, const std::string& path, const std::string& what) const {
     throw_config_error(where, fmt::format("{}: {}", path, what));
   }
+  // "expected WHAT, got GOT", GOT by default how the node reads.
+  [[noreturn]] void expected(const Field& field, const std::string& what, const std::string& got = "") const {
+    fail(field, fmt::format("expected {}, got {}", what, got.empty() ? describe(field.node) : got));
+  }
   // An error at a key read earlier (or at its section when it was not given).
   [[noreturn]] void fail_at(const std::string& path, const std::string& what) const { fail(at(path), path, what); }
 
@@ -230,11 +234,11 @@ struct Reader {
   }
 
   // The entries of a map in YAML order (an empty value reads as an empty map). Duplicate keys are errors.
-  std::vector<KeyedField> entries(const Field& map, const std::string& expected = "a map") {
+  std::vector<KeyedField> entries(const Field& map, const std::string& what = "a map") {
     std::vector<KeyedField> result;
     std::unordered_map<std::string, size_t> seen;  // key -> index in result (a linear scan was quadratic)
     if (map.node.IsNull()) return result;
-    if (!map.node.IsMap()) fail(map, fmt::format("expected {}, got {}", expected, describe(map.node)));
+    if (!map.node.IsMap()) expected(map, what);
     for (auto it = map.node.begin(); it != map.node.end(); ++it) {
       const YAML::Node key = it->first;
       const YAML::Node value = it->second;
@@ -273,7 +277,7 @@ struct Reader {
 // ---- scalar conversions ----
 
 std::string scalar(Reader& reader, const Field& field, const std::string& expected = "a string") {
-  if (!field.node.IsScalar()) reader.fail(field, fmt::format("expected {}, got {}", expected, describe(field.node)));
+  if (!field.node.IsScalar()) reader.expected(field, expected);
   return field.node.Scalar();
 }
 
@@ -311,7 +315,7 @@ double number(Reader& reader, const Field& field, const Num& rule = {}) {
 bool boolean(Reader& reader, const Field& field) {
   bool value = false;
   if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value))
-    reader.fail(field, fmt::format("expected true or false, got {}", describe(field.node)));
+    reader.expected(field, "true or false");
   return value;
 }
 
@@ -332,9 +336,7 @@ std::pair<std::string, Field> tagged(Reader& reader, const Field& field, const s
     return {kind, Field{YAML::Node(), field.path + "." + kind, field.where}};
   }
   if (!field.node.IsMap() || field.node.size() != 1)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   field.node.IsMap() ? fmt::format("a map with {} keys", field.node.size())
-                                                      : describe(field.node)));
+    reader.expected(field, expected, field.node.IsMap() ? fmt::format("a map with {} keys", field.node.size()) : "");
   std::vector<KeyedField> entries = reader.entries(field);
   const KeyedField& entry = entries.front();
   if (std::find(kinds.begin(), kinds.end(), entry.key) == kinds.end())
@@ -460,8 +462,7 @@ template <class T> void read(Reader& reader, const Field& field, T& member, cons
 // A list node's items as fields; `expected` is the message when it is not a list of at least `min` items.
 std::vector<Field> items(Reader& reader, const Field& field, const std::string& expected, size_t min = 1) {
   if (!field.node.IsSequence() || field.node.size() < min)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   field.node.IsSequence() && min == 1 ? "an empty list" : describe(field.node)));
+    reader.expected(field, expected, field.node.IsSequence() && min == 1 ? "an empty list" : "");
   std::vector<Field> result;
   for (size_t i = 0; i < field.node.size(); ++i) result.push_back(reader.child(field, field.node[i], item(field.path, i)));
   return result;
@@ -512,9 +513,8 @@ std::array<std::int64_t, 2> one_or_two(Reader& reader, const Field& field, std::
     return {n, seed ? 0 : n};
   }
   if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   seed && field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
-                                                                   : describe(field.node)));
+    reader.expected(field, expected,
+                    seed && field.node.IsSequence() ? fmt::format("a list of {}", field.node.size()) : "");
   return {integer(reader, reader.child(field, field.node[0], item(field.path, 0)), min, max),
           integer(reader, reader.child(field, field.node[1], item(field.path, 1)), min, max)};
 }
@@ -623,8 +623,7 @@ void read(Reader& reader, const Field& field, std::vector<int>& shape, const Ima
   const Dataset dataset = reader.config->data.dataset;
   if (dataset == Dataset::image_folder) {
     if (!node.IsSequence() || node.size() != 3)
-      reader.fail(field, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
-                                     describe(node)));
+      reader.expected(field, "[height, width, channels] (channels 1 for grayscale, 3 for rgb)");
     for (size_t axis = 0; axis < 3; ++axis) {
       const Field extent = reader.child(field, node[axis], item(field.path, axis));
       const std::int64_t n = integer(reader, extent, 1, axis < 2 ? 1 << 15 : 3);
@@ -638,7 +637,7 @@ void read(Reader& reader, const Field& field, std::vector<int>& shape, const Ima
   const bool square = node.IsSequence() && (node.size() == 2 || node.size() == 3) && node[0].IsScalar() &&
                       node[1].IsScalar() && node[0].Scalar() == "28" && node[1].Scalar() == "28" &&
                       (node.size() == 2 || (node[2].IsScalar() && node[2].Scalar() == "1"));
-  if (!flat && !square) reader.fail(field, fmt::format("expected flat, [28, 28] or [28, 28, 1], got {}", describe(node)));
+  if (!flat && !square) reader.expected(field, "flat, [28, 28] or [28, 28, 1]");
   if (square) shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
 }
 
@@ -711,8 +710,8 @@ void read(Reader& reader, const Field& field, std::vector<std::int64_t>& boundar
 void read(Reader& reader, const Field& field, std::vector<double>& values, const Rates&) {
   const size_t expected = reader.config->train.optimizer.schedule.boundaries.size() + 1;
   if (!field.node.IsSequence() || field.node.size() != expected)
-    reader.fail(field, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}", expected,
-                                   field.node.IsSequence() ? fmt::format("{}", field.node.size()) : describe(field.node)));
+    reader.expected(field, fmt::format("a list of {} learning rates (one more than boundaries)", expected),
+                    field.node.IsSequence() ? fmt::format("{}", field.node.size()) : "");
   for (const Field& rate : items(reader, field, "")) values.push_back(number(reader, rate, {"> 0", positive}));
 }
 
@@ -853,30 +852,35 @@ void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, cons
     reader.fail_at(length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
 }
 
-// Arrays and CSV files are read now, for their example shape: a missing path is an error first.
-void check_dataset_key(Reader& reader, const Field& field, Dataset dataset, const std::string& key) {
-  const DataConfig& data = reader.config->data;
-  if (data.dataset != dataset) reader.fail(field, fmt::format("only dataset {} reads this key; remove it", key));
-  if (reader.options->check_data_path && !std::filesystem::exists(data.path))
-    reader.fail_at("data.path", fmt::format("'{}' does not exist", data.path));
+void check(Reader& reader, const Field& field, ArraysConfig& arrays) {
+  if (!arrays.train && !arrays.test)
+    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
+}
+
+// Arrays and CSV files are read now, for what they hold (a missing data.path is an error first). Returns
+// whether the file is there; when it is not, `key` must give what it would (`what`).
+template <class T>
+bool read_file_keys(Reader& reader, const Field& field, T& member, Dataset dataset, const char* key, const char* what) {
+  const std::string& path = reader.config->data.path;
+  if (reader.config->data.dataset != dataset)
+    reader.fail(field, fmt::format("only dataset {} reads this key; remove it", to_string(dataset)));
+  if (reader.options->check_data_path && !std::filesystem::exists(path))
+    reader.fail_at("data.path", fmt::format("'{}' does not exist", path));
+  read_keys(reader, field, member);
+  if (std::filesystem::exists(path)) return true;
+  if (!reader.given(join(field.path, key))) reader.fail(field, fmt::format("'{}' is not there to read {}", path, what));
+  return false;
 }
 
 // data.arrays: the example shape is the features' (read from the file when it is there), or the one given,
 // which must hold as many elements.
 void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) {
-  check_dataset_key(reader, field, Dataset::arrays, "arrays");
-  read_keys(reader, field, arrays);
-  if (!arrays.train && !arrays.test)
-    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
-  const std::string shape_path = join(field.path, "example_shape");
+  const bool there = read_file_keys(reader, field, arrays, Dataset::arrays, "example_shape",
+                                    "the example shape from; give example_shape");
+  const std::string shape_path = join(field.path, "example_shape"), &path = reader.config->data.path;
   arrays.example_shape_given = reader.given(shape_path);
-  const std::string& path = reader.config->data.path;
+  if (!there) return;
   const ArraySplitConfig& first = arrays.train ? *arrays.train : *arrays.test;
-  if (!std::filesystem::exists(path)) {
-    if (!arrays.example_shape_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the example shape from; give example_shape", path));
-    return;
-  }
   Shape stored;
   try {
     const std::unique_ptr<data::ArrayFile> features = data::open_array(path, first.features);
@@ -895,16 +899,12 @@ void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) 
 
 // data.csv: the label and feature columns, checked against the header row when the file is there.
 void read(Reader& reader, const Field& field, CsvConfig& csv, const Sub&) {
-  check_dataset_key(reader, field, Dataset::csv, "csv");
-  read_keys(reader, field, csv);
+  const bool there = read_file_keys(reader, field, csv, Dataset::csv, "features",
+                                    "the feature columns from; list them in features");
   const std::string label_path = join(field.path, "label"), features_path = join(field.path, "features");
-  csv.features_given = reader.given(features_path);
   const std::string& path = reader.config->data.path;
-  if (!std::filesystem::exists(path)) {
-    if (!csv.features_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the feature columns from; list them in features", path));
-    return;
-  }
+  csv.features_given = reader.given(features_path);
+  if (!there) return;
   std::vector<std::string> header;
   try {
     header = data::read_csv_header(path);
