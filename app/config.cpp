@@ -1380,10 +1380,8 @@ template <class T> std::string show(const std::vector<T>& values) {
 }
 template <class T, size_t N> std::string show(const std::array<T, N>& values) { return show(std::vector<T>(values.begin(), values.end())); }
 
-template <class T> std::string printed(T& value);
 template <class T> std::string text(T& value) {
-  if constexpr (kVisitable<T>) return printed(value);
-  else if constexpr (requires { value.has_value(); }) return value ? "given " + text(*value) : "none";
+  if constexpr (requires { value.has_value(); }) return value ? "given " + text(*value) : "none";
   else return show(value);
 }
 // A key's value with the member its rule writes beside it.
@@ -1418,25 +1416,19 @@ struct Print {
   }
 };
 
-template <class T> std::string printed(T& value) {
+template <class T> std::vector<std::string> printed(T& value) {
   std::vector<std::string> lines;
   Print print{"", lines};
   visit_fields(value, print);
-  return fmt::format("{}\n", fmt::join(lines, "\n"));
+  return lines;
 }
-struct Record {
-  std::map<std::string, std::string> texts;
-  template <class V, class R> void operator()(V& value, const char* key, const R& rule, const char*, unsigned = 0) {
-    texts[key] = text(value, rule);
-  }
-};
-// What a struct's keys print as when not given: a fresh struct of the same kind.
-template <class T> std::map<std::string, std::string> defaults_of(const T& member) {
-  T fresh;
-  if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
-  Record record;
-  visit_fields(fresh, record);
-  return record.texts;
+// The lines of one key (and of its sub-keys) among a struct's printed lines.
+std::vector<std::string> lines_of(const std::vector<std::string>& lines, const std::string& key) {
+  std::vector<std::string> result;
+  for (const std::string& line : lines)
+    if (line.rfind(key + " = ", 0) == 0 || line.rfind(key + ".", 0) == 0 || line.rfind(key + "[", 0) == 0)
+      result.push_back(line);
+  return result;
 }
 
 // ---- writing: the dump, YAML that reads back to the same structs ----
@@ -1507,16 +1499,14 @@ YAML::Node encode(const std::vector<LayoutRule>& rules, const LayoutRules&) {
 }
 
 // A map of a struct's keys; below the sections (depth >= 1) in flow style. A key marked kOmitDefault is
-// left out while it prints as a fresh struct's does (an off feature, an empty list).
+// left out while it prints as a fresh struct's of the same kind does (an off feature, an empty list).
 struct Write {
   YAML::Node& node;
   int depth;
-  const std::map<std::string, std::string>& defaults;
+  const std::vector<std::string>& lines;  // the struct's printed lines
+  const std::vector<std::string>& fresh;  // those of a fresh struct of its kind
   template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
-    if (flags & kOmitDefault) {
-      const auto fresh = defaults.find(key);
-      if (fresh != defaults.end() && fresh->second == text(member, rule)) return;
-    }
+    if ((flags & kOmitDefault) && lines_of(lines, key) == lines_of(fresh, key)) return;
     YAML::Node child = encode(member, rule);
     if (depth >= 1) child.SetStyle(YAML::EmitterStyle::Flow);
     node[key] = child;
@@ -1524,9 +1514,11 @@ struct Write {
 };
 
 template <class T> YAML::Node encode_keys(const T& member, int depth) {
-  T copy = member;
+  T copy = member, fresh;
+  if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
+  const std::vector<std::string> lines = printed(copy), fresh_lines = printed(fresh);
   YAML::Node node(YAML::NodeType::Map);
-  Write write{node, depth, defaults_of(member)};
+  Write write{node, depth, lines, fresh_lines};
   visit_fields(copy, write);
   return node;
 }
@@ -1592,7 +1584,7 @@ std::string dump_config(const Config& config) {
 
 std::string describe_config(const Config& config) {
   Config copy = config;
-  return printed(copy);
+  return fmt::format("{}\n", fmt::join(printed(copy), "\n"));
 }
 
 std::string config_schema() {
