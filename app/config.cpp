@@ -26,10 +26,7 @@
 
 namespace dtrain {
 
-std::string Where::str() const {
-  if (line <= 0) return file;
-  return fmt::format("{}:{}:{}", file, line, col);
-}
+std::string Where::str() const { return line <= 0 ? file : fmt::format("{}:{}:{}", file, line, col); }
 
 void throw_config_error(const Where& where, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", where.str(), message));
@@ -55,10 +52,6 @@ std::vector<int> MeshConfig::dim_sizes() const {
   return sizes;
 }
 
-bool MeshConfig::has_dim(const std::string& name) const {
-  return std::any_of(dims.begin(), dims.end(), [&](const MeshDimConfig& dim) { return dim.name == name; });
-}
-
 int MeshConfig::size_of(const std::string& spec) const {
   for (const MeshDimConfig& dim : dims)
     if (dim.name == spec) return dim.size;
@@ -76,9 +69,8 @@ std::vector<std::int64_t> DataConfig::example_shape() const {
 }
 
 Where Config::where(const std::string& path) const {
-  auto found = locations.find(path);
-  if (found != locations.end()) return found->second;
-  return Where{file, 0, 0};
+  const auto found = locations.find(path);
+  return found != locations.end() ? found->second : Where{file, 0, 0};
 }
 
 namespace {
@@ -121,19 +113,13 @@ std::string bad_name(const std::string& name, size_t max_length = kMaxNameLength
   return "";
 }
 
-bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 
-// [A-Za-z_][A-Za-z0-9_]* (a mesh dim name), without a regex.
-bool is_identifier(const std::string& text) {
-  if (text.empty() || !(is_ascii_letter(text[0]) || text[0] == '_')) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) { return is_ascii_letter(c) || is_ascii_digit(c) || c == '_'; });
-}
-
-// [A-Za-z0-9_.-]+ (a layer name).
-bool is_layer_name(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return is_ascii_letter(c) || is_ascii_digit(c) || c == '_' || c == '.' || c == '-';
+// Only ASCII letters, digits and `extra`: [A-Za-z0-9_.-]+ a layer name; a mesh dim name, [A-Za-z0-9_]+, also
+// does not start with a digit.
+bool is_name(const std::string& text, std::string_view extra) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [&](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_ascii_digit(c) || extra.find(c) != extra.npos;
   });
 }
 
@@ -214,28 +200,30 @@ struct OverrideOrigin {
   std::string assignment;
 };
 
-class Reader {
- public:
-  // Fills config (config.file names the source) from the tree; the keys that depend on others read it so far.
+// Walks the tree into config (config.file names the source); the keys that depend on others read it so far.
+struct Reader {
   Reader(Config& config, const LoadOptions& options, std::vector<OverrideOrigin> origins)
-      : config(&config), options(&options), locations(config.locations), file_(config.file),
-        origins_(std::move(origins)) {}
-
-  const std::string& file() const { return file_; }
+      : config(&config), options(&options), origins(std::move(origins)) {}
+  Config* config;
+  const LoadOptions* options;
+  std::vector<OverrideOrigin> origins;
+  std::map<std::string, Where>& locations = config->locations;
+  std::set<std::string> given_keys;  // the paths of keys the config (or a --set) gave
 
   Where where(const YAML::Node& node, const Where& fallback) const {
-    for (auto origin = origins_.rbegin(); origin != origins_.rend(); ++origin)
+    for (auto origin = origins.rbegin(); origin != origins.rend(); ++origin)
       if (node.is(origin->node)) return Where{"--set " + origin->assignment, 0, 0};
     const YAML::Mark mark = node.Mark();
-    if (mark.is_null()) return fallback;
-    return Where{file_, mark.line + 1, mark.column + 1};
+    return mark.is_null() ? fallback : Where{config->file, mark.line + 1, mark.column + 1};
   }
 
-  [[noreturn]] void fail(const Field& field, const std::string& what) const {
-    throw_config_error(field.where, fmt::format("{}: {}", field.path, what));
-  }
+  [[noreturn]] void fail(const Field& field, const std::string& what) const { fail(field.where, field.path, what); }
   [[noreturn]] void fail(const Where& where, const std::string& path, const std::string& what) const {
     throw_config_error(where, fmt::format("{}: {}", path, what));
+  }
+  // "expected WHAT, got GOT", GOT by default how the node reads.
+  [[noreturn]] void expected(const Field& field, const std::string& what, const std::string& got = "") const {
+    fail(field, fmt::format("expected {}, got {}", what, got.empty() ? describe(field.node) : got));
   }
   // An error at a key read earlier (or at its section when it was not given).
   [[noreturn]] void fail_at(const std::string& path, const std::string& what) const { fail(at(path), path, what); }
@@ -247,11 +235,11 @@ class Reader {
   }
 
   // The entries of a map in YAML order (an empty value reads as an empty map). Duplicate keys are errors.
-  std::vector<KeyedField> entries(const Field& map, const std::string& expected = "a map") {
+  std::vector<KeyedField> entries(const Field& map, const std::string& what = "a map") {
     std::vector<KeyedField> result;
     std::unordered_map<std::string, size_t> seen;  // key -> index in result (a linear scan was quadratic)
     if (map.node.IsNull()) return result;
-    if (!map.node.IsMap()) fail(map, fmt::format("expected {}, got {}", expected, describe(map.node)));
+    if (!map.node.IsMap()) expected(map, what);
     for (auto it = map.node.begin(); it != map.node.end(); ++it) {
       const YAML::Node key = it->first;
       const YAML::Node value = it->second;
@@ -273,55 +261,32 @@ class Reader {
     }
     return result;
   }
+  // The same for a map with a fixed set of keys: an unknown key is an error at it, with a suggestion.
+  std::vector<KeyedField> entries(const Field& map, const std::vector<std::string>& known, const std::string& label) {
+    std::vector<KeyedField> result = entries(map);
+    for (const KeyedField& entry : result)
+      if (std::find(known.begin(), known.end(), entry.key) == known.end())
+        fail(entry.key_where, label, unknown("key", entry.key, known));
+    return result;
+  }
 
   // Where a key is (its value, or its section when not given), "" the file itself.
   Where at(const std::string& path) const { return config->where(path); }
   bool given(const std::string& path) const { return given_keys.count(path) > 0; }
-
-  Config* config;
-  const LoadOptions* options;
-  std::map<std::string, Where>& locations;  // config->locations
-  std::set<std::string> given_keys;         // the paths of keys the config (or a --set) gave
-
- private:
-  std::string file_;
-  std::vector<OverrideOrigin> origins_;
-};
-
-// A map with a fixed set of keys: unknown keys are errors (with a suggestion), at construction.
-class Section {
- public:
-  // `label` names the map in messages when its path alone is unclear ("model[1] (dense)").
-  Section(Reader& reader, const Field& field, const std::vector<std::string>& known, std::string label = "")
-      : field_(field), label_(!label.empty() ? std::move(label) : !field.path.empty() ? field.path : "config") {
-    for (KeyedField& entry : reader.entries(field)) {
-      if (std::find(known.begin(), known.end(), entry.key) == known.end()) {
-        reader.fail(entry.key_where, label_, unknown("key", entry.key, known));
-      }
-      entries_.push_back(std::move(entry));
-    }
-  }
-
-  const Field& field() const { return field_; }
-  const std::string& label() const { return label_; }
-
-  std::optional<Field> get(const std::string& key) const {
-    for (const KeyedField& entry : entries_)
-      if (entry.key == key) return entry.value;
-    return std::nullopt;
-  }
-
- private:
-  Field field_;
-  std::string label_;
-  std::vector<KeyedField> entries_;
 };
 
 // ---- scalar conversions ----
 
 std::string scalar(Reader& reader, const Field& field, const std::string& expected = "a string") {
-  if (!field.node.IsScalar()) reader.fail(field, fmt::format("expected {}, got {}", expected, describe(field.node)));
+  if (!field.node.IsScalar()) reader.expected(field, expected);
   return field.node.Scalar();
+}
+
+// The whole of `text` as a T (a leading '+' allowed when `plus`); false when it is not one.
+template <class T> bool parse(const std::string& text, T& value, bool plus = true) {
+  const char* begin = text.data() + (plus && text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
+  return !text.empty() && error == std::errc() && end == text.data() + text.size();
 }
 
 std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
@@ -333,10 +298,7 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
                                            : fmt::format("an integer >= {}", min);
   const std::string text = scalar(reader, field, expected);
   std::int64_t value = 0;
-  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size())
-    reader.fail(field, fmt::format("expected {}, got '{}'", expected, shown(text)));
+  if (!parse(text, value)) reader.fail(field, fmt::format("expected {}, got '{}'", expected, shown(text)));
   if (value < min || value > max) reader.fail(field, fmt::format("expected {}, got {}", expected, value));
   return value;
 }
@@ -345,9 +307,7 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
 double number(Reader& reader, const Field& field, const Num& rule = {}) {
   const std::string text = scalar(reader, field, "a number");
   double value = 0;
-  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-  const auto [end, error] = std::from_chars(begin, text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+  if (!parse(text, value) || !std::isfinite(value))
     reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
   if (rule.ok && !rule.ok(value)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, value));
   return value;
@@ -356,7 +316,7 @@ double number(Reader& reader, const Field& field, const Num& rule = {}) {
 bool boolean(Reader& reader, const Field& field) {
   bool value = false;
   if (!field.node.IsScalar() || !YAML::convert<bool>::decode(field.node, value))
-    reader.fail(field, fmt::format("expected true or false, got {}", describe(field.node)));
+    reader.expected(field, "true or false");
   return value;
 }
 
@@ -377,9 +337,7 @@ std::pair<std::string, Field> tagged(Reader& reader, const Field& field, const s
     return {kind, Field{YAML::Node(), field.path + "." + kind, field.where}};
   }
   if (!field.node.IsMap() || field.node.size() != 1)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   field.node.IsMap() ? fmt::format("a map with {} keys", field.node.size())
-                                                      : describe(field.node)));
+    reader.expected(field, expected, field.node.IsMap() ? fmt::format("a map with {} keys", field.node.size()) : "");
   std::vector<KeyedField> entries = reader.entries(field);
   const KeyedField& entry = entries.front();
   if (std::find(kinds.begin(), kinds.end(), entry.key) == kinds.end())
@@ -442,19 +400,20 @@ template <class T> std::vector<std::string> keys_of(T& t) {
 
 template <class T> void read(Reader& reader, const Field& field, T& member, const Sub&);
 
-// Reads one map's keys into a struct: the Section refuses unknown keys, then each declared key is read
-// in declaration order (a missing required one is an error; one not given is located at the section).
+// Reads one map's keys into a struct, each declared key in declaration order (a missing required one is
+// an error; one not given is located at the section).
 struct Load {
   Reader& reader;
-  const Section& section;
+  const Field& parent;
+  const std::string& label;  // names the map in messages when its path alone is unclear ("model[1] (dense)")
+  const std::vector<KeyedField>& entries;
   template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
-    const Field& parent = section.field();
-    const std::string path = join(parent.path, key);
-    if (std::optional<Field> field = section.get(key)) {
-      reader.given_keys.insert(path);
-      read(reader, *field, member, rule);
+    const auto entry = std::find_if(entries.begin(), entries.end(), [&](const KeyedField& e) { return e.key == key; });
+    if (entry != entries.end()) {
+      reader.given_keys.insert(join(parent.path, key));
+      read(reader, entry->value, member, rule);
     } else if (flags & kRequired) {
-      reader.fail(parent.where, section.label(),
+      reader.fail(parent.where, label,
                   fmt::format("missing required {} '{}'", parent.path.empty() ? "section" : "key", key));
     } else {
       Locate{reader, parent.path, parent.where}(member, key, rule, "");
@@ -466,10 +425,11 @@ struct Load {
 template <class T> void before(Reader&, const Field&, T&) {}
 template <class T> void check(Reader&, const Field&, T&) {}
 
-template <class T> void read_keys(Reader& reader, const Field& field, T& member, const std::string& label = "") {
+template <class T> void read_keys(Reader& reader, const Field& field, T& member, std::string label = "") {
   before(reader, field, member);
-  Section section(reader, field, keys_of(member), label);
-  Load load{reader, section};
+  if (label.empty()) label = field.path.empty() ? "config" : field.path;
+  const std::vector<KeyedField> entries = reader.entries(field, keys_of(member), label);
+  Load load{reader, field, label, entries};
   visit_fields(member, load);
   check(reader, field, member);
 }
@@ -503,8 +463,7 @@ template <class T> void read(Reader& reader, const Field& field, T& member, cons
 // A list node's items as fields; `expected` is the message when it is not a list of at least `min` items.
 std::vector<Field> items(Reader& reader, const Field& field, const std::string& expected, size_t min = 1) {
   if (!field.node.IsSequence() || field.node.size() < min)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   field.node.IsSequence() && min == 1 ? "an empty list" : describe(field.node)));
+    reader.expected(field, expected, field.node.IsSequence() && min == 1 ? "an empty list" : "");
   std::vector<Field> result;
   for (size_t i = 0; i < field.node.size(); ++i) result.push_back(reader.child(field, field.node[i], item(field.path, i)));
   return result;
@@ -517,7 +476,7 @@ void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member,
     reader.fail(dims, fmt::format("{} dims; a mesh has at most {}", entries.size(), kMaxMeshDims));
   std::int64_t devices = 1;
   for (const KeyedField& entry : entries) {
-    if (!is_identifier(entry.key))
+    if (!is_name(entry.key, "_") || is_ascii_digit(entry.key[0]))
       reader.fail(entry.key_where, dims.path,
                   fmt::format("'{}' is not a valid dim name (letters, digits, _)", shown(entry.key)));
     if (entry.key == "unsharded")
@@ -555,9 +514,8 @@ std::array<std::int64_t, 2> one_or_two(Reader& reader, const Field& field, std::
     return {n, seed ? 0 : n};
   }
   if (!field.node.IsSequence() || field.node.size() != 2)
-    reader.fail(field, fmt::format("expected {}, got {}", expected,
-                                   seed && field.node.IsSequence() ? fmt::format("a list of {}", field.node.size())
-                                                                   : describe(field.node)));
+    reader.expected(field, expected,
+                    seed && field.node.IsSequence() ? fmt::format("a list of {}", field.node.size()) : "");
   return {integer(reader, reader.child(field, field.node[0], item(field.path, 0)), min, max),
           integer(reader, reader.child(field, field.node[1], item(field.path, 1)), min, max)};
 }
@@ -629,8 +587,7 @@ void read(Reader& reader, const Field& field, std::string& split, const Split&) 
 void read(Reader& reader, const Field& field, std::string& split, const ValidationSplit& rule) {
   const std::string text = scalar(reader, field, "a fraction in (0, 1) or a split like train[90%:]");
   double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool numeric = !text.empty() && error == std::errc() && end == text.data() + text.size();
+  const bool numeric = parse(text, value, false);
   if (!numeric && !text.empty() && (is_ascii_digit(text[0]) || text[0] == '-' || text[0] == '.'))
     reader.fail(field, fmt::format("expected a fraction in (0, 1) or a split like train[90%:], got '{}'", shown(text)));
   if (!numeric) {
@@ -668,8 +625,7 @@ void read(Reader& reader, const Field& field, std::vector<int>& shape, const Ima
   const Dataset dataset = reader.config->data.dataset;
   if (dataset == Dataset::image_folder) {
     if (!node.IsSequence() || node.size() != 3)
-      reader.fail(field, fmt::format("expected [height, width, channels] (channels 1 for grayscale, 3 for rgb), got {}",
-                                     describe(node)));
+      reader.expected(field, "[height, width, channels] (channels 1 for grayscale, 3 for rgb)");
     for (size_t axis = 0; axis < 3; ++axis) {
       const Field extent = reader.child(field, node[axis], item(field.path, axis));
       const std::int64_t n = integer(reader, extent, 1, axis < 2 ? 1 << 15 : 3);
@@ -683,7 +639,7 @@ void read(Reader& reader, const Field& field, std::vector<int>& shape, const Ima
   const bool square = node.IsSequence() && (node.size() == 2 || node.size() == 3) && node[0].IsScalar() &&
                       node[1].IsScalar() && node[0].Scalar() == "28" && node[1].Scalar() == "28" &&
                       (node.size() == 2 || (node[2].IsScalar() && node[2].Scalar() == "1"));
-  if (!flat && !square) reader.fail(field, fmt::format("expected flat, [28, 28] or [28, 28, 1], got {}", describe(node)));
+  if (!flat && !square) reader.expected(field, "flat, [28, 28] or [28, 28, 1]");
   if (square) shape = node.size() == 2 ? std::vector<int>{28, 28} : std::vector<int>{28, 28, 1};
 }
 
@@ -692,28 +648,28 @@ void read(Reader& reader, const Field& field, ShuffleConfig& shuffle, const Shuf
     shuffle.enabled = boolean(reader, field);
     return;
   }
-  Section section(reader, field, {"seed"});
+  const std::vector<KeyedField> entries = reader.entries(field, {"seed"}, field.path);
   shuffle.enabled = true;
-  if (auto seed = section.get("seed")) shuffle.seed = std::uint64_t(integer(reader, *seed, 0));
+  if (!entries.empty()) shuffle.seed = std::uint64_t(integer(reader, entries.front().value, 0));
 }
 
-// epoch, never or a number of steps >= 1 (checkpoint.every); epoch or a number (train.validation_every).
-std::int64_t steps_or(Reader& reader, const Field& field, const std::vector<std::string>& words, std::string* word) {
+// epoch, never or a number of steps >= 1 (checkpoint.every); epoch or a number (train.validation_every). 0: a word.
+std::int64_t steps_or(Reader& reader, const Field& field, const std::vector<std::string>& words) {
   const std::string expected = fmt::format("{} or a number of steps", fmt::join(words, ", "));
   const std::string text = scalar(reader, field, expected);
-  if (std::find(words.begin(), words.end(), text) != words.end()) return *word = text, 0;
+  if (std::find(words.begin(), words.end(), text) != words.end()) return 0;
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
     reader.fail(field, fmt::format("expected {} >= 1, got '{}'{}", expected, shown(text), suggestion(text, words)));
   return integer(reader, field, 1);
 }
 void read(Reader& reader, const Field& field, CheckpointEvery& every, const Every& rule) {
-  std::string word;
-  *rule.steps = steps_or(reader, field, kEvery, &word);
-  every = *rule.steps > 0 ? CheckpointEvery::steps : word == kEvery[0] ? CheckpointEvery::epoch : CheckpointEvery::never;
+  *rule.steps = steps_or(reader, field, kEvery);
+  every = *rule.steps > 0                    ? CheckpointEvery::steps
+          : field.node.Scalar() == kEvery[0] ? CheckpointEvery::epoch
+                                             : CheckpointEvery::never;
 }
 void read(Reader& reader, const Field& field, std::int64_t& steps, const ValidationEvery&) {
-  std::string word;
-  steps = steps_or(reader, field, {kEvery[0]}, &word);
+  steps = steps_or(reader, field, {kEvery[0]});
 }
 
 // A variable pattern (a layouts key, a train.init_skip entry or --init-skip's): a bounded name that RE2 compiles
@@ -756,8 +712,8 @@ void read(Reader& reader, const Field& field, std::vector<std::int64_t>& boundar
 void read(Reader& reader, const Field& field, std::vector<double>& values, const Rates&) {
   const size_t expected = reader.config->train.optimizer.schedule.boundaries.size() + 1;
   if (!field.node.IsSequence() || field.node.size() != expected)
-    reader.fail(field, fmt::format("expected a list of {} learning rates (one more than boundaries), got {}", expected,
-                                   field.node.IsSequence() ? fmt::format("{}", field.node.size()) : describe(field.node)));
+    reader.expected(field, fmt::format("a list of {} learning rates (one more than boundaries)", expected),
+                    field.node.IsSequence() ? fmt::format("{}", field.node.size()) : "");
   for (const Field& rate : items(reader, field, "")) values.push_back(number(reader, rate, {"> 0", positive}));
 }
 
@@ -773,13 +729,11 @@ void read(Reader& reader, const Field& field, std::string& name, const LayerName
   name = scalar(reader, field, "a layer name");
   if (name.size() > kMaxNameLength)
     reader.fail(field, fmt::format("'{}' is too long for a layer name: at most {} characters", shown(name), kMaxNameLength));
-  if (!is_layer_name(name))
+  if (!is_name(name, "_.-"))
     reader.fail(field, fmt::format("'{}' is not a valid layer name (letters, digits, _ . -; it becomes part of "
                                    "variable paths like NAME/kernel)",
                                    shown(name)));
 }
-
-std::string default_name_stem(LayerKind kind) { return kind == LayerKind::batch_norm ? "bn" : to_string(kind); }
 
 // One layer: its type is the one key among the layer kinds; its defaults depend on its index (seeds).
 LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<LayerKind, int>& counts) {
@@ -820,11 +774,12 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
     reader.fail_at(bias_init, "use_bias is false, so there is no bias to initialize");
   if (layer.pool2d.strides[0] == 0) layer.pool2d.strides = layer.pool2d.pool_size;
   layer.dropout.seed_given = reader.given(join(field.path, "seed"));
+  const std::string stem = layer.kind == LayerKind::batch_norm ? "bn" : to_string(layer.kind);
   layer.name_given = reader.given(join(field.path, "name"));
   if (layer.kind == LayerKind::block) {  // a block use's name is its layers' prefix stem: NAMEk/LAYER
     if (!layer.name_given) layer.name = layer.block.block;
   } else if (!layer.name_given) {
-    layer.name = default_name_stem(layer.kind) + std::to_string(++counts[layer.kind]);
+    layer.name = stem + std::to_string(++counts[layer.kind]);
   } else {
     ++counts[layer.kind];
   }
@@ -943,30 +898,35 @@ void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, cons
     reader.fail_at(length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
 }
 
-// Arrays and CSV files are read now, for their example shape: a missing path is an error first.
-void check_dataset_key(Reader& reader, const Field& field, Dataset dataset, const std::string& key) {
-  const DataConfig& data = reader.config->data;
-  if (data.dataset != dataset) reader.fail(field, fmt::format("only dataset {} reads this key; remove it", key));
-  if (reader.options->check_data_path && !std::filesystem::exists(data.path))
-    reader.fail_at("data.path", fmt::format("'{}' does not exist", data.path));
+void check(Reader& reader, const Field& field, ArraysConfig& arrays) {
+  if (!arrays.train && !arrays.test)
+    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
+}
+
+// Arrays and CSV files are read now, for what they hold (a missing data.path is an error first). Returns
+// whether the file is there; when it is not, `key` must give what it would (`what`).
+template <class T>
+bool read_file_keys(Reader& reader, const Field& field, T& member, Dataset dataset, const char* key, const char* what) {
+  const std::string& path = reader.config->data.path;
+  if (reader.config->data.dataset != dataset)
+    reader.fail(field, fmt::format("only dataset {} reads this key; remove it", to_string(dataset)));
+  if (reader.options->check_data_path && !std::filesystem::exists(path))
+    reader.fail_at("data.path", fmt::format("'{}' does not exist", path));
+  read_keys(reader, field, member);
+  if (std::filesystem::exists(path)) return true;
+  if (!reader.given(join(field.path, key))) reader.fail(field, fmt::format("'{}' is not there to read {}", path, what));
+  return false;
 }
 
 // data.arrays: the example shape is the features' (read from the file when it is there), or the one given,
 // which must hold as many elements.
 void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) {
-  check_dataset_key(reader, field, Dataset::arrays, "arrays");
-  read_keys(reader, field, arrays);
-  if (!arrays.train && !arrays.test)
-    reader.fail(field, "expected train and/or test, e.g. {train: {features: /train/x, labels: /train/y}}");
-  const std::string shape_path = join(field.path, "example_shape");
+  const bool there = read_file_keys(reader, field, arrays, Dataset::arrays, "example_shape",
+                                    "the example shape from; give example_shape");
+  const std::string shape_path = join(field.path, "example_shape"), &path = reader.config->data.path;
   arrays.example_shape_given = reader.given(shape_path);
-  const std::string& path = reader.config->data.path;
+  if (!there) return;
   const ArraySplitConfig& first = arrays.train ? *arrays.train : *arrays.test;
-  if (!std::filesystem::exists(path)) {
-    if (!arrays.example_shape_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the example shape from; give example_shape", path));
-    return;
-  }
   Shape stored;
   try {
     const std::unique_ptr<data::ArrayFile> features = data::open_array(path, first.features);
@@ -985,16 +945,12 @@ void read(Reader& reader, const Field& field, ArraysConfig& arrays, const Sub&) 
 
 // data.csv: the label and feature columns, checked against the header row when the file is there.
 void read(Reader& reader, const Field& field, CsvConfig& csv, const Sub&) {
-  check_dataset_key(reader, field, Dataset::csv, "csv");
-  read_keys(reader, field, csv);
+  const bool there = read_file_keys(reader, field, csv, Dataset::csv, "features",
+                                    "the feature columns from; list them in features");
   const std::string label_path = join(field.path, "label"), features_path = join(field.path, "features");
-  csv.features_given = reader.given(features_path);
   const std::string& path = reader.config->data.path;
-  if (!std::filesystem::exists(path)) {
-    if (!csv.features_given)
-      reader.fail(field, fmt::format("'{}' is not there to read the feature columns from; list them in features", path));
-    return;
-  }
+  csv.features_given = reader.given(features_path);
+  if (!there) return;
   std::vector<std::string> header;
   try {
     header = data::read_csv_header(path);
@@ -1390,36 +1346,27 @@ std::vector<YAML::Node> apply_override(YAML::Node& root, const std::string& assi
   std::string prefix;
   for (size_t i = 0; i < segments.size(); ++i) {
     const std::string& segment = segments[i];
-    const bool last = i + 1 == segments.size();
-    const std::string here = join(prefix, segment);
+    YAML::Node next;
     if (current.IsSequence()) {
       size_t index = 0;
-      const auto [end, error] = std::from_chars(segment.data(), segment.data() + segment.size(), index);
-      if (error != std::errc() || end != segment.data() + segment.size() || index >= current.size())
+      if (!parse(segment, index, false) || index >= current.size())
         fail(fmt::format("'{}' is a list of {}; '{}' is not an index in it", prefix, current.size(), segment));
-      if (last) {
-        current[index] = value;
-      } else {
-        YAML::Node next = current[index];
-        current.reset(next);
-      }
+      next.reset(current[index]);
     } else if (current.IsMap()) {
-      if (last) {
-        current[segment] = value;
-      } else {
-        YAML::Node next = current[segment];
-        if (!next.IsDefined() || next.IsNull()) {
-          YAML::Node created(YAML::NodeType::Map);
-          current[segment] = created;
-          changed.push_back(created);
-          next.reset(created);
-        }
-        current.reset(next);
-      }
+      next.reset(current[segment]);
     } else {
       fail(fmt::format("'{}' is {}, not a map", prefix, describe(current)));
     }
-    prefix = here;
+    if (i + 1 == segments.size()) {
+      next = value;
+    } else if (current.IsMap() && (!next.IsDefined() || next.IsNull())) {  // a missing map on the way
+      YAML::Node created(YAML::NodeType::Map);
+      current[segment] = created;
+      changed.push_back(created);
+      next.reset(created);
+    }
+    current.reset(next);
+    prefix = join(prefix, segment);
   }
   changed.push_back(value);
   return changed;
@@ -1500,10 +1447,8 @@ template <class T> std::string show(const std::vector<T>& values) {
 }
 template <class T, size_t N> std::string show(const std::array<T, N>& values) { return show(std::vector<T>(values.begin(), values.end())); }
 
-template <class T> std::string printed(T& value);
 template <class T> std::string text(T& value) {
-  if constexpr (kVisitable<T>) return printed(value);
-  else if constexpr (requires { value.has_value(); }) return value ? "given " + text(*value) : "none";
+  if constexpr (requires { value.has_value(); }) return value ? "given " + text(*value) : "none";
   else return show(value);
 }
 // A key's value with the member its rule writes beside it.
@@ -1540,25 +1485,19 @@ struct Print {
   }
 };
 
-template <class T> std::string printed(T& value) {
+template <class T> std::vector<std::string> printed(T& value) {
   std::vector<std::string> lines;
   Print print{"", lines};
   visit_fields(value, print);
-  return fmt::format("{}\n", fmt::join(lines, "\n"));
+  return lines;
 }
-struct Record {
-  std::map<std::string, std::string> texts;
-  template <class V, class R> void operator()(V& value, const char* key, const R& rule, const char*, unsigned = 0) {
-    texts[key] = text(value, rule);
-  }
-};
-// What a struct's keys print as when not given: a fresh struct of the same kind.
-template <class T> std::map<std::string, std::string> defaults_of(const T& member) {
-  T fresh;
-  if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
-  Record record;
-  visit_fields(fresh, record);
-  return record.texts;
+// The lines of one key (and of its sub-keys) among a struct's printed lines.
+std::vector<std::string> lines_of(const std::vector<std::string>& lines, const std::string& key) {
+  std::vector<std::string> result;
+  for (const std::string& line : lines)
+    if (line.rfind(key + " = ", 0) == 0 || line.rfind(key + ".", 0) == 0 || line.rfind(key + "[", 0) == 0)
+      result.push_back(line);
+  return result;
 }
 
 // ---- writing: the dump, YAML that reads back to the same structs ----
@@ -1634,16 +1573,14 @@ YAML::Node encode(const std::vector<LayoutRule>& rules, const LayoutRules&) {
 }
 
 // A map of a struct's keys; below the sections (depth >= 1) in flow style. A key marked kOmitDefault is
-// left out while it prints as a fresh struct's does (an off feature, an empty list).
+// left out while it prints as a fresh struct's of the same kind does (an off feature, an empty list).
 struct Write {
   YAML::Node& node;
   int depth;
-  const std::map<std::string, std::string>& defaults;
+  const std::vector<std::string>& lines;  // the struct's printed lines
+  const std::vector<std::string>& fresh;  // those of a fresh struct of its kind
   template <class T, class R> void operator()(T& member, const char* key, const R& rule, const char*, unsigned flags = 0) {
-    if (flags & kOmitDefault) {
-      const auto fresh = defaults.find(key);
-      if (fresh != defaults.end() && fresh->second == text(member, rule)) return;
-    }
+    if ((flags & kOmitDefault) && lines_of(lines, key) == lines_of(fresh, key)) return;
     YAML::Node child = encode(member, rule);
     if (depth >= 1) child.SetStyle(YAML::EmitterStyle::Flow);
     node[key] = child;
@@ -1651,9 +1588,11 @@ struct Write {
 };
 
 template <class T> YAML::Node encode_keys(const T& member, int depth) {
-  T copy = member;
+  T copy = member, fresh;
+  if constexpr (requires { kind_of(member); }) select(fresh, kind_of(member));
+  const std::vector<std::string> lines = printed(copy), fresh_lines = printed(fresh);
   YAML::Node node(YAML::NodeType::Map);
-  Write write{node, depth, defaults_of(member)};
+  Write write{node, depth, lines, fresh_lines};
   visit_fields(copy, write);
   return node;
 }
@@ -1719,7 +1658,7 @@ std::string dump_config(const Config& config) {
 
 std::string describe_config(const Config& config) {
   Config copy = config;
-  return printed(copy);
+  return fmt::format("{}\n", fmt::join(printed(copy), "\n"));
 }
 
 std::string config_schema() {

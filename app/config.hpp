@@ -112,7 +112,6 @@ struct MeshConfig {
   int num_devices() const;  // product of the sizes
   std::vector<std::string> dim_names() const;
   std::vector<int> dim_sizes() const;
-  bool has_dim(const std::string& name) const;
   int size_of(const std::string& spec) const;  // a dim's size; 1 for "unsharded"
 };
 

@@ -277,3 +277,29 @@ TEST_CASE("a mesh's device count is overflow-checked where a mesh is built (a ch
   CHECK_THROWS_AS(Mesh::from_string("|a=65536,b=65536|0|0|"), UsageError);
   CHECK(make_mesh({"a", "b"}, {4, 2})->size() == 8);
 }
+
+TEST_CASE("the reader's order and number forms: duplicates before unknown keys, '+' only on numbers") {
+  // Every key of a map is checked for duplicates before any is held to the keys its section knows.
+  check_error(replace(kBase, "epochs: 2\n", "epohcs: 2\n  epochs: 2\n  epochs: 3\n"), "epochs: 3",
+              {"train: duplicate key 'epochs' (first at t.yaml:"});
+  check_error(replace(kBase, "epochs: 2\n", "epohcs: 2\n  epochs: 2\n"), "epohcs",
+              {"train: unknown key 'epohcs'; did you mean 'epochs'?"});
+  // A leading '+' is read on integers and numbers, not on --set list indices or validation fractions.
+  CHECK(parse_config(kBase, "t.yaml", no_path_check({"data.batch_size=+32"})).data.batch_size == 32);
+  CHECK(contains(error_of(kBase, no_path_check({"model.+1.dense=8"})),
+                 "'model' is a list of 3; '+1' is not an index in it"));
+  CHECK(contains(error_of(kBase, no_path_check({"data.validation_split=+0.5"})),
+                 "data.validation_split: expected a split: train or test"));
+  // A --set path through a list item that is empty: that item is not a map.
+  CHECK(contains(error_of(replace(kBase, "  - {dense: 2, name: out}\n", "  - {dense: 2, name: out}\n  -\n"),
+                          no_path_check({"model.3.dense=8"})),
+                 "'model.3' is an empty value, not a map"));
+  // checkpoint.every's words and steps, and the other form of the key's rule.
+  const auto every = [&](const std::string& value) {
+    return parse_config(kBase, "t.yaml", no_path_check({"checkpoint.every=" + value})).checkpoint;
+  };
+  CHECK(every("epoch").every == CheckpointEvery::epoch);
+  CHECK(every("never").every == CheckpointEvery::never);
+  CHECK((every("25").every == CheckpointEvery::steps && every("25").every_steps == 25));
+  CHECK(contains(error_of(kBase, no_path_check({"checkpoint.every=nevr"})), "did you mean 'never'?"));
+}
