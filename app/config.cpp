@@ -803,12 +803,15 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   }
   layer.kind = LayerKind(std::find(kLayerKinds.begin(), kLayerKinds.end(), type->key) - kLayerKinds.begin());
   const std::int64_t seed = 1000 + index;
-  for (WeightsConfig* weights : {static_cast<WeightsConfig*>(&layer.dense), static_cast<WeightsConfig*>(&layer.conv2d)}) {
+  for (WeightsConfig* weights : {static_cast<WeightsConfig*>(&layer.dense), static_cast<WeightsConfig*>(&layer.conv2d),
+                                 static_cast<WeightsConfig*>(&layer.attention)}) {
     weights->kernel_init = InitializerConfig{InitKind::glorot_uniform, {seed, 0}};
     weights->bias_init.seed = {seed, 1};
   }
   layer.dropout.seed = {seed, 2};
   layer.embedding.init = InitializerConfig{InitKind::uniform, {seed, 0}};
+  layer.position_embedding.init = InitializerConfig{InitKind::glorot_uniform, {seed, 0}};
+  layer.attention.seed = {seed, 2};
   layer.pool2d.strides = {0, 0};
   read_keys(reader, field, layer, fmt::format("{} ({})", field.path, type->key));
 

@@ -2,6 +2,7 @@
 // forward pass on DTensor Vars. Layers hold only configuration; each rank's variables live in Parameters.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,9 @@ struct ForwardContext {
   Parameters& params;
   bool training = true;
   uint64_t step = 0;  // feeds dropout masks
+  // Keras' mask_zero: the token ids [batch, length] an embedding with mask_zero saw; attention hides their
+  // padding (id 0). Set by that embedding, read by the layers after it.
+  std::optional<DTensor> padding_ids{};
 };
 
 class Layer {
