@@ -788,6 +788,12 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   const KeyedField* type = nullptr;
   for (const KeyedField& entry : entries) {
     if (std::find(kLayerKinds.begin(), kLayerKinds.end(), entry.key) == kLayerKinds.end()) continue;
+    // `dropout` is also a key of multi_head_attention (Keras' name): there it is no second type.
+    if (type && entry.key == "dropout" && type->key == "multi_head_attention") continue;
+    if (type && type->key == "dropout" && entry.key == "multi_head_attention") {
+      type = &entry;
+      continue;
+    }
     if (type) reader.fail(entry.key_where, field.path,
                           fmt::format("a layer has one type, got both '{}' and '{}'", type->key, entry.key));
     type = &entry;

@@ -309,8 +309,8 @@ struct AttentionConfig : WeightsConfig {
   bool causal = false;
   template <class V> void visit(V& v) {
     v(key_dim, "key_dim", Int{1, 1 << 16}, "size of each head's query and key", kRequired);
-    v(value_dim, "value_dim", Int{1, 1 << 16}, "size of each head's value (default key_dim)");
-    v(output_shape, "output_shape", Int{1, 1 << 20}, "output features (default: the input's)");
+    v(value_dim, "value_dim", Int{0, 1 << 16}, "size of each head's value (0, the default: key_dim)");
+    v(output_shape, "output_shape", Int{0, 1 << 20}, "output features (0, the default: the input's)");
     v(dropout, "dropout", Num{"in [0, 1)", fraction}, "on the attention probabilities");
     v(seed, "seed", Seed{}, "[s0, s1] (or s) keying the dropout masks");
     v(causal, "causal", Bool{}, "each position attends to itself and earlier ones (use_causal_mask)");
