@@ -744,6 +744,12 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   const KeyedField* type = nullptr;
   for (const KeyedField& entry : entries) {
     if (std::find(kLayerKinds.begin(), kLayerKinds.end(), entry.key) == kLayerKinds.end()) continue;
+    // `dropout` is also a key of multi_head_attention (Keras' name): there it is no second type.
+    if (type && entry.key == "dropout" && type->key == "multi_head_attention") continue;
+    if (type && type->key == "dropout" && entry.key == "multi_head_attention") {
+      type = &entry;
+      continue;
+    }
     if (type) reader.fail(entry.key_where, field.path,
                           fmt::format("a layer has one type, got both '{}' and '{}'", type->key, entry.key));
     type = &entry;
@@ -759,12 +765,15 @@ LayerConfig read_layer(Reader& reader, const Field& field, int index, std::map<L
   }
   layer.kind = LayerKind(std::find(kLayerKinds.begin(), kLayerKinds.end(), type->key) - kLayerKinds.begin());
   const std::int64_t seed = 1000 + index;
-  for (WeightsConfig* weights : {static_cast<WeightsConfig*>(&layer.dense), static_cast<WeightsConfig*>(&layer.conv2d)}) {
+  for (WeightsConfig* weights : {static_cast<WeightsConfig*>(&layer.dense), static_cast<WeightsConfig*>(&layer.conv2d),
+                                 static_cast<WeightsConfig*>(&layer.attention)}) {
     weights->kernel_init = InitializerConfig{InitKind::glorot_uniform, {seed, 0}};
     weights->bias_init.seed = {seed, 1};
   }
   layer.dropout.seed = {seed, 2};
   layer.embedding.init = InitializerConfig{InitKind::uniform, {seed, 0}};
+  layer.position_embedding.init = InitializerConfig{InitKind::glorot_uniform, {seed, 0}};
+  layer.attention.seed = {seed, 2};
   layer.pool2d.strides = {0, 0};
   read_keys(reader, field, layer, fmt::format("{} ({})", field.path, type->key));
 
@@ -823,7 +832,7 @@ void read(Reader& reader, const Field& field, std::vector<LayerConfig>& model, c
 
 void read(Reader& reader, const Field& field, std::vector<BlockConfig>& blocks, const Blocks&) {
   for (const KeyedField& entry : reader.entries(field, "a map of block name -> list of layers, e.g. {res: [{dense: 8}]}")) {
-    if (!is_layer_name(entry.key))
+    if (!is_name(entry.key, "_.-"))
       reader.fail(entry.key_where, field.path, fmt::format("'{}' is not a valid block name (letters, digits, _ . -)", shown(entry.key)));
     BlockConfig block{entry.key, {}};
     read_layers(reader, entry.value, block.layers, true);

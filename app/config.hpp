@@ -81,7 +81,7 @@ inline const std::vector<std::string> kInitKinds{"zeros", "ones", "normal", "uni
 inline const std::vector<std::string> kLayerKinds{
     "dense", "batch_norm", "dropout", "flatten", "relu", "softmax", "conv2d", "max_pool2d", "avg_pool2d",
     "global_average_pool", "embedding", "layer_norm", "sigmoid", "tanh", "gelu", "relayout",
-    "add", "subtract", "multiply", "average", "concatenate", "block"};
+    "add", "subtract", "multiply", "average", "concatenate", "block", "multi_head_attention", "position_embedding"};
 inline const std::vector<std::string> kActivations{"none", "relu", "softmax", "sigmoid", "tanh", "gelu"};
 inline const std::vector<std::string> kPaddings{"same", "valid"};
 inline const std::vector<std::string> kReductions{"sum", "mean"};
@@ -250,7 +250,8 @@ enum class LayerKind {
   dense, batch_norm, dropout, flatten, relu, softmax,
   conv2d, max_pool2d, avg_pool2d, global_average_pool, embedding, layer_norm, sigmoid, tanh, gelu, relayout,
   add, subtract, multiply, average, concatenate,  // Keras' merge layers: two or more inputs
-  block                                           // a use of a block of layers (Config::blocks)
+  block,                                          // a use of a block of layers (Config::blocks)
+  multi_head_attention, position_embedding
 };
 // The merge layers take two or more inputs; every other layer one.
 inline bool is_merge(LayerKind kind) { return kind >= LayerKind::add && kind <= LayerKind::concatenate; }
@@ -296,6 +297,32 @@ struct EmbeddingConfig {
   int output_dim = 0;
   int input_dim = 0;
   InitializerConfig init;  // default uniform [-0.05, 0.05] (Keras)
+  bool mask_zero = false;
+};
+
+// keras_hub's PositionEmbedding: NAME/embeddings [length, features].
+struct PositionEmbeddingConfig {
+  InitializerConfig init;  // default glorot_uniform (keras_hub)
+  template <class V> void visit(V& v) { v(init, "init", Tagged{&kInitKinds, "initializer"}, "the positions' initializer"); }
+};
+
+// Keras' MultiHeadAttention as self-attention: NAME/{query,key,value,attention_output}/{kernel,bias}.
+struct AttentionConfig : WeightsConfig {
+  int num_heads = 0, key_dim = 0, value_dim = 0, output_shape = 0;  // 0: key_dim / the input's features
+  double dropout = 0.0;
+  std::array<std::int64_t, 2> seed{0, 0};
+  bool causal = false;
+  template <class V> void visit(V& v) {
+    v(key_dim, "key_dim", Int{1, 1 << 16}, "size of each head's query and key", kRequired);
+    v(value_dim, "value_dim", Int{0, 1 << 16}, "size of each head's value (0, the default: key_dim)");
+    v(output_shape, "output_shape", Int{0, 1 << 20}, "output features (0, the default: the input's)");
+    v(dropout, "dropout", Num{"in [0, 1)", fraction}, "on the attention probabilities");
+    v(seed, "seed", Seed{}, "[s0, s1] (or s) keying the dropout masks");
+    v(causal, "causal", Bool{}, "each position attends to itself and earlier ones (use_causal_mask)");
+    v(use_bias, "use_bias", Bool{}, "biases on the four projections");
+    v(kernel_init, "init", Tagged{&kInitKinds, "initializer"}, "the kernels' initializer");
+    if (use_bias) v(bias_init, "bias_init", Tagged{&kInitKinds, "initializer"}, "the biases' initializer");
+  }
 };
 
 // Keras LayerNormalization over the last axis.
@@ -371,6 +398,8 @@ struct LayerConfig {
   BlockUseConfig block;
   // The layers (or 'input') whose outputs this layer takes; empty: the layer before (a stack).
   std::vector<std::string> inputs;
+  AttentionConfig attention;
+  PositionEmbeddingConfig position_embedding;
   template <class V> void visit(V& v) {
     const std::string& k = kLayerKinds[size_t(kind)];
     const char* key = k.c_str();
@@ -400,6 +429,14 @@ struct LayerConfig {
         v(embedding.output_dim, key, Int{1, 1 << 20}, "output_dim", kRequired);
         v(embedding.input_dim, "input_dim", Int{1, 1 << 28}, "the vocabulary (default: the int vectorizer's max_tokens)");
         v(embedding.init, "init", Tagged{&kInitKinds, "initializer"}, "the table's initializer");
+        v(embedding.mask_zero, "mask_zero", Bool{}, "id 0 is padding: attention after it hides it (Keras')");
+        break;
+      case LayerKind::multi_head_attention:
+        v(attention.num_heads, key, Int{1, 1 << 12}, "num_heads", kRequired);
+        attention.visit(v);
+        break;
+      case LayerKind::position_embedding:
+        v(position_embedding, key, Sub{}, "{init}", kRequired);
         break;
       case LayerKind::relayout: v(relayout.specs, key, Specs{}, "the activations' specs, batch first", kRequired); break;
       case LayerKind::concatenate: v(concatenate, key, Sub{}, "{axis} (default -1: the last)", kRequired); break;

@@ -177,7 +177,24 @@ std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
     case LayerKind::global_average_pool: return std::make_unique<nn::GlobalAveragePool>(layer.name);
     case LayerKind::embedding:
       return std::make_unique<nn::Embedding>(layer.name, layer.embedding.input_dim, layer.embedding.output_dim,
-                                             to_initializer(layer.embedding.init));
+                                             to_initializer(layer.embedding.init), layer.embedding.mask_zero);
+    case LayerKind::multi_head_attention: {
+      const AttentionConfig& attention = layer.attention;
+      nn::MultiHeadAttention::Options options;
+      options.num_heads = attention.num_heads;
+      options.key_dim = attention.key_dim;
+      options.value_dim = attention.value_dim;
+      options.output_dim = attention.output_shape;
+      options.dropout = float(attention.dropout);
+      options.seed = seed_key(attention.seed[0], attention.seed[1]);
+      options.use_bias = attention.use_bias;
+      options.causal = attention.causal;
+      options.kernel_init = to_initializer(attention.kernel_init);
+      options.bias_init = to_initializer(attention.bias_init);
+      return std::make_unique<nn::MultiHeadAttention>(layer.name, options);
+    }
+    case LayerKind::position_embedding:
+      return std::make_unique<nn::PositionEmbedding>(layer.name, to_initializer(layer.position_embedding.init));
     case LayerKind::layer_norm:
       return std::make_unique<nn::LayerNorm>(layer.name, float(layer.layer_norm.epsilon), layer.layer_norm.center,
                                              layer.layer_norm.scale);

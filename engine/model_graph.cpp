@@ -16,7 +16,9 @@ void salt_seeds(LayerConfig& layer, const std::string& use) {
   for (unsigned char c : use) hash = (hash ^ c) * 1099511628211ull;
   const std::int64_t salt = std::int64_t(hash >> 24) << 4;  // low bits keep the slot (kernel 0, bias 1, dropout 2)
   for (auto* seed : {&layer.dense.kernel_init.seed, &layer.dense.bias_init.seed, &layer.conv2d.kernel_init.seed,
-                     &layer.conv2d.bias_init.seed, &layer.embedding.init.seed, &layer.dropout.seed})
+                     &layer.conv2d.bias_init.seed, &layer.embedding.init.seed, &layer.dropout.seed,
+                     &layer.attention.kernel_init.seed, &layer.attention.bias_init.seed, &layer.attention.seed,
+                     &layer.position_embedding.init.seed})
     (*seed)[1] += salt;
 }
 

@@ -1,6 +1,7 @@
 // Gradients of every op against central finite differences on one device: loss = sum(op(x) * w).
 #include <doctest/doctest.h>
 
+#include "core/ops/attention.hpp"
 #include "tests/spmd_harness.hpp"
 
 using namespace dtrain;
@@ -137,4 +138,27 @@ TEST_CASE("backward: a gradient that lies elsewhere than its value is an error n
     CHECK_THROWS_WITH(backward(loss), "[backward] the gradient of middle is at cuda:0, its value at cpu");
     CHECK_FALSE(a.has_grad());
   });
+}
+
+TEST_CASE("sequence ops' gradients match finite differences") {
+  check_gradients("contract rank 3", {test_tensor({2, 3, 4}, 1), test_tensor({4, 2, 3}, 2)},
+                  [](const std::vector<Var>& v) { return contract(v[0], v[1], 1); });
+  check_gradients("contract two axes", {test_tensor({2, 3, 2, 3}, 3), test_tensor({2, 3, 4}, 4)},
+                  [](const std::vector<Var>& v) { return contract(v[0], v[1], 2); });
+  const Tensor ids = Tensor::from_vector({2, 3}, {4, 0, 2, 1, 3, 0});
+  for (bool causal : {false, true}) {
+    for (bool padding : {false, true}) {
+      check_gradients(fmt::format("attention causal={} padding={}", causal, padding),
+                      {test_tensor({2, 3, 2, 4}, 5), test_tensor({2, 3, 2, 4}, 6), test_tensor({2, 3, 2, 3}, 7)},
+                      [=](const std::vector<Var>& v) {
+                        AttentionOptions options;
+                        options.scale = 0.5f;
+                        options.causal = causal;
+                        options.zero_masked = padding;
+                        std::optional<DTensor> mask;
+                        if (padding) mask = DTensor(ids.shape(), Layout::replicated(v[0].value().layout().mesh_ptr(), 2), ids);
+                        return attention(v[0], v[1], v[2], mask, options);
+                      });
+    }
+  }
 }

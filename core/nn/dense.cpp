@@ -1,6 +1,7 @@
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
 #include "core/ops/activations.hpp"
+#include "core/ops/attention.hpp"
 #include "core/ops/ops.hpp"
 
 namespace dtrain::nn {
@@ -37,9 +38,11 @@ Dense::Dense(std::string name, int64_t units, Activation activation, bool use_bi
 }
 
 Shape Dense::output_shape(const Shape& input) const {
-  DTRAIN_CHECK_USAGE(input.size() == 2, "[dense] layer '{}' needs a [batch, features] input, got {} (add a flatten layer)",
-                     name(), shape_string(input));
-  return {input[0], units_};
+  DTRAIN_CHECK_USAGE(input.size() >= 2, "[dense] layer '{}' needs a [batch, ..., features] input, got {}", name(),
+                     shape_string(input));
+  Shape out = input;
+  out.back() = units_;
+  return out;
 }
 
 std::vector<VariableSpec> Dense::variables(const Shape& input) const {
@@ -49,7 +52,8 @@ std::vector<VariableSpec> Dense::variables(const Shape& input) const {
 }
 
 Var Dense::forward(const Var& x, ForwardContext& context) const {
-  Var y = matmul(x, variable(context, "kernel"));
+  // Rank 2 keeps matmul (its sparse input path and gradient factors); higher ranks contract the last axis.
+  Var y = x.value().rank() == 2 ? matmul(x, variable(context, "kernel")) : contract(x, variable(context, "kernel"), 1);
   if (use_bias_) y = add(y, variable(context, "bias"));
   return activate(y, activation_);
 }

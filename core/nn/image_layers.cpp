@@ -2,6 +2,7 @@
 // the sharding rules (core/ops/conv.hpp, pool.hpp); these hold the Keras configuration and variables.
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
+#include "core/ops/attention.hpp"
 #include "core/ops/conv.hpp"
 #include "core/ops/ops.hpp"
 #include "core/ops/pool.hpp"
@@ -77,8 +78,13 @@ Shape GlobalAveragePool::output_shape(const Shape& input) const {
   return {input[0], input.back()};
 }
 
-Var GlobalAveragePool::forward(const Var& x, ForwardContext&) const {
+Var GlobalAveragePool::forward(const Var& x, ForwardContext& context) const {
   if (x.value().rank() == 4) return global_average_pool(x);
+  if (context.padding_ids) {  // Keras' pooling takes the mask of mask_zero and ends it
+    Var y = masked_mean_over_steps(x, *context.padding_ids);
+    context.padding_ids.reset();
+    return y;
+  }
   return reduce_mean(x, Axes{1});
 }
 

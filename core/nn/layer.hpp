@@ -3,6 +3,7 @@
 // Most layers take one input; merge layers (add, concatenate, ...) take several, through the *_of forms.
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -39,6 +40,9 @@ struct ForwardContext {
   Parameters& params;
   bool training = true;
   uint64_t step = 0;  // feeds dropout masks
+  // Keras' mask_zero: the token ids [batch, length] an embedding with mask_zero saw; attention hides their
+  // padding (id 0). Set by that embedding, read by the layers after it.
+  std::optional<DTensor> padding_ids{};
 };
 
 // Layer::arity() of a layer that takes two or more inputs.

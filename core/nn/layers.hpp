@@ -9,7 +9,8 @@ enum class Activation { None, Relu, Softmax, Sigmoid, Tanh, Gelu };
 std::string activation_name(Activation activation);
 Var activate(const Var& x, Activation activation);
 
-// y = activation(x @ kernel + bias); kernel [in, units], bias [units].
+// y = activation(x @ kernel + bias); kernel [in, units], bias [units]. On x [batch, ..., in] (rank >= 3) it
+// applies to the last axis, as Keras' Dense does.
 class Dense : public Layer {
  public:
   Dense(std::string name, int64_t units, Activation activation, bool use_bias, Initializer kernel_init,
@@ -120,7 +121,8 @@ class GlobalAveragePool : public Layer {
 // output_dim] (core/ops/embedding.hpp: its rows may be sharded).
 class Embedding : public Layer {
  public:
-  Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init);
+  // mask_zero: id 0 is padding, which later attention layers hide (Keras' mask_zero).
+  Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init, bool mask_zero = false);
   std::string kind() const override { return "embedding"; }
   Shape output_shape(const Shape& input) const override;
   std::vector<VariableSpec> variables(const Shape& input) const override;
@@ -129,6 +131,7 @@ class Embedding : public Layer {
  private:
   int64_t input_dim_, output_dim_;
   Initializer init_;
+  bool mask_zero_;
 };
 
 // Keras LayerNormalization over the last axis: gamma (ones) and beta (zeros) [features] when scale / center.
@@ -143,6 +146,45 @@ class LayerNorm : public Layer {
  private:
   float epsilon_;
   bool center_, scale_;
+};
+
+// keras_hub's PositionEmbedding (TokenAndPositionEmbedding's position half): a learned "embeddings"
+// [sequence_length, features] added to x [batch, sequence_length, features].
+class PositionEmbedding : public Layer {
+ public:
+  PositionEmbedding(std::string name, Initializer init) : Layer(std::move(name)), init_(init) {}
+  std::string kind() const override { return "position_embedding"; }
+  Shape output_shape(const Shape& input) const override;
+  std::vector<VariableSpec> variables(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  Initializer init_;
+};
+
+// Keras' MultiHeadAttention as self-attention (query = key = value = x [batch, length, features]):
+// query/kernel [features, heads, key_dim], key/kernel likewise, value/kernel [features, heads, value_dim],
+// attention_output/kernel [heads, value_dim, output], each with a bias (use_bias). Sharding the heads axis of
+// the four kernels on one mesh dim is tensor parallelism; the output comes back in x's layout (all-reduce,
+// or reduce-scatter when x's layout shards an axis on that dim). See core/ops/attention.hpp.
+class MultiHeadAttention : public Layer {
+ public:
+  struct Options {
+    int64_t num_heads = 1, key_dim = 1, value_dim = 0;  // value_dim 0: key_dim
+    int64_t output_dim = 0;                             // 0: the input's features
+    float dropout = 0.0f;
+    uint64_t seed = 0;  // the dropout masks' key
+    bool use_bias = true, causal = false;
+    Initializer kernel_init, bias_init;
+  };
+  MultiHeadAttention(std::string name, Options options);
+  std::string kind() const override { return "multi_head_attention"; }
+  Shape output_shape(const Shape& input) const override;
+  std::vector<VariableSpec> variables(const Shape& input) const override;
+  Var forward(const Var& x, ForwardContext& context) const override;
+
+ private:
+  Options options_;
 };
 
 // DTensor's relayout: the activations moved to the layout of `specs` (one per axis, batch first).

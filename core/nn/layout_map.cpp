@@ -58,9 +58,12 @@ LayoutChoice LayoutMap::choose(const std::string& path, const Shape& shape, cons
       throw UsageError(fmt::format("{}layout rule '{}' for '{}': {}", prefix, rule.pattern, path, e.what()));
     }
   }
-  if (kernel != nullptr && shape.size() == 1) {
+  if (kernel != nullptr && int(shape.size()) < kernel->layout.rank()) {
+    // A bias takes its kernel's sharding of the trailing axes it shares (attention's [heads, key_dim] too).
     const Layout& k = kernel->layout;
-    Layout layout({k.spec(k.rank() - 1)}, mesh);
+    std::vector<std::string> specs;
+    for (int axis = k.rank() - int(shape.size()); axis < k.rank(); ++axis) specs.push_back(k.spec(axis));
+    Layout layout(specs, mesh);
     layout.check_shape(shape);
     return {layout, fmt::format("follows {}", kernel_path)};
   }

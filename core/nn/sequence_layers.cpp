@@ -6,8 +6,8 @@
 
 namespace dtrain::nn {
 
-Embedding::Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init)
-    : Layer(std::move(name)), input_dim_(input_dim), output_dim_(output_dim), init_(init) {
+Embedding::Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init, bool mask_zero)
+    : Layer(std::move(name)), input_dim_(input_dim), output_dim_(output_dim), init_(init), mask_zero_(mask_zero) {
   DTRAIN_CHECK_USAGE(input_dim_ >= 1 && output_dim_ >= 1, "[embedding] layer '{}' needs input_dim and output_dim >= 1",
                      this->name());
 }
@@ -25,6 +25,7 @@ std::vector<VariableSpec> Embedding::variables(const Shape&) const {
 }
 
 Var Embedding::forward(const Var& x, ForwardContext& context) const {
+  if (mask_zero_) context.padding_ids = x.value();
   return embedding(x.value(), variable(context, "embeddings"));
 }
 

@@ -43,7 +43,8 @@ struct Placement;
   X(EmbeddingKernels, embedding)         \
   X(ActivationKernels, activations)      \
   X(LayerNormKernels, layer_norm)        \
-  X(ClipKernels, clip)
+  X(ClipKernels, clip)                   \
+  X(AttentionKernels, attention)
 
 namespace dtrain::kernels {
 
