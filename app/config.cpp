@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
+#include "core/suggest.hpp"
 #include "data/array_file.hpp"
 #include "data/csv.hpp"
 #include "data/split.hpp"
@@ -130,35 +131,9 @@ bool checked_product(std::int64_t a, std::int64_t b, std::int64_t limit, std::in
 
 // ---- suggestions ----
 
-// Edit distance counting a swap of two neighbours as one edit (optimal string alignment).
-int edit_distance(const std::string& a, const std::string& b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = int(i);
-  for (size_t j = 0; j <= m; ++j) d[0][j] = int(j);
-  for (size_t i = 1; i <= n; ++i) {
-    for (size_t j = 1; j <= m; ++j) {
-      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[n][m];
-}
-
-// "; did you mean 'x'?" for the closest candidate when it is close enough, else "".
+// "; did you mean 'x'?" for the closest of `candidates` (core/suggest.hpp), else "".
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  if (word.size() > kMaxNameLength) return "";  // the distance costs |word| x |candidate|
-  std::string best;
-  int best_distance = std::numeric_limits<int>::max();
-  for (const std::string& candidate : candidates) {
-    const int distance = edit_distance(word, candidate);
-    if (distance < best_distance) best_distance = distance, best = candidate;
-  }
-  const int allowed = std::max<int>(2, int(word.size()) / 3);
-  if (best.empty() || best_distance > allowed) return "";
-  return fmt::format("; did you mean '{}'?", best);
+  return did_you_mean(word, candidates, kMaxNameLength);
 }
 
 std::string one_of(const std::vector<std::string>& options) { return fmt::format("{}", fmt::join(options, ", ")); }

@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "core/suggest.hpp"
 
 namespace {
 
@@ -84,11 +85,8 @@ int fail(const std::string& raw_message, int code) {
 std::string unknown_command_message(const std::string& word) {
   std::vector<std::string> names;
   for (const Command& command : kCommands) names.push_back(command.name);
-  std::string best;
-  for (const std::string& name : names)
-    if (name.size() >= 2 && (name.rfind(word.substr(0, 2), 0) == 0)) best = name;
   return fmt::format("unknown command '{}' (expected one of: {}){}", word, fmt::join(names, ", "),
-                     best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+                     dtrain::did_you_mean(word, names));
 }
 
 // Under mpirun every process runs the command; process 0 alone prints progress and results (errors are

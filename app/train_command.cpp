@@ -66,6 +66,7 @@ int run_train(const CommandOptions& options) {
                             train_options(config).make_optimizer()->name()));
   }
   if (data.validation) fmt::print("dtrain: {} validation examples\n", data.validation->num_examples());
+  note_schedule_past_run(config, data.train->num_examples());
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),

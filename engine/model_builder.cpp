@@ -9,6 +9,7 @@
 #include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/suggest.hpp"
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda/cuda.hpp"
 #include "core/nn/layers.hpp"
@@ -224,7 +225,7 @@ MeshPtr build_mesh(const Config& config) {
 
 BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape) {
   const ModelGraph graph = model_graph(config);
-  BuiltModel built{make_model(config, graph), {}};
+  BuiltModel built{make_model(config, graph)};
   std::vector<nn::LayoutRule> rules;
   for (size_t i = 0; i < config.layouts.size(); ++i)
     rules.push_back({config.layouts[i].pattern, config.layouts[i].specs, config.where(fmt::format("layouts[{}]", i)).str()});
@@ -241,8 +242,15 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
   }
   const int processes = std::max(1, process_count());
   check_sizes(config, graph, *built.model, input_shape, std::max(1, mesh->size() / processes));
+  // A rule that matches nothing is always a mistake (a typo, a renamed layer): the run would train with that
+  // variable replicated. Refused at the rule, with the closest variable path.
   for (const auto& rule : layouts.unused_rules()) {
-    built.warnings.push_back(fmt::format("{}: layout rule '{}' matches no variable", rule.where, rule.pattern));
+    std::vector<std::string> paths;
+    for (const auto& variable : built.model->variables()) paths.push_back(variable.path);
+    const std::string hint = did_you_mean(rule.pattern, paths);
+    throw UsageError(fmt::format("{}{}layouts: rule '{}' matches no variable of the model{}", rule.where,
+                                 rule.where.empty() ? "" : ": ", rule.pattern,
+                                 hint.empty() ? fmt::format(" (its variables: {})", fmt::join(paths, ", ")) : hint));
   }
   return built;
 }
@@ -258,7 +266,6 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
   }
   engine.example = config.data.example_shape();
   engine.built = build_model(config, engine.mesh, engine.example);
-  print_warnings(engine.built);
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
   try {
     engine.trainer->input_layout(int(engine.example.size()) + 1);
@@ -278,9 +285,6 @@ void check_output_classes(const Config& config, const nn::Model& model, int clas
   }
 }
 
-void print_warnings(const BuiltModel& built) {
-  for (const auto& warning : built.warnings) fmt::print(stderr, "warning: {}\n", warning);
-}
 
 std::vector<std::string> input_specs(const Config& config) {
   if (config.data.layout_given) return config.data.layout;

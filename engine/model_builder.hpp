@@ -28,12 +28,9 @@ MeshPtr build_mesh(const Config& config);
 
 struct BuiltModel {
   std::unique_ptr<nn::Model> model;
-  std::vector<std::string> warnings;  // e.g. a layout rule that matches no variable
 };
 // example_shape: one example without the batch axis ({784}, {28, 28}, {vocabulary}).
 BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& example_shape);
-// Prints each warning of the build to stderr ("warning: ...").
-void print_warnings(const BuiltModel& built);
 
 std::vector<std::string> input_specs(const Config& config);
 // data.validation_split's schedule, train.early_stopping and checkpoint.keep_best as the trainer takes them.
@@ -43,7 +40,7 @@ train::TrainOptions train_options(const Config& config);
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerConfig& config);
 
 // What every command builds from a config before it reads any data: the mesh, the model with its
-// layouts (warnings printed), and a trainer whose input layout and batch divisibility are checked (at
+// layouts (a layout rule that matches no variable refused at the rule), and a trainer whose input layout and batch divisibility are checked (at
 // data.layout). build_model refuses variables or input batches too large to allocate (at their layer, or
 // at data.batch_size / max_tokens), naming the bytes they need.
 struct Engine {

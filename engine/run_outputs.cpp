@@ -39,6 +39,17 @@ std::string mesh_line(const Engine& engine) {
   return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
 }
 
+void note_schedule_past_run(const Config& config, int64_t train_examples) {
+  const int64_t warmup = config.train.optimizer.schedule.warmup_steps;
+  if (warmup == 0 || process_index() != 0) return;
+  int64_t steps = config.train.epochs * (train_examples / std::max<int64_t>(1, config.data.batch_size));
+  if (config.train.max_steps) steps = std::min(steps, *config.train.max_steps);
+  if (warmup <= steps) return;
+  fmt::print(stderr, "note: {}: warmup_steps {} is longer than the whole run ({} steps): the learning rate never "
+                     "reaches its peak {}\n",
+             config.where("train.optimizer").str(), warmup, steps, config.train.optimizer.schedule.learning_rate);
+}
+
 std::string describe_mesh_string(const std::string& mesh) {
   try {
     return Mesh::from_string(mesh).describe();

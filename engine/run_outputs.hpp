@@ -41,6 +41,10 @@ class RunOutputs {
   train::ProgressReporter reporter_;
 };
 
+// A note on stderr when the learning-rate warmup outlasts the run (train.epochs over `train_examples`, or
+// train.max_steps): the rate never reaches its peak, which is rarely meant.
+void note_schedule_past_run(const Config& config, int64_t train_examples);
+
 // How train, resume and eval name the mesh: "{batch: 4, model: 2} on 8 CPU devices", and the processes
 // holding them under mpirun.
 std::string mesh_line(const Engine& engine);

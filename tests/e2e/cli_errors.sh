@@ -85,6 +85,9 @@ expect 2 "dtrain: error: wrong_type.yaml:7:15: data.batch_size: expected an inte
 broken missing_key '/epochs: 2/d'
 expect 2 "dtrain: error: missing_key.yaml:16:3: train: missing required key 'epochs'" -- plan --config missing_key.yaml
 broken bad_dim 's/\[unsharded, model\]/[unsharded, modle]/'
+# A layout rule that matches no variable (issue 28): refused at the rule, with the closest path.
+broken no_match 's#  dense1/kernel: \[unsharded, model\]#  dens1/kernel: [unsharded, model]#'
+expect 2 "dtrain: error: no_match.yaml:14:3: layouts: rule 'dens1/kernel' matches no variable of the model; did you mean 'dense1/kernel'\?" -- plan --config no_match.yaml
 expect 2 "dtrain: error: bad_dim.yaml:14:30: layouts\\['dense1/kernel'\\]\\[1\\]: 'modle' is not a mesh dim.*did you mean 'model'" -- train --config bad_dim.yaml
 broken dim_twice 's/\[unsharded, model\]/[model, model]/'
 expect 2 "dtrain: error: dim_twice.yaml:14:26: .*mesh dim 'model' shards two axes" -- eval --config dim_twice.yaml

@@ -27,6 +27,11 @@ check "train names the mesh shortly: $(grep -a 'parameters on mesh' out || true)
 check "train prints no DTensor mesh string" test -z "$(grep -a '|batch=' out || true)"
 check "plain lines show the time per step" grep -Eq "^epoch 1 step 3/8 \(global step 3\): .*[0-9]+(us|ms|s)/step" out
 check "a plain run still says epoch 1 done" grep -q "^epoch 1 done" out
+# A warmup longer than the run is noted at the start (issue 28): 16 steps, 1000 of warmup.
+expect 0 "test accuracy" -- train --config dp.yaml --set checkpoint.every=never --run-dir run_warm \
+  --set "train.optimizer={adam: {learning_rate: 0.01, schedule: {cosine: {warmup_steps: 1000, decay_steps: 10}}}}"
+check "the long warmup is noted: $(grep -a 'warmup' out || true)" \
+  grep -q "note: --set train.optimizer=.*: warmup_steps 1000 is longer than the whole run (16 steps)" out
 # A log is never cut to a width (issue 28): COLUMNS=40 used to leave "epoch 1 step 3/8 (global step 3):" alone.
 COLUMNS=40 "$dtrain" train --config dp.yaml --set train.epochs=1 --set train.log_every=3 --set checkpoint.every=never \
   --run-dir run_cols40 >cols40.log 2>&1
