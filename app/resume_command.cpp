@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "engine/checkpoint_dir.hpp"
@@ -29,9 +30,10 @@ int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
   const std::string from = options.from.empty() ? config.checkpoint.dir : options.from;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
-  // A checkpoint to resume must be there before the dir is locked (a lock would create the dir and its lock
-  // files, and a later command would find them instead of the real problem).
-  checkpoint::find_checkpoint(from);
+  // A dir that does not exist is refused before the lock would create it and its lock files (a later command
+  // would find them instead of the real problem); an existing one is locked first, so that a run writing it
+  // is named rather than its missing checkpoint.
+  if (!std::filesystem::exists(from)) checkpoint::find_checkpoint(from);
   // Then the writer lock: a run already writing the dir may not be resumed beside it.
   checkpoint::WriterLock lock;
   if (saves) lock = lock_checkpoint_dir(config);

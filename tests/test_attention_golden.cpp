@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/nn/layers.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/spmd_harness.hpp"
 
 using namespace dtrain;
@@ -38,20 +39,15 @@ struct GoldenCase {
 };
 
 std::vector<GoldenCase> read_golden() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "golden" / "attention_keras.txt";
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in, path.string());
   std::vector<GoldenCase> cases;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind, word;
-    fields >> kind;
+  read_golden_lines("attention_keras.txt", [&](const std::string& kind, std::istringstream& fields, const std::string&) {
+    std::string word;
     if (kind == "case") {
       GoldenCase golden;
       fields >> golden.name >> word >> golden.input;
       cases.push_back(golden);
     } else if (kind == "layer") {
+      REQUIRE(!cases.empty());
       GoldenLayer layer;
       fields >> layer.kind >> layer.name;
       while (fields >> word) {
@@ -61,19 +57,13 @@ std::vector<GoldenCase> read_golden() {
       }
       cases.back().layers.push_back(layer);
     } else if (kind == "tensor") {
-      std::string name;
-      int rank = 0;
-      fields >> name >> rank;
-      Shape shape(rank, 0);
-      for (int a = 0; a < rank; ++a) fields >> shape[a];
-      Tensor t(shape);
-      for (int64_t i = 0; i < t.size(); ++i) fields >> t[i];
-      REQUIRE_MESSAGE(fields, name);
+      REQUIRE(!cases.empty());
+      auto [name, t] = read_golden_tensor(fields);
       const bool variable = name.find('/') != std::string::npos && name.rfind("d_", 0) != 0;
       if (variable) cases.back().variables.push_back({name, t});
       cases.back().tensors[name] = t;
     }
-  }
+  });
   return cases;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/ops/conv.hpp"
 #include "core/ops/pool.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/spmd_harness.hpp"
 
 using namespace dtrain;
@@ -25,15 +26,9 @@ struct GoldenCase {
 };
 
 std::vector<GoldenCase> read_golden() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "golden" / "conv_keras.txt";
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in, path.string());
   std::vector<GoldenCase> cases;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind, word;
-    fields >> kind;
+  read_golden_lines("conv_keras.txt", [&](const std::string& kind, std::istringstream& fields, const std::string& line) {
+    std::string word;
     if (kind == "case") {
       GoldenCase golden;
       fields >> golden.name >> word >> golden.op >> word >> golden.kh >> word >> golden.kw >> word >> golden.sh >> word >>
@@ -42,17 +37,10 @@ std::vector<GoldenCase> read_golden() {
       cases.push_back(golden);
     } else if (kind == "tensor") {
       REQUIRE(!cases.empty());
-      std::string name;
-      int rank = 0;
-      fields >> name >> rank;
-      Shape shape(rank, 0);
-      for (int a = 0; a < rank; ++a) fields >> shape[a];
-      Tensor t(shape);
-      for (int64_t i = 0; i < t.size(); ++i) fields >> t[i];
-      REQUIRE_MESSAGE(fields, name);
+      auto [name, t] = read_golden_tensor(fields);
       cases.back().tensors[name] = t;
     }
-  }
+  });
   return cases;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/nn/layers.hpp"
 #include "core/nn/model.hpp"
+#include "tests/golden_file.hpp"
 #include "tests/spmd_harness.hpp"
 
 using namespace dtrain;
@@ -26,32 +27,18 @@ struct GoldenCase {
 };
 
 std::vector<GoldenCase> read_golden() {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "golden" / "graph_keras.txt";
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in, path.string());
   std::vector<GoldenCase> cases;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string kind;
-    fields >> kind;
+  read_golden_lines("graph_keras.txt", [&](const std::string& kind, std::istringstream& fields, const std::string&) {
     if (kind == "case") {
       cases.emplace_back();
       fields >> cases.back().name;
     } else if (kind == "tensor") {
       REQUIRE(!cases.empty());
-      std::string name;
-      int rank = 0;
-      fields >> name >> rank;
-      Shape shape(rank, 0);
-      for (int a = 0; a < rank; ++a) fields >> shape[a];
-      Tensor t(shape);
-      for (int64_t i = 0; i < t.size(); ++i) fields >> t[i];
-      REQUIRE_MESSAGE(fields, name);
+      auto [name, t] = read_golden_tensor(fields);
       cases.back().names.push_back(name);
       cases.back().tensors[name] = t;
     }
-  }
+  });
   return cases;
 }
 
