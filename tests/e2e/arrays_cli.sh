@@ -85,8 +85,7 @@ expect 0 "resuming ckpt_npy/ckpt-24 " -- resume --config npy.yaml --set train.ep
 
 # Under mpirun -np 2 (one device a process) with a validation split: each process reads its own rows of the
 # .npy files, and the run gives the per-step losses and validations of one process.
-if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
-  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+if mpi_runnable "$dtrain"; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   held=(--set data.validation_split=0.25 --set train.validation_every=4)
   expect 0 "validation at step 4: val_loss" -- train --config npy.yaml "${held[@]}" --set checkpoint.dir=ckpt_one --run-dir run_one

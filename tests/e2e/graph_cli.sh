@@ -64,7 +64,7 @@ third_epoch_loss() { python3 -c "import json,sys; print([r for r in map(json.loa
 same_loss() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not abs(a - b) <= 1e-4 * max(1, abs(a)))" "$1" "$2"; }
 full=$(third_epoch_loss run_full)
 check "resumed on {batch: 8}: the uninterrupted run's third-epoch loss" same_loss "$full" "$(third_epoch_loss run)"
-if command -v mpirun >/dev/null && ldd "$dtrain" 2>/dev/null | grep -q libmpi; then
+if mpi_runnable "$dtrain"; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   for np in 2 4; do
     rc=0

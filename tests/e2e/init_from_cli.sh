@@ -105,8 +105,7 @@ if command -v flock >/dev/null; then
 fi
 
 # Under mpirun (2 processes of 4 devices): the same fine-tuned model as in one process, up to rounding.
-if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
-  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+if mpi_runnable "$dtrain"; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   rc=0
   timeout 120 mpirun --oversubscribe -np 2 "$dtrain" train --config ft.yaml --init-from ckpt --set checkpoint.dir=ckpt_mpi \

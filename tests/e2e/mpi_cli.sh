@@ -17,12 +17,7 @@ skip() {
   exit 77
 }
 command -v mpirun >/dev/null || skip "no mpirun on PATH"
-# Built with MPI: the build's CMake cache says so, or the binary links libmpi.
-cache="$(dirname "$dtrain")/CMakeCache.txt"
-if ! grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$cache" 2>/dev/null &&
-  ! ldd "$dtrain" 2>/dev/null | grep -q 'libmpi'; then
-  skip "$dtrain was built without MPI (DTRAIN_WITH_MPI off)"
-fi
+mpi_runnable "$dtrain" || skip "$dtrain was built without MPI (DTRAIN_WITH_MPI off)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(cd "$(mktemp -d)" && pwd -P)

@@ -39,8 +39,7 @@ accuracy_at_least() {
   --set checkpoint.every=never --run-dir "$work/mnist_dp" >"$work/mnist_dp.log" 2>&1 || true
 accuracy_at_least 0.93 "$work/mnist_dp.log" "mnist_keras_dp, mesh {batch: 8}, 1 epoch"
 # The same run with the 8 devices spread over `mpirun -np 2` processes: the single-process test accuracy.
-if command -v mpirun >/dev/null && { ldd "$dtrain" 2>/dev/null | grep -q libmpi ||
-  grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null; }; then
+if mpi_runnable "$dtrain"; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 2 "$dtrain" train \
     --config configs/mnist_keras_dp.yaml --set data.path="$shared/mnist" --set train.epochs=1 \
     --set checkpoint.every=never --run-dir "$work/mnist_dp_np2" </dev/null >"$work/mnist_dp_np2.log" 2>&1 || true

@@ -146,8 +146,7 @@ check "after the kill, resume finished at ckpt-16" test "$(latest ck2)" = ckpt-1
 
 # Under `mpirun -np 2`, SIGTERM to process 1 alone (while ckpt-8 is written): both processes stop after the
 # same step (the save of it is collective, so it is committed only if they do), and the job fails.
-if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" \
-  2>/dev/null || ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+if mpi_runnable "$dtrain"; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 drive mpi.log "TERM:1@glob:ck_mpi/ckpt-8.partial" -- timeout 120 mpirun \
     --oversubscribe -x DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS -np 2 "$dtrain" train --config dp.yaml "${wide[@]}" \

@@ -57,8 +57,7 @@ expect 0 "early stopping after step 4" -- resume --config mp.yaml "${validated[@
 check "resumed run stopped at step 4" test "$(latest ckpt)" = ckpt-4
 
 # Under `mpirun -np 2` (4 devices a process) both processes validate alike and stop at the same step.
-if command -v mpirun >/dev/null && { grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$dtrain")/CMakeCache.txt" 2>/dev/null ||
-  ldd "$dtrain" 2>/dev/null | grep -q libmpi; }; then
+if mpi_runnable "$dtrain"; then
   rm -rf ckpt run
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   rc=0

@@ -13,3 +13,13 @@ report() {
   if ((skipped > 0)); then exit 77; fi
   exit 0
 }
+# Whether mpirun is there and DTRAIN was built with MPI (its build's CMake cache says so, or it links
+# libmpi). ldd's output is read whole: `ldd | grep -q` under pipefail fails when grep stops reading early,
+# which turned a multi-process part into a skip by chance.
+mpi_runnable() {
+  command -v mpirun >/dev/null || return 1
+  grep -Eqi '^DTRAIN_WITH_MPI:BOOL=(ON|TRUE|1|YES)$' "$(dirname "$1")/CMakeCache.txt" 2>/dev/null && return 0
+  local libraries
+  libraries=$(ldd "$1" 2>/dev/null || true)
+  [[ $libraries == *libmpi* ]]
+}
