@@ -62,6 +62,24 @@ data::Dataset generated(int64_t examples, const Shape& example, int classes, boo
   return data::Dataset::sparse(std::move(rows), std::move(labels));
 }
 
+// Token ids for an embedding (vectorizer mode int): each review holds 50 to `length` ids in [1, vocabulary)
+// followed by padding zeros, as short IMDB reviews are padded; labels alternate.
+data::Dataset generated_ids(int64_t examples, int64_t length, int64_t vocabulary) {
+  std::vector<int32_t> labels(examples);
+  std::vector<float> ids(examples * length, 0.0f);
+  uint64_t state = 88172645463325252ull;
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state >> 11;
+  };
+  for (int64_t e = 0; e < examples; ++e) {
+    labels[e] = int32_t(e % 2);
+    const int64_t used = std::min<int64_t>(length, 50 + int64_t(next() % uint64_t(length)));
+    for (int64_t t = 0; t < used; ++t) ids[e * length + t] = float(1 + next() % uint64_t(vocabulary - 1));
+  }
+  return data::Dataset::dense(std::move(ids), Shape{length}, std::move(labels));
+}
+
 // FLOPs of the matmuls of one step: forward, kernel gradient, and input gradient except the first layer's.
 double matmul_flops(const nn::Model& model, int64_t batch) {
   double flops = 0;
@@ -134,7 +152,12 @@ int main(int argc, char** argv) {
       check_output_classes(config, *built.model, data.num_classes);
       source = std::move(data.train);
     } else {
-      source = std::make_unique<DatasetSource>(generated(config.data.batch_size * 20, example, text ? 2 : 10, text), true, 0);
+      const int64_t examples = config.data.batch_size * 20;
+      data::Dataset dataset = text && config.data.vectorizer.mode == "int"
+                                  ? generated_ids(examples, config.data.vectorizer.output_sequence_length,
+                                                  config.data.vectorizer.max_tokens)
+                                  : generated(examples, example, text ? 2 : 10, text);
+      source = std::make_unique<DatasetSource>(std::move(dataset), true, 0);
     }
     train::Trainer trainer(*built.model, mesh, input_specs(config), train_options(config));
     StepTimes times;
