@@ -35,7 +35,7 @@ int run_eval(const CommandOptions& options) {
     config.data.test_split = options.split;
     config.locations["data.test_split"] = Where{"--split " + options.split, 0, 0};
   }
-  Engine engine = build_engine(config, train_options(config));
+  Engine engine = build_engine(config, train_options(config), MemoryUse::eval);
   const BuiltModel& built = engine.built;
   const MeshPtr& mesh = engine.mesh;
   train::Trainer& trainer = *engine.trainer;
