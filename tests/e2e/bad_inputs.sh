@@ -138,6 +138,8 @@ expect 2 "^dtrain: error: under_file.yaml:$run_dir_line:10: run_dir: cannot crea
 check "a run_dir under a file created nothing" test ! -e fresh_ckpt
 expect 2 "^dtrain: error: --set checkpoint.dir=a_file/ckpt: checkpoint.dir: cannot create or write 'a_file/ckpt': .*is a file, not a folder" -- \
   resume --config dp.yaml --set checkpoint.dir=a_file/ckpt
+expect 2 "^dtrain: error: --run-dir a_file/eval: run_dir: cannot create or write 'a_file/eval': .*is a file, not a folder" -- \
+  eval --config dp.yaml --checkpoint ckpt --run-dir a_file/eval
 # Not writable: as root permissions stop nothing, so a read-only bind mount in a private mount namespace.
 mkdir -p read_only
 if [[ $(id -u) != 0 ]]; then
