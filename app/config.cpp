@@ -18,6 +18,7 @@
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
 #include "core/suggest.hpp"
@@ -187,7 +188,7 @@ struct Reader {
 
   Where where(const YAML::Node& node, const Where& fallback) const {
     for (auto origin = origins.rbegin(); origin != origins.rend(); ++origin)
-      if (node.is(origin->node)) return Where{"--set " + origin->assignment, 0, 0};
+      if (node.is(origin->node)) return Where{"--set " + path_text(origin->assignment), 0, 0};
     const YAML::Mark mark = node.Mark();
     return mark.is_null() ? fallback : Where{config->file, mark.line + 1, mark.column + 1};
   }
@@ -278,12 +279,34 @@ std::int64_t integer(Reader& reader, const Field& field, std::int64_t min,
   return value;
 }
 
-// A finite number, held to the rule's test when it has one.
+// Why `value` cannot be used as the float32 the engine computes with ("" when it can): beyond float's range,
+// or so small that it flushes to zero or is a denormal (whose arithmetic loses its digits).
+std::string float_problem(double value) {
+  const double magnitude = std::fabs(value);
+  if (magnitude > double(std::numeric_limits<float>::max()))
+    return fmt::format("is beyond the range of the float32 the engine computes with (at most {:g})",
+                       double(std::numeric_limits<float>::max()));
+  if (magnitude != 0 && magnitude < double(std::numeric_limits<float>::min()))
+    return fmt::format("is below the smallest normal float32 ({:g}), and the engine computes in float32: it "
+                       "would be {}",
+                       double(std::numeric_limits<float>::min()), float(value) == 0 ? "0" : "a denormal");
+  return "";
+}
+
+// A finite number, held to the rule's test when it has one, as it will be used: a float32 (unless the rule
+// says the number stays a double), tested after the conversion (0.99999999999 is 1 as a float).
 double number(Reader& reader, const Field& field, const Num& rule = {}) {
   const std::string text = scalar(reader, field, "a number");
   double value = 0;
   if (!parse(text, value) || !std::isfinite(value))
     reader.fail(field, fmt::format("expected a number, got '{}'", shown(text)));
+  if (!rule.stays_double) {
+    if (const std::string problem = float_problem(value); !problem.empty())
+      reader.fail(field, fmt::format("{} {}", shown(text), problem));
+    const double used = double(float(value));
+    if (rule.ok && rule.ok(value) && !rule.ok(used))
+      reader.fail(field, fmt::format("expected a number {}, got {}, which is {} as a float32", rule.what, shown(text), used));
+  }
   if (rule.ok && !rule.ok(value)) reader.fail(field, fmt::format("expected a number {}, got {}", rule.what, value));
   return value;
 }
@@ -1175,7 +1198,7 @@ void check_accumulation(Reader& reader, const Config& config) {
 void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& options) {
   if (!options.init_from.empty()) {
     train.init_from = options.init_from;
-    reader.locations["train.init_from"] = Where{"--init-from " + options.init_from, 0, 0};
+    reader.locations["train.init_from"] = Where{"--init-from " + path_text(options.init_from), 0, 0};
   }
   if (!options.init_skip.empty()) {
     train.init_skip.clear();
@@ -1212,24 +1235,31 @@ std::string file_stem(const std::string& file) {
   return stem.empty() ? "config" : stem;
 }
 
+// The top of a config is a map of sections (a file that is empty, or holds only comments, is none yet:
+// --set may give them). Checked on the file before any --set applies, so a list is blamed on the file.
+void check_top_level(const YAML::Node& root, const std::string& file, bool file_may_be_empty) {
+  if (root.IsMap() || (file_may_be_empty && (!root.IsDefined() || root.IsNull()))) return;
+  const YAML::Mark mark = root.Mark();
+  throw_config_error(mark.is_null() ? Where{file, 0, 0} : Where{file, mark.line + 1, mark.column + 1},
+                     fmt::format("config: expected a map with sections mesh, data, model, train (and layouts, "
+                                 "checkpoint, comm, run_dir), got {}",
+                                 describe(root)));
+}
+
 Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<OverrideOrigin> origins,
                   const LoadOptions& options) {
   Config config;
   config.file = file;
   Reader reader(config, options, std::move(origins));
   const Field top{root, "", reader.where(root, Where{file, 0, 0})};
-  if (!root.IsMap())
-    reader.fail(top.where, "config",
-                fmt::format("expected a map with sections mesh, data, model, train (and layouts, checkpoint, comm, run_dir), "
-                            "got {}",
-                            describe(root)));
+  check_top_level(root, file, false);
   read_keys(reader, top, config);
   apply_init_flags(reader, config.train, options);
   check_accumulation(reader, config);
   if (!reader.given("run_dir")) config.run_dir = "runs/" + file_stem(file);
   if (!options.run_dir.empty()) {
     config.run_dir = options.run_dir;
-    reader.locations["run_dir"] = Where{"--run-dir " + options.run_dir, 0, 0};
+    reader.locations["run_dir"] = Where{"--run-dir " + path_text(options.run_dir), 0, 0};
   }
   if (!reader.given("checkpoint.dir")) {
     config.checkpoint.dir = config.run_dir + "/ckpt";
@@ -1381,6 +1411,7 @@ Config parse_config(const std::string& text, const std::string& file, const Load
     const Where where = error.mark.is_null() ? Where{file, 0, 0} : Where{file, error.mark.line + 1, error.mark.column + 1};
     throw_config_error(where, fmt::format("invalid YAML: {}", error.msg));
   }
+  check_top_level(root, file, true);
   std::vector<OverrideOrigin> origins;
   for (const std::string& assignment : options.overrides)
     for (const YAML::Node& node : apply_override(root, assignment)) collect_descendants(node, assignment, origins);

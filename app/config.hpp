@@ -45,7 +45,8 @@ struct Where {
 enum KeyFlags : unsigned { kOptional = 0, kRequired = 1, kOmitDefault = 2 /* left out of the dump at its default */ };
 inline constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 struct Int { std::int64_t min, max = kNoLimit; };
-struct Num { const char* what = nullptr; bool (*ok)(double) = nullptr; };  // "> 0" and its test; none: any
+// "> 0" and its test (none: any number); the engine uses the number as a float32 unless it stays a double.
+struct Num { const char* what = nullptr; bool (*ok)(double) = nullptr; bool stays_double = false; };
 struct Bool {};
 struct Text { const char* expected; };  // a non-empty string
 struct Choice { const std::vector<std::string>* names; };  // a string member, or an enum in the names' order
@@ -609,7 +610,7 @@ struct CheckpointConfig {
 struct CommConfig {
   double timeout_s = 300;
   template <class V> void visit(V& v) {
-    v(timeout_s, "timeout_s", Num{"> 0", positive}, "how long a collective waits for its peers before an error");
+    v(timeout_s, "timeout_s", Num{"> 0", positive, true}, "how long a collective waits for its peers before an error");
   }
 };
 

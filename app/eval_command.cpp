@@ -11,10 +11,12 @@
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
 #include "engine/model_builder.hpp"
+#include "engine/output_dirs.hpp"
 #include "engine/run_outputs.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 #include "core/train/metrics_log.hpp"
 
 namespace dtrain {
@@ -31,11 +33,20 @@ int run_eval(const CommandOptions& options) {
   // The lease keeps a training run from deleting the checkpoint while it is read.
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(from);
   const checkpoint::CheckpointIndex& index = opened.index;
+  // The row goes with the run that wrote the checkpoint: its run dir (unless --run-dir names one), not the
+  // run dir of the config given here, which may be another run's (process 0 alone writes it). Checked
+  // before anything runs.
+  std::string run_dir = options.run_dir.empty() ? saved_run_dir(index.meta.config) : options.run_dir;
+  const Where run_dir_at = run_dir.empty() || !options.run_dir.empty()
+                               ? config.where("run_dir")
+                               : Where{fmt::format("the run_dir of {}'s config", path_text(index.folder)), 0, 0};
+  if (run_dir.empty()) run_dir = config.run_dir;
+  check_output_dir(config, "run_dir", run_dir, &run_dir_at);
   if (!options.split.empty()) {
     config.data.test_split = options.split;
     config.locations["data.test_split"] = Where{"--split " + options.split, 0, 0};
   }
-  Engine engine = build_engine(config, train_options(config));
+  Engine engine = build_engine(config, train_options(config), MemoryUse::eval);
   const BuiltModel& built = engine.built;
   const MeshPtr& mesh = engine.mesh;
   train::Trainer& trainer = *engine.trainer;
@@ -62,10 +73,6 @@ int run_eval(const CommandOptions& options) {
     fmt::print("  class {}: accuracy {:.8f} ({} of {} examples)\n", data.class_names[k],
                examples ? double(correct) / double(examples) : 0.0, correct, examples);
   }
-  // The row goes with the run that wrote the checkpoint: its run dir (unless --run-dir names one), not the
-  // run dir of the config given here, which may be another run's (process 0 alone writes it).
-  std::string run_dir = options.run_dir.empty() ? saved_run_dir(index.meta.config) : options.run_dir;
-  if (run_dir.empty()) run_dir = config.run_dir;
   if (process_index() == 0) {
     metrics.split = config.data.test_split;
     metrics.step = index.meta.step;

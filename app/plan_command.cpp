@@ -3,11 +3,13 @@
 // on zeros (so the figures are what the engine does, not an estimate). Reads no data (data.path need not
 // exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
 // from the dataset kind, which the model's last layer must match.
+#include <array>
 #include <filesystem>
 #include <map>
 
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
+#include "engine/memory_plan.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/checkpoint/format.hpp"
@@ -134,7 +136,7 @@ int run_plan(const CommandOptions& options) {
   one_step.epochs = 1;
   one_step.max_steps = 1;
   one_step.eval_every_epoch = false;
-  Engine engine = build_engine(config, one_step);
+  Engine engine = build_engine(config, one_step, std::nullopt);  // checked below, after the table
   const BuiltModel& built = engine.built;
   // A class folder data set (text_folder, image_folder) without data.classes has as many classes as its
   // training split has subfolders: listed (no file is read) when data.path is there; else the model's output
@@ -201,37 +203,36 @@ int run_plan(const CommandOptions& options) {
   }
   if (!config.outputs.empty()) fmt::print("        output: {}\n", graph.output);
   fmt::print("\n");
-  fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", "variable", "global shape", "layout", "chosen by",
-             "local shape", "per device", "update per device (and slots)");
-  const OptimizerConfig& optimizer = config.train.optimizer;
-  const int slots_per_variable = optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
-  const int64_t min_sharded = one_step.make_optimizer()->min_sharded_elements();
-  double variable_bytes = 0, trainable_bytes = 0, slot_bytes = 0;
-  for (const auto& info : built.model->variables()) {
-    const Layout& layout = info.choice.layout;
-    const Shape local = layout.local_shape(info.shape);
-    const double bytes = double(num_elements(local)) * sizeof(float);
-    variable_bytes += bytes;
-    std::string update = "-";
-    if (info.trainable) {
-      trainable_bytes += bytes;
-      // A flat-sharded variable's share of a rank's shard of its flat buffer (core/optim/optimizer.hpp): 1/n of
-      // it, give or take the values where the shards cut the buffer.
-      const optim::FlatSharding sharding = optim::flat_sharding(layout, info.shape, min_sharded);
-      const int64_t share = (sharding.local_size + sharding.group_size - 1) / sharding.group_size;
-      slot_bytes += slots_per_variable * double(share) * sizeof(float);
-      update = sharding.sharded() ? fmt::format("flat 1/{} over [{}]: {} of {} values", sharding.group_size,
-                                                fmt::join(sharding.dims, ", "), share, sharding.local_size)
-                                  : fmt::format("whole: {} values", sharding.local_size);
-    }
-    fmt::print("{:<24} {:<12} {:<22} {:<24} {:<12} {:>12}  {}\n", info.path, shape_string(info.shape),
-               layout.specs_string(), info.choice.reason, shape_string(local), bytes_text(bytes), update);
+  // The memory count train checks (engine/memory_plan.hpp), for the devices of one process of this plan.
+  const MemoryPlan memory = memory_plan(config, *built.model, placement.local);
+  // One row per variable; every column as wide as its longest entry (paths like
+  // attention/attention_output/kernel, rules, layouts of rank 3).
+  std::vector<std::array<std::string, 7>> rows{{"variable", "global shape", "layout", "chosen by", "local shape",
+                                               "per device", "update per device (and slots)"}};
+  for (const VariableMemory& row : memory.variables) {
+    const nn::VariableInfo& info = *row.info;
+    const std::string update =
+        !info.trainable ? "-"
+        : row.sharding.sharded()
+            ? fmt::format("flat 1/{} over [{}]: {} of {} values", row.sharding.group_size,
+                          fmt::join(row.sharding.dims, ", "), row.share, row.sharding.local_size)
+            : fmt::format("whole: {} values", row.sharding.local_size);
+    rows.push_back({info.path, shape_string(info.shape), info.choice.layout.specs_string(), info.choice.reason,
+                    shape_string(row.local), bytes_text(row.bytes), update});
   }
+  std::array<size_t, 7> widths{};
+  for (const auto& row : rows)
+    for (size_t column = 0; column < row.size(); ++column) widths[column] = std::max(widths[column], row[column].size());
+  for (const auto& row : rows)
+    fmt::print("{:<{}} {:<{}} {:<{}} {:<{}} {:<{}} {:>{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
+               row[3], widths[3], row[4], widths[4], row[5], widths[5], row[6]);
   // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
   // only its part of the shard (its gradient arrives as factors, see core/optim/optimizer.hpp).
-  fmt::print("\nper device: variables {}, gradients up to {}, optimizer slots {} ({}); {} parameters in all\n",
-             bytes_text(variable_bytes), bytes_text(trainable_bytes), bytes_text(slot_bytes),
-             to_string(config.train.optimizer.kind), built.model->num_parameters());
+  fmt::print("\nper device: {}; {} parameters in all\n", memory.items(), built.model->num_parameters());
+  const int64_t available = available_memory_bytes();
+  fmt::print("per process ({} device{}): {}; this machine has {} available\n", memory.devices_per_process,
+             memory.devices_per_process == 1 ? "" : "s", bytes_text(memory.per_process()), bytes_text(double(available)));
+  check_memory(config, memory);  // a step that cannot fit is not run
 
   // One real step on zeros with every rank's communicator counted.
   std::vector<std::unique_ptr<CountingCommunicator>> counters(mesh->size());

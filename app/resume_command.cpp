@@ -19,9 +19,11 @@
 #include "engine/data_source.hpp"
 #include "engine/init_from.hpp"
 #include "engine/model_builder.hpp"
+#include "engine/output_dirs.hpp"
 #include "engine/run_outputs.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 #include "core/train/progress.hpp"
 
 namespace dtrain {
@@ -30,6 +32,8 @@ int run_resume(const CommandOptions& options) {
   Config config = options.load_config();
   const std::string from = options.from.empty() ? config.checkpoint.dir : options.from;
   const bool saves = config.checkpoint.every != CheckpointEvery::never;
+  // Every process checks the checkpoint dir it writes (they all stop alike), before anything is created.
+  if (saves) check_output_dir(config, "checkpoint.dir", config.checkpoint.dir);
   // A dir that does not exist is refused before the lock would create it and its lock files (a later command
   // would find them instead of the real problem); an existing one is locked first, so that a run writing it
   // is named rather than its missing checkpoint.
@@ -57,6 +61,16 @@ int run_resume(const CommandOptions& options) {
                index.folder, saved.epochs_done, config.file, config.train.epochs, saved.epochs_done + config.train.epochs);
     return 0;
   }
+  // The metrics go on in the run dir of the run continued (its config's), unless --run-dir says otherwise.
+  Where run_dir_at = config.where("run_dir");
+  if (options.run_dir.empty()) {
+    const std::string continued = saved_run_dir(saved.config);
+    if (!continued.empty() && continued != config.run_dir) {
+      config.run_dir = continued;
+      run_dir_at = Where{fmt::format("the run_dir of {}'s config", path_text(index.folder)), 0, 0};
+    }
+  }
+  check_output_dir(config, "run_dir", config.run_dir, &run_dir_at);
   // The data order continues only with the seed that made it.
   if (config.data.shuffle.seed != saved.shuffle_seed) {
     fmt::print(stderr, "note: using the checkpoint's shuffle seed {} (the config says {})\n", saved.shuffle_seed,
@@ -86,11 +100,6 @@ int run_resume(const CommandOptions& options) {
     throw UsageError(fmt::format("[resume] the training texts in {} give another {} vocabulary than checkpoint {} "
                                  "was trained with: the data changed",
                                  config.data.path, data.vectorizer->mode(), index.folder));
-  }
-  // The metrics go on in the run dir of the run continued (its config's), unless --run-dir says otherwise.
-  if (options.run_dir.empty()) {
-    const std::string continued = saved_run_dir(saved.config);
-    if (!continued.empty()) config.run_dir = continued;
   }
   RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""});
   train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}", index.folder,

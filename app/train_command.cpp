@@ -13,6 +13,7 @@
 #include "engine/data_source.hpp"
 #include "engine/init_from.hpp"
 #include "engine/model_builder.hpp"
+#include "engine/output_dirs.hpp"
 #include "engine/run_outputs.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/comm/mpi/mpi.hpp"
@@ -23,6 +24,7 @@ namespace dtrain {
 
 int run_train(const CommandOptions& options) {
   Config config = options.load_config();
+  check_output_dirs(config);  // every process: they all stop alike, before anything is created
   // The model is checked against the config before any data is read.
   Engine engine = build_engine(config, train_options(config));
   const BuiltModel& built = engine.built;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 
 namespace dtrain::data {
 namespace {
@@ -99,7 +100,7 @@ void TextVectorizer::save(const std::string& folder) const {
   namespace fs = std::filesystem;
   std::error_code error;
   fs::create_directories(folder, error);
-  DTRAIN_CHECK(!error, "[text] cannot create folder '{}': {}", folder, error.message());
+  DTRAIN_CHECK(!error, "[text] cannot create folder '{}': {}", path_text(folder), error.message());
   fs::remove(fs::path(folder) / "idf_weights.txt", error);  // an earlier tf_idf run's weights would not match
   std::string text;
   for (const std::string& token : vocabulary()) text += token + "\n";
@@ -107,7 +108,7 @@ void TextVectorizer::save(const std::string& folder) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  DTRAIN_CHECK(out.good(), "[text] cannot write '{}'", path);
+  DTRAIN_CHECK(out.good(), "[text] cannot write '{}'", path_text(path));
 }
 
 }  // namespace dtrain::data

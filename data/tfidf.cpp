@@ -12,6 +12,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 #include "data/text.hpp"
 
 namespace dtrain::data {
@@ -631,7 +632,7 @@ void TfidfVectorizer::save(const std::string& folder) const {
   namespace fs = std::filesystem;
   std::error_code error;
   fs::create_directories(folder, error);
-  DTRAIN_CHECK(!error, "[tfidf] cannot create folder '{}': {}", folder, error.message());
+  DTRAIN_CHECK(!error, "[tfidf] cannot create folder '{}': {}", path_text(folder), error.message());
   std::string vocabulary_text, idf_text;
   for (const std::string& token : vocabulary_) vocabulary_text += token + "\n";
   for (float weight : idf_) idf_text += fmt::format("{:.9g}\n", weight);
@@ -640,7 +641,7 @@ void TfidfVectorizer::save(const std::string& folder) const {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << *text;
     out.close();
-    DTRAIN_CHECK(out.good(), "[tfidf] cannot write '{}'", path);
+    DTRAIN_CHECK(out.good(), "[tfidf] cannot write '{}'", path_text(path));
   }
 }
 

@@ -1,4 +1,5 @@
 #include "engine/model_builder.hpp"
+#include "engine/memory_plan.hpp"
 
 #include <unistd.h>
 
@@ -71,36 +72,23 @@ std::string bytes_needed(const std::optional<int64_t>& bytes) {
   return bytes ? fmt::format("{} bytes", *bytes) : std::string("more than 2^63 bytes");
 }
 
-// This machine's memory in bytes (0 when unknown).
-int64_t physical_memory() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
-}
-
 // Sizes that could never be allocated (a dense layer of 10^9 units, a huge max_tokens) are config errors
 // here, before anything is allocated, naming what was too large and the bytes it needs, instead of a
 // std::bad_alloc (or an overflowed size) later.
-void check_sizes(const Config& config, const ModelGraph& graph, const nn::Model& model, const Shape& input_shape,
-                 int devices_here) {
-  const int64_t memory = physical_memory();
+void check_sizes(const Config& config, const nn::Model& model, const Shape& input_shape, int devices_here) {
+  const int64_t memory = available_memory_bytes();
   auto too_large = [&](const std::optional<int64_t>& bytes) { return !bytes || (memory > 0 && *bytes > memory); };
   const Where input_where = config.where(is_text(config.data.dataset) ? "data.vectorizer.max_tokens" : "data.batch_size");
   const std::optional<int64_t> input_bytes = checked_bytes(input_shape, sizeof(float));
   if (too_large(input_bytes)) {
-    throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes)",
+    throw_config_error(input_where, fmt::format("the input batch {} is too large: it needs {} (this machine has {} bytes available)",
                                                 shape_string(input_shape), bytes_needed(input_bytes), memory));
   }
   std::optional<int64_t> total = 0;
   for (const auto& info : model.variables()) {
     const Shape local = info.choice.layout.local_shape(info.shape);
     const std::optional<int64_t> bytes = checked_bytes(local, sizeof(float));
-    const std::string layer = info.path.substr(0, info.path.rfind('/'));
-    Where where = config.where("model");
-    for (const GraphLayer& g : graph.layers) {
-      const LayerKind kind = g.layer.kind;
-      const bool sized = kind == LayerKind::dense || kind == LayerKind::conv2d || kind == LayerKind::embedding;
-      if (g.layer.name == layer) where = config.where(g.at + (sized ? "." + to_string(kind) : ""));
-    }
+    const Where where = variable_where(config, info.path);
     const std::optional<int64_t> here = bytes ? checked_bytes({*bytes}, devices_here) : std::nullopt;
     if (too_large(bytes) || too_large(here)) {
       throw_config_error(where, fmt::format("variable {} of shape {} is too large: it needs {} per device{} (this "
@@ -116,12 +104,23 @@ void check_sizes(const Config& config, const ModelGraph& graph, const nn::Model&
   }
   if (too_large(total)) {
     throw_config_error(config.where("model"),
-                       fmt::format("the model's variables need {} on this process's {} device(s) (this machine has {} bytes)",
+                       fmt::format("the model's variables need {} on this process's {} device(s) (this machine has {} bytes available)",
                                    bytes_needed(total), devices_here, memory));
   }
 }
 
 }  // namespace
+
+Where variable_where(const Config& config, const std::string& variable_path) {
+  const std::string layer = variable_path.substr(0, variable_path.rfind('/'));
+  Where where = config.where("model");
+  for (const GraphLayer& g : model_graph(config).layers) {
+    const LayerKind kind = g.layer.kind;
+    const bool sized = kind == LayerKind::dense || kind == LayerKind::conv2d || kind == LayerKind::embedding;
+    if (g.layer.name == layer) where = config.where(g.at + (sized ? "." + to_string(kind) : ""));
+  }
+  return where;
+}
 
 std::unique_ptr<nn::Layer> make_layer(const LayerConfig& layer) {
   switch (layer.kind) {
@@ -241,7 +240,7 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
     throw_config_error(config.where("model"), text);
   }
   const int processes = std::max(1, process_count());
-  check_sizes(config, graph, *built.model, input_shape, std::max(1, mesh->size() / processes));
+  check_sizes(config, *built.model, input_shape, std::max(1, mesh->size() / processes));
   // A rule that matches nothing is always a mistake (a typo, a renamed layer): the run would train with that
   // variable replicated. Refused at the rule, with the closest variable path.
   for (const auto& rule : layouts.unused_rules()) {
@@ -255,7 +254,7 @@ BuiltModel build_model(const Config& config, const MeshPtr& mesh, const Shape& e
   return built;
 }
 
-Engine build_engine(const Config& config, train::TrainOptions options) {
+Engine build_engine(const Config& config, train::TrainOptions options, std::optional<MemoryUse> memory) {
   Engine engine;
   engine.mesh = build_mesh(config);
   engine.devices = options.devices;
@@ -266,6 +265,7 @@ Engine build_engine(const Config& config, train::TrainOptions options) {
   }
   engine.example = config.data.example_shape();
   engine.built = build_model(config, engine.mesh, engine.example);
+  if (memory) check_memory(config, memory_plan(config, *engine.built.model, engine.placement.local, *memory));
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
   try {
     engine.trainer->input_layout(int(engine.example.size()) + 1);

@@ -8,10 +8,12 @@
 // model's shapes (rank mismatch, indivisible dims) are UsageErrors at the rule's file:line:col.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/config.hpp"
+#include "engine/memory_plan.hpp"
 #include "core/comm/mpi/hierarchical.hpp"
 #include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
@@ -51,10 +53,16 @@ struct Engine {
   BuiltModel built;
   std::unique_ptr<train::Trainer> trainer;
 };
-Engine build_engine(const Config& config, train::TrainOptions options);
+// `memory`: what the run holds, checked against the memory there is before anything is allocated
+// (engine/memory_plan.hpp); nullopt: not checked (plan prints the count first, then checks).
+Engine build_engine(const Config& config, train::TrainOptions options, std::optional<MemoryUse> memory = MemoryUse::train);
 
 // "0 on cuda:0, 1 on cuda:0": the GPU of each of this process's devices (core/gpu_assignment.hpp).
 std::string gpu_line(const Placement& placement);
+
+// Where a variable ("dense1/kernel") comes from in the config: its layer's size key (dense, conv2d, embedding)
+// or its layer, else the model section.
+Where variable_where(const Config& config, const std::string& variable_path);
 
 // The model's output layer must have one unit per class of the data set (a config error otherwise).
 void check_output_classes(const Config& config, const nn::Model& model, int classes);

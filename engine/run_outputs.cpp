@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/comm/mpi/mpi.hpp"
+#include "core/error.hpp"
+#include "core/output_dir.hpp"
 
 namespace dtrain {
 namespace {
@@ -18,9 +20,17 @@ std::optional<train::MetricsLog> open_run_dir(const Config& config,
                                               const std::optional<data::TextVectorizer>& vectorizer) {
   barrier_processes();
   if (process_index() != 0) return std::nullopt;
-  std::filesystem::create_directories(config.run_dir);
-  if (vectorizer) vectorizer->save(config.run_dir);
-  return std::optional<train::MetricsLog>(std::in_place, config.run_dir);
+  // check_output_dirs refused what it could foresee; what happens since (a full disk, a dir removed) is named
+  // at the key too.
+  try {
+    std::error_code error;
+    std::filesystem::create_directories(config.run_dir, error);
+    if (error) throw Error(fmt::format("cannot create '{}': {}", path_text(config.run_dir), error.message()));
+    if (vectorizer) vectorizer->save(config.run_dir);
+    return std::optional<train::MetricsLog>(std::in_place, config.run_dir);
+  } catch (const Error& error) {
+    throw_config_error(config.where("run_dir"), fmt::format("run_dir: {}", error.what()));
+  }
 }
 
 }  // namespace

@@ -176,6 +176,41 @@ TEST_CASE("wrong types and bad values say what was expected") {
               {"data.test_split: expected a split"});
 }
 
+TEST_CASE("numbers are checked as the float32 the engine uses, at their key") {
+  // 1e-320 is > 0 as a double but 0 as a float: the optimizer would refuse it later, with no location.
+  check_error(replace(kBase, "learning_rate: 0.01", "learning_rate: 1e-320"), "1e-320",
+              {"train.optimizer.sgd.learning_rate: 1e-320 is below the smallest normal float32", "it would be 0"});
+  check_error(replace(kBase, "learning_rate: 0.01", "learning_rate: 1e39"), "1e39",
+              {"train.optimizer.sgd.learning_rate: 1e39 is beyond the range of the float32"});
+  check_error(replace(kBase, "learning_rate: 0.01", "learning_rate: 1e-40"), "1e-40", {"it would be a denormal"});
+  // A rule that holds for the double but not for the float it becomes.
+  check_error(replace(kBase, "{batch_norm: {}}", "{dropout: 0.99999999999}"), "0.99999999999",
+              {"expected a number in [0, 1), got 0.99999999999, which is 1 as a float32"});
+  // Every float key goes through the one check: a schedule's rates, clip, an initializer's mean.
+  check_error(replace(kBase, "{sgd: {learning_rate: 0.01}}", "{sgd: {learning_rate: 0.01}}\n  clip: {global_norm: 1e-45}"),
+              "1e-45", {"train.clip.global_norm: 1e-45 is below the smallest normal float32"});
+  check_error(replace(kBase, "seed: [1, 2]", "seed: [1, 2], mean: -4e38"), "-4e38", {"is beyond the range of the float32"});
+  // The largest and smallest normal floats are taken; comm.timeout_s stays a double.
+  CHECK(error_of(replace(kBase, "learning_rate: 0.01", "learning_rate: 3e38")).empty());
+  CHECK(error_of(replace(kBase, "learning_rate: 0.01", "learning_rate: 1.2e-38")).empty());
+  CHECK(error_of(kBase + "comm: {timeout_s: 1e300}\n").empty());
+  // From a --set: the override is named.
+  CHECK(error_of(kBase, no_path_check({"train.optimizer.sgd.learning_rate=1e-320"}))
+            .rfind("--set train.optimizer.sgd.learning_rate=1e-320: train.optimizer.sgd.learning_rate: 1e-320 is below", 0) == 0);
+}
+
+TEST_CASE("a config file whose top is not a map is blamed on the file, --set or not") {
+  for (const std::vector<std::string>& overrides : {std::vector<std::string>{}, {"train.max_steps=2"}}) {
+    const std::string message = error_of("[1, 2]\n", no_path_check(overrides));
+    INFO(message);
+    CHECK(message.rfind("t.yaml:1:1: config: expected a map with sections", 0) == 0);
+    CHECK(contains(message, "got a list"));
+  }
+  CHECK(error_of("just text\n", no_path_check({"train.max_steps=2"})).rfind("t.yaml:1:1: config: expected a map", 0) == 0);
+  // An empty file is no map yet: the overrides may give its sections (and the missing ones are named).
+  CHECK(error_of("", no_path_check({"train.max_steps=2"})).find("missing required section 'mesh'") != std::string::npos);
+}
+
 TEST_CASE("missing required keys and sections") {
   check_error(replace(kBase, "  batch_size: 64\n", ""), "dataset", {"data: missing required key 'batch_size'"});
   check_error(replace(kBase, "  epochs: 2\n", ""), "loss", {"train: missing required key 'epochs'"});

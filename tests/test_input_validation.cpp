@@ -135,6 +135,39 @@ TEST_CASE("a variable too large to allocate is a config error naming it and its 
   CHECK(contains(message, "3136000000000 bytes"));
 }
 
+TEST_CASE("a run that does not fit in memory is refused before allocating, counting what plan counts") {
+  // Each variable fits this machine; variables, gradients and adam slots on 8 devices together do not.
+  const int64_t available = available_memory_bytes();
+  REQUIRE(available > 0);
+  // dense1/kernel [784, units] in halves over `model`: 8 devices hold 4 copies of it, 0.6 of the memory.
+  const int64_t units = std::max<int64_t>(2, int64_t(0.6 * double(available) / (4.0 * 784 * 4)) / 2 * 2);
+  const std::string text = "mesh: {dims: {batch: 4, model: 2}}\n"
+                           "data: {dataset: mnist, path: data, batch_size: 8}\n"
+                           "model:\n  - {dense: " + std::to_string(units) + "}\n  - {dense: 10}\n"
+                           "layouts: {dense1/kernel: [unsharded, model], dense2/kernel: [model, unsharded]}\n"
+                           "train: {epochs: 1, optimizer: adam}\n";
+  const Config config = parse_config(text, "big.yaml", LoadOptions{{}, "", false, "", {}});
+  std::string message;
+  CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
+  CHECK(contains(message, "big.yaml:4:13: the run needs "));  // at dense1's units
+  CHECK(contains(message, "per process (8 devices x "));
+  CHECK(contains(message, "variables "));
+  CHECK(contains(message, "gradients "));
+  CHECK(contains(message, "adam slots "));
+  CHECK(contains(message, "available (the largest variable: dense1/kernel"));
+  // The count is plan's: variables, as large again in gradients, and two slots a value on its update share.
+  const Engine unchecked = build_engine(config, train_options(config), std::nullopt);
+  const MemoryPlan plan = memory_plan(config, *unchecked.built.model, 8);
+  const double kernel = 784.0 * double(units) / 2 * 4;
+  CHECK(plan.variable_bytes >= kernel);
+  CHECK(plan.gradient_bytes == plan.variable_bytes);
+  CHECK(plan.slot_bytes > 0);
+  CHECK(plan.per_process() > double(available));
+  CHECK(plan.variable_bytes * 8 < double(available));
+  // eval holds no gradients and no slots: it fits.
+  CHECK(thrown([&] { build_engine(config, train_options(config), MemoryUse::eval); }) == "none");
+}
+
 TEST_CASE("the class count comes from the config, and the last layer must match it") {
   const Config config = parse_config(mnist_config("nowhere", "", "  - {dense: 7}\n"), "classes.yaml",
                                      LoadOptions{{}, "", false, "", {}});

@@ -12,6 +12,7 @@
 
 #include "core/checkpoint/format.hpp"
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 
 namespace dtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -57,11 +58,12 @@ void OwnedFd::reset() {
 WriterLock::WriterLock(const std::string& dir) {
   std::error_code error;
   fs::create_directories(dir, error);
-  if (error) throw UsageError(fmt::format("[checkpoint] cannot create checkpoint dir '{}': {}", dir, error.message()));
+  if (error)
+    throw UsageError(fmt::format("[checkpoint] cannot create checkpoint dir '{}': {}", path_text(dir), error.message()));
   const std::string path = (fs::path(dir) / kWriterLockFile).string();
   OwnedFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0)
-    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", dir, std::strerror(errno)));
+    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", path_text(dir), std::strerror(errno)));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
     const std::string holder = read_all(fd.get());
@@ -73,7 +75,7 @@ WriterLock::WriterLock(const std::string& dir) {
   }
   const std::string holder = fmt::format("PID {} on host {}\n", ::getpid(), host_name());
   if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), holder.data(), holder.size(), 0) != ssize_t(holder.size()))
-    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", dir, std::strerror(errno)));
+    throw UsageError(fmt::format("[checkpoint] cannot write in checkpoint dir '{}': {}", path_text(dir), std::strerror(errno)));
   fd_ = std::move(fd);
 }
 

@@ -19,6 +19,7 @@
 #include "core/checkpoint/writer.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 
 namespace dtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -102,10 +103,13 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
   try {
     check_finite(tensors, state.position.step);  // before anything is written (the others wait for rank 0)
     if (device.rank == 0) {
-      fs::create_directories(dir_);
+      std::error_code error;
+      fs::create_directories(dir_, error);
+      if (error) throw Error(fmt::format("[checkpoint] cannot create '{}': {}", path_text(dir_), error.message()));
       for (const auto& entry : fs::directory_iterator(dir_))
         if (is_leftover(entry.path().filename().string())) remove_all_or_throw(entry.path());
-      fs::create_directory(partial);
+      fs::create_directory(partial, error);
+      if (error) throw Error(fmt::format("[checkpoint] cannot create '{}': {}", path_text(partial), error.message()));
     }
     device.comm->barrier(everyone);
 

@@ -4,15 +4,16 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/output_dir.hpp"
 
 namespace dtrain::train {
 
 MetricsLog::MetricsLog(const std::string& run_dir) : path_((std::filesystem::path(run_dir) / "metrics.jsonl").string()) {
   std::error_code error;
   std::filesystem::create_directories(run_dir, error);
-  DTRAIN_CHECK(!error, "[metrics] cannot create run dir '{}': {}", run_dir, error.message());
+  DTRAIN_CHECK(!error, "[metrics] cannot create run dir '{}': {}", path_text(run_dir), error.message());
   out_.open(path_, std::ios::app);
-  DTRAIN_CHECK(out_.good(), "[metrics] cannot open '{}' for writing", path_);
+  DTRAIN_CHECK(out_.good(), "[metrics] cannot open '{}' for writing", path_text(path_));
 }
 
 namespace {
@@ -44,7 +45,7 @@ std::string json_string(const std::string& text) {
 
 void MetricsLog::write_line(const std::string& line) {
   out_ << line << '\n' << std::flush;
-  DTRAIN_CHECK(out_.good(), "[metrics] write to '{}' failed", path_);
+  DTRAIN_CHECK(out_.good(), "[metrics] write to '{}' failed", path_text(path_));
 }
 
 void MetricsLog::write(const SplitMetrics& m, std::optional<double> learning_rate) {

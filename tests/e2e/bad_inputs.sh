@@ -85,6 +85,82 @@ expect 2 "^dtrain: error: huge.yaml:4:[0-9]+: variable dense1/kernel of shape \(
   train --config huge.yaml --set checkpoint.every=never
 check "huge dense is one line" one_line
 
+# 7b. A run that does not fit in memory, though each variable does: refused within seconds, before anything
+# is allocated, naming the bytes per process (variables, gradients, slots) and the memory there is (issue 28).
+available=$(( $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024 ))
+# dense1/kernel [784, units] in halves over `model`, on 8 devices: the variables are 0.6 of the memory.
+units=$(( available * 6 / 10 / 12544 / 2 * 2 ))
+start=$SECONDS
+expect 2 "^dtrain: error: --set model.0.dense=$units: the run needs [0-9.]+ GiB per process \(8 devices x [0-9.]+ GiB: variables [0-9.]+ GiB, gradients [0-9.]+ GiB, adam slots [0-9.]+ [MG]iB, input batch .*\); this machine has [0-9.]+ GiB available" -- \
+  train --config mp.yaml --set model.0.dense=$units --set checkpoint.every=never --run-dir big_run
+check "the memory refusal came within seconds" test $((SECONDS - start)) -le 10
+check "the memory refusal is one line" one_line
+check "the memory refusal created no run dir" test ! -e big_run
+expect 2 "^dtrain: error: --set model.0.dense=$units: the run needs" -- plan --config mp.yaml --set model.0.dense=$units
+# The same for imdb_mp with a huge vocabulary, where the machine is small enough for it not to fit.
+imdb_needs=$(( 16777216 * 48 / 2 * 4 * 8 * 2 ))  # dense1/kernel's halves and their gradients on 8 devices
+if (( imdb_needs > available )); then
+  mkdir -p empty_imdb
+  expect 2 "^dtrain: error: .*imdb_mp.yaml:[0-9]+:[0-9]+: the run needs [0-9.]+ GiB per process.*gradients [0-9.]+ GiB, sgd slots" -- \
+    train --config "$source_dir/configs/imdb_mp.yaml" --set data.path=empty_imdb --set data.vectorizer.max_tokens=16777216 \
+    --run-dir imdb_run
+else
+  skip_part "imdb_mp with max_tokens 16777216 fits this machine's $((available >> 30)) GiB"
+fi
+
+# plan's variable table: every column as wide as its longest entry, so a long variable path keeps the rows
+# aligned (issue 28): each row's global shape starts where the header's column does.
+expect 0 "per process \(8 devices\)" -- plan --config dp.yaml --set model.0.name=a_rather_long_layer_name.for_the_table
+check "plan's variable table is aligned for long names" awk '
+  /^variable / { column = index($0, "global shape"); rows = 0; next }
+  column && /^$/ { done = 1; exit }
+  column { rows++; if (index($0, "(") != column) aligned_not = 1 }
+  END { exit !(done && rows == 4 && !aligned_not) }' out
+
+# 7c. Folders a run writes that cannot be made: refused at the key, the path shortened, nothing created
+# (issue 28).
+long=$(printf 'r%.0s' {1..300})
+expect 2 "^dtrain: error: --set run_dir=r{32}\.\.\.r{20} \(308 characters\): run_dir: cannot create or write 'r{40}\.\.\.r{20} \(300 characters\)': a name in it is 300 characters long" -- \
+  train --config dp.yaml --set train.max_steps=1 --set run_dir=$long --set checkpoint.dir=fresh_ckpt
+check "a too long run_dir is one line" one_line
+check "a too long run_dir echoes no whole path" bash -c "! grep -q 'r\{100\}' out"
+check "a too long run_dir created nothing" test ! -e fresh_ckpt
+expect 2 "^dtrain: error: --run-dir r{40}\.\.\.r{20} \(300 characters\): run_dir: cannot create" -- \
+  train --config dp.yaml --set train.max_steps=1 --set checkpoint.every=never --run-dir $long
+expect 2 "^dtrain: error: --set checkpoint.dir=x/r+\\.\\.\\.r{20} \\(317 characters\\): checkpoint.dir: cannot create or write 'x/r{38}\.\.\." -- \
+  train --config dp.yaml --set train.max_steps=1 --set checkpoint.dir=x/$long --run-dir fresh_run
+check "a too long checkpoint.dir created no run dir" test ! -e fresh_run
+touch a_file
+sed -e 's|^run_dir: run|run_dir: a_file/run|' dp.yaml >under_file.yaml
+run_dir_line=$(grep -n "^run_dir:" under_file.yaml | cut -d: -f1)
+expect 2 "^dtrain: error: under_file.yaml:$run_dir_line:10: run_dir: cannot create or write 'a_file/run': '.*a_file' is a file, not a folder" -- \
+  train --config under_file.yaml --set train.max_steps=1 --set checkpoint.dir=fresh_ckpt
+check "a run_dir under a file created nothing" test ! -e fresh_ckpt
+expect 2 "^dtrain: error: --set checkpoint.dir=a_file/ckpt: checkpoint.dir: cannot create or write 'a_file/ckpt': .*is a file, not a folder" -- \
+  resume --config dp.yaml --set checkpoint.dir=a_file/ckpt
+expect 2 "^dtrain: error: --run-dir a_file/eval: run_dir: cannot create or write 'a_file/eval': .*is a file, not a folder" -- \
+  eval --config dp.yaml --checkpoint ckpt --run-dir a_file/eval
+# Not writable: as root permissions stop nothing, so a read-only bind mount in a private mount namespace.
+mkdir -p read_only
+if [[ $(id -u) != 0 ]]; then
+  chmod a-w read_only
+  expect 2 "^dtrain: error: --set run_dir=read_only/run: run_dir: cannot create or write 'read_only/run': '.*read_only' is not writable" -- \
+    train --config dp.yaml --set train.max_steps=1 --set checkpoint.every=never --set run_dir=read_only/run
+  chmod u+w read_only
+elif unshare -m true 2>/dev/null; then
+  rc=0
+  unshare -m bash -c 'mount --bind -o ro read_only read_only && exec "$0" "$@"' "$dtrain" \
+    train --config dp.yaml --set train.max_steps=1 --set checkpoint.every=never --set run_dir=read_only/run >out 2>&1 || rc=$?
+  if [[ $rc == 2 ]] && grep -Eq "^dtrain: error: --set run_dir=read_only/run: run_dir: cannot create or write 'read_only/run': '.*read_only' is not writable \(Read-only file system\)" out; then
+    ok
+  else
+    bad "a run_dir on a read-only mount: exit $rc: $(cat out)"
+  fi
+else
+  skip_part "a read-only run_dir (root, and no unshare -m here)"
+fi
+check "the read-only run_dir created nothing" test -z "$(ls -A read_only)"
+
 # 8. fetch_data.sh: what the missing data.path hint says is what the script does.
 bash "$source_dir/scripts/fetch_data.sh" >out 2>&1 || true
 check "fetch_data.sh usage names DIR/aclImdb and a DIR named aclImdb" grep -q "DIR/aclImdb.*named aclImdb" out

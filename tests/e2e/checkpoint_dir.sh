@@ -35,9 +35,9 @@ start_slow() {
 # it), before any training.
 touch a_file
 sed 's|dir: ckpt|dir: a_file/ckpt|' dp.yaml >unwritable.yaml
-expect 2 "unwritable.yaml:[0-9]+:[0-9]+: .*cannot create checkpoint dir 'a_file/ckpt': Not a directory" -- \
+expect 2 "unwritable.yaml:[0-9]+:[0-9]+: checkpoint.dir: cannot create or write 'a_file/ckpt': .*a_file' is a file, not a folder" -- \
   train --config unwritable.yaml
-expect 2 "^dtrain: error: --set checkpoint.dir=a_file/x: .*cannot create checkpoint dir" -- train --config dp.yaml \
+expect 2 "^dtrain: error: --set checkpoint.dir=a_file/x: checkpoint.dir: cannot create or write 'a_file/x'" -- train --config dp.yaml \
   --set checkpoint.dir=a_file/x
 check "the refused runs trained nothing" test ! -e run/metrics.jsonl
 

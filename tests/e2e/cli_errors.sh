@@ -105,6 +105,21 @@ expect 2 "dtrain: error: --set data.batch_size=66: data.batch_size: the global b
 expect 2 "dtrain: error: --set mesh.dims.batch: expected KEY.PATH=VALUE" -- train --config good.yaml --set mesh.dims.batch
 expect 2 "dtrain: error: good.yaml:7:15: .*divisible by 3, the size of mesh dim 'batch' \\(--set mesh.dims.batch=3\\)" -- plan --config good.yaml --set mesh.dims.batch=3
 
+# Numbers are checked as the float32 the engine computes with, at the key (issue 28): 1e-320 is > 0 as a
+# double but 0 as a float, and 1e39 is beyond float's range; each used to pass the config check.
+expect 2 "dtrain: error: --set train.optimizer.sgd.learning_rate=1e-320: train.optimizer.sgd.learning_rate: 1e-320 is below the smallest normal float32" -- \
+  train --config good.yaml --set train.optimizer.sgd.learning_rate=1e-320
+expect 2 "dtrain: error: --set train.optimizer.sgd.learning_rate=1e39: train.optimizer.sgd.learning_rate: 1e39 is beyond the range of the float32" -- \
+  train --config good.yaml --set train.optimizer.sgd.learning_rate=1e39
+broken tiny_rate 's/learning_rate: 0.01/learning_rate: 1e-320/'
+expect 2 "dtrain: error: tiny_rate.yaml:17:36: train.optimizer.sgd.learning_rate: 1e-320 is below" -- train --config tiny_rate.yaml
+
+# A file whose top is not a map is blamed on the file, with or without a --set (issue 28).
+printf '[1, 2]\n' >list.yaml
+expect 2 "dtrain: error: list.yaml:1:1: config: expected a map with sections .*got a list" -- train --config list.yaml
+expect 2 "dtrain: error: list.yaml:1:1: config: expected a map with sections .*got a list" -- \
+  train --config list.yaml --set train.max_steps=2
+
 # A valid config gets past the config checks (whatever the command then does with the empty data dir).
 "$dtrain" plan --config good.yaml --set train.max_steps=1 >/dev/null 2>"$work/stderr" || true
 if grep -Eq "good.yaml:[0-9]+:[0-9]+:|--set" "$work/stderr"; then bad "a valid config was refused: $(cat "$work/stderr")"; else ok; fi

@@ -1,0 +1,101 @@
+#include "engine/memory_plan.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/model_builder.hpp"
+#include "engine/model_graph.hpp"
+#include "core/bytes_text.hpp"
+
+namespace dtrain {
+
+std::string MemoryPlan::items() const {
+  return fmt::format("variables {}, gradients {}, {} slots {}, input batch {}, layer outputs {}", bytes_text(variable_bytes),
+                     bytes_text(gradient_bytes), optimizer, bytes_text(slot_bytes), bytes_text(input_bytes),
+                     bytes_text(activation_bytes));
+}
+
+MemoryPlan memory_plan(const Config& config, const nn::Model& model, int devices_per_process, MemoryUse use) {
+  MemoryPlan plan;
+  plan.devices_per_process = std::max(1, devices_per_process);
+  const OptimizerConfig& optimizer = config.train.optimizer;
+  plan.optimizer = to_string(optimizer.kind);
+  const bool trains = use == MemoryUse::train;
+  const int slots_per_variable = !trains ? 0 : optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
+  const int64_t min_sharded = make_optimizer(optimizer)->min_sharded_elements();
+  for (const nn::VariableInfo& info : model.variables()) {
+    VariableMemory row{&info, info.choice.layout.local_shape(info.shape)};
+    row.bytes = double(num_elements(row.local)) * sizeof(float);
+    plan.variable_bytes += row.bytes;
+    if (info.trainable) {
+      // A flat-sharded variable's share of a rank's shard of its flat buffer: 1/n of it, give or take the
+      // values where the shards cut the buffer.
+      row.sharding = optim::flat_sharding(info.choice.layout, info.shape, min_sharded);
+      row.share = (row.sharding.local_size + row.sharding.group_size - 1) / row.sharding.group_size;
+      if (trains) plan.gradient_bytes += row.bytes;
+      plan.slot_bytes += slots_per_variable * double(row.share) * sizeof(float);
+    }
+    plan.variables.push_back(row);
+  }
+  // The input batch: a device's block of x (its shard of every axis) and its labels, and the blocks a
+  // prefetching worker reads ahead.
+  const DataConfig& data = config.data;
+  const std::vector<int64_t> example = data.example_shape();
+  const int batch_shards = config.mesh.size_of(data.layout.empty() ? "unsharded" : data.layout[0]);
+  const double rows = double(data.batch_size) / batch_shards;
+  double block = rows;
+  for (size_t axis = 0; axis < example.size(); ++axis)
+    block *= double(example[axis]) / config.mesh.size_of(axis + 1 < data.layout.size() ? data.layout[axis + 1] : "unsharded");
+  plan.input_bytes = (block + rows) * sizeof(float) * double(1 + data.prefetch);
+  // Every layer's output for a (micro-)batch, kept for the backward pass.
+  const double micro_rows = rows / double(std::max<int64_t>(1, config.train.accumulation_steps));
+  for (const Shape& shape : model_shapes(config)) {
+    if (shape.empty()) continue;
+    plan.activation_bytes += double(num_elements(shape)) / double(shape[0]) * micro_rows * sizeof(float);
+  }
+  return plan;
+}
+
+int64_t available_memory_bytes() {
+  int64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") available = kib * 1024;
+  }
+  if (available == 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    available = pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
+  }
+  // A cgroup (v2) limit below that: what is left of it.
+  int64_t limit = 0, used = 0;
+  if (std::ifstream("/sys/fs/cgroup/memory.max") >> limit && std::ifstream("/sys/fs/cgroup/memory.current") >> used &&
+      limit > used && (available == 0 || limit - used < available))
+    available = limit - used;
+  return available;
+}
+
+void check_memory(const Config& config, const MemoryPlan& plan) {
+  if (config.mesh.devices == DeviceKind::gpu) return;
+  const int64_t available = available_memory_bytes();
+  if (available <= 0 || plan.per_process() <= double(available)) return;
+  const VariableMemory* largest = nullptr;
+  for (const VariableMemory& row : plan.variables)
+    if (!largest || row.bytes > largest->bytes) largest = &row;
+  const std::string devices = plan.devices_per_process > 1
+                                  ? fmt::format("{} devices x {}: ", plan.devices_per_process, bytes_text(plan.per_device()))
+                                  : "";
+  throw_config_error(largest ? variable_where(config, largest->info->path) : config.where("model"),
+                     fmt::format("the run needs {} per process ({}{}); this machine has {} available{}",
+                                 bytes_text(plan.per_process()), devices, plan.items(), bytes_text(double(available)),
+                                 largest ? fmt::format(" (the largest variable: {} {}, {} a device)", largest->info->path,
+                                                       shape_string(largest->info->shape), bytes_text(largest->bytes))
+                                         : ""));
+}
+
+}  // namespace dtrain
