@@ -68,7 +68,7 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
   // The trainer also calls it where a run stops early (a signal, train.max_steps), whatever want_save says.
   hooks.save = [manager](train::RankState& state, bool end_of_epoch) { manager->save(state, end_of_epoch); };
   if (config.train.early_stopping && config.train.early_stopping->restore_best_weights)
-    hooks.restore_best = restore_best_hook(config.checkpoint.dir);
+    hooks.restore_best = restore_best_hook(manager->dir());
   return hooks;
 }
 

@@ -94,7 +94,7 @@ for split, count in (("train", 60), ("test", 20)):
         for i in range(count):
             text = [random.choice(words) for _ in range(random.randrange(3, 10))] + random.sample(own, 1)
             # Some test texts carry the other class's word too: not every prediction is right.
-            if split == "test" and i % 4 == 0:
+            if split == "test" and i % 8 == 0:
                 text += random.sample(lean["pos" if label == "neg" else "neg"], 2)
             random.shuffle(text)
             open(f"texts/{split}/{label}/{i}.txt", "w").write(" ".join(text))
