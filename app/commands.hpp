@@ -26,6 +26,7 @@ struct CommandOptions {
   std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
   std::string checkpoint;              // eval/predict --checkpoint DIR
   std::string split;                   // eval --split NAME (default: the config's test split)
+  bool report = false;                 // eval --report: precision, recall, F1 per class and the confusion matrix
   std::vector<std::string> texts;      // predict: raw texts to classify
   std::string idx_file;                // predict --idx FILE: images to classify
   std::vector<std::string> files;      // predict --file PATH (repeatable): image or text files, one input each

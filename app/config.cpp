@@ -889,13 +889,6 @@ void check(Reader& reader, const Field& field, OptimizerConfig& opt) {
   schedule.learning_rate = opt.learning_rate;
 }
 
-void check(Reader& reader, const Field& field, EarlyStoppingConfig& stopping) {
-  if (stopping.restore_best_weights)
-    reader.fail_at(join(field.path, "restore_best_weights"),
-                   "restoring the best weights at the end is not supported; set checkpoint.keep_best: " +
-                       stopping.monitor + " and evaluate or predict with the checkpoint DIR/best names");
-}
-
 void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, const Sub&) {
   if (!is_text(reader.config->data.dataset))
     reader.fail(field, "only datasets imdb and text_folder use a vectorizer; remove this key");
@@ -1223,6 +1216,19 @@ void check_validation(Reader& reader, const Config& config) {
   };
   if (reader.given("train.validation_every")) need_split("train.validation_every");
   if (config.train.early_stopping) need_split("train.early_stopping");
+  if (config.train.reduce_lr_on_plateau) need_split("train.reduce_lr_on_plateau");
+  // The best weights come back from the checkpoint DIR/best names, kept by the same monitor.
+  if (config.train.early_stopping && config.train.early_stopping->restore_best_weights) {
+    const std::string& monitor = config.train.early_stopping->monitor;
+    if (config.checkpoint.keep_best != monitor)
+      reader.fail_at("train.early_stopping.restore_best_weights",
+                     fmt::format("restores the weights of the best validation from the checkpoint DIR/best names: set "
+                                 "checkpoint.keep_best: {}{}",
+                                 monitor,
+                                 config.checkpoint.keep_best.empty()
+                                     ? ""
+                                     : fmt::format(" (it is {}, another monitor)", config.checkpoint.keep_best)));
+  }
   if (!config.checkpoint.keep_best.empty()) {
     need_split("checkpoint.keep_best");
     if (config.checkpoint.every == CheckpointEvery::never)

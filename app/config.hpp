@@ -480,8 +480,14 @@ struct LayoutRule {
 enum class Reduction { sum, mean };
 enum class OptimizerKind { sgd, adam, adamw };
 
-struct LossConfig {  // sparse softmax cross-entropy over logits (the only loss)
-  int kind = 0;
+// sparse_softmax_cross_entropy: over the logits of one unit per class (Keras' from_logits=True);
+// binary_crossentropy: Keras' BinaryCrossentropy (from_logits=False) over the probability of class 1 that a
+// 1-unit sigmoid output gives, clipped to [1e-7, 1 - 1e-7] as Keras does; labels 0 and 1 (two classes).
+enum class LossKind { sparse_softmax_cross_entropy, binary_crossentropy };
+inline const std::vector<std::string> kLosses{"sparse_softmax_cross_entropy", "binary_crossentropy"};
+
+struct LossConfig {
+  LossKind kind = LossKind::sparse_softmax_cross_entropy;
   Reduction reduction = Reduction::mean;
   template <class V> void visit(V& v) { v(reduction, "reduction", Choice{&kReductions}, "over the batch"); }
 };
@@ -541,21 +547,48 @@ struct ClipConfig {
   double global_norm = 0, value = 0;  // 0: not set
 };
 
-// train.early_stopping: Keras' EarlyStopping (restore_best_weights: use checkpoint.keep_best instead). Its
-// state is saved in every checkpoint, so a resumed run stops where the uninterrupted one does.
+// train.early_stopping: Keras' EarlyStopping. Its state is saved in every checkpoint, so a resumed run stops
+// where the uninterrupted one does. restore_best_weights reads the best weights back from the checkpoint
+// DIR/best names (so it needs checkpoint.keep_best of the same monitor, whose record then follows this one's
+// mode and min_delta) when the run ends: stopped early or after its last epoch, not at a signal or max_steps.
 struct EarlyStoppingConfig {
   std::string monitor = "val_loss";
   std::string mode = "auto";  // auto, min, max
   std::int64_t patience = 0;
   double min_delta = 0;
-  bool restore_best_weights = false;  // refused when true
+  bool restore_best_weights = false;
   template <class V> void visit(V& v) {
     static const std::vector<std::string> modes{"auto", "min", "max"};
     v(monitor, "monitor", Choice{&kMonitors}, "the validation metric watched");
     v(patience, "patience", Int{0, 1 << 30}, "validations without improvement before stopping");
     v(min_delta, "min_delta", Num{">= 0", nonnegative}, "the least change that counts as improvement");
     v(mode, "mode", Choice{&modes}, "auto minimizes val_loss and maximizes val_accuracy");
-    v(restore_best_weights, "restore_best_weights", Bool{}, "refused: evaluate DIR/best (checkpoint.keep_best)", kOmitDefault);
+    v(restore_best_weights, "restore_best_weights", Bool{},
+      "at the run's end, the weights of the best validation (from DIR/best: needs checkpoint.keep_best)", kOmitDefault);
+  }
+};
+
+// train.reduce_lr_on_plateau: Keras' ReduceLROnPlateau and defaults. After `patience` validations without an
+// improvement of more than min_delta (the `cooldown` validations after a reduction reset the count), the rate is
+// multiplied by `factor`, never below min_lr; the schedule's rate is multiplied by the product of the
+// reductions. Its state (best, wait, cooldown, the product) is saved in every checkpoint.
+struct ReduceLrOnPlateauConfig {
+  std::string monitor = "val_loss";
+  std::string mode = "auto";  // auto, min, max
+  double factor = 0.1;
+  std::int64_t patience = 10;
+  double min_delta = 1e-4;
+  std::int64_t cooldown = 0;
+  double min_lr = 0;
+  template <class V> void visit(V& v) {
+    static const std::vector<std::string> modes{"auto", "min", "max"};
+    v(monitor, "monitor", Choice{&kMonitors}, "the validation metric watched");
+    v(factor, "factor", Num{"in (0, 1)", [](double x) { return x > 0 && x < 1; }}, "the rate is multiplied by it");
+    v(patience, "patience", Int{0, 1 << 30}, "validations without improvement before a reduction");
+    v(min_delta, "min_delta", Num{">= 0", nonnegative}, "the least change that counts as improvement");
+    v(cooldown, "cooldown", Int{0, 1 << 30}, "validations after a reduction before the count starts again");
+    v(min_lr, "min_lr", Num{">= 0", nonnegative}, "a reduction takes the rate no lower");
+    v(mode, "mode", Choice{&modes}, "auto minimizes val_loss and maximizes val_accuracy");
   }
 };
 
@@ -572,11 +605,12 @@ struct TrainConfig {
   std::vector<std::string> init_skip;  // each checked to compile
   std::int64_t validation_every_steps = 0;  // 0: epoch
   std::optional<EarlyStoppingConfig> early_stopping;
+  std::optional<ReduceLrOnPlateauConfig> reduce_lr_on_plateau;
   template <class V> void visit(V& v) {
-    static const std::vector<std::string> losses{"sparse_softmax_cross_entropy"};
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
     v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
-    v(loss, "loss", Tagged{&losses, "loss"}, "sparse softmax cross-entropy over logits, {reduction: sum | mean}");
+    v(loss, "loss", Tagged{&kLosses, "loss"},
+      "sparse_softmax_cross_entropy (logits) or binary_crossentropy (a 1-unit sigmoid), {reduction: sum | mean}");
     v(optimizer, "optimizer", Tagged{&kOptimizers, "optimizer"}, "KIND or {KIND: {learning_rate, ...}} (Keras' defaults)", kRequired);
     v(eval_every_epoch, "eval_every_epoch", Bool{}, "evaluate the test split after each epoch");
     v(log_every, "log_every", Int{1}, "steps between plain log lines (when not on a terminal)");
@@ -586,7 +620,9 @@ struct TrainConfig {
     v(init_from, "init_from", Text{"a checkpoint dir or folder"}, "fine-tuning: the model variables start from it", kOmitDefault);
     v(init_skip, "init_skip", Patterns{}, "variable patterns init_from leaves as initialized", kOmitDefault);
     v(validation_every_steps, "validation_every", ValidationEvery{}, "epoch or every N steps", kOmitDefault);
-    v(early_stopping, "early_stopping", Sub{}, "Keras' EarlyStopping {monitor, patience, min_delta, mode}", kOmitDefault);
+    v(early_stopping, "early_stopping", Sub{}, "Keras' EarlyStopping {monitor, patience, min_delta, mode, restore_best_weights}", kOmitDefault);
+    v(reduce_lr_on_plateau, "reduce_lr_on_plateau", Sub{},
+      "Keras' ReduceLROnPlateau {monitor, factor, patience, min_delta, cooldown, min_lr, mode}", kOmitDefault);
   }
 };
 
@@ -697,6 +733,7 @@ inline std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind
 inline std::string to_string(Activation activation) { return kActivations.at(size_t(activation)); }
 inline std::string to_string(PaddingKind padding) { return kPaddings.at(size_t(padding)); }
 inline std::string to_string(Reduction reduction) { return kReductions.at(size_t(reduction)); }
+inline std::string to_string(LossKind kind) { return kLosses.at(size_t(kind)); }
 inline std::string to_string(OptimizerKind kind) { return kOptimizers.at(size_t(kind)); }
 
 }  // namespace dtrain

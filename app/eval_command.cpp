@@ -3,7 +3,9 @@
 // vocabulary, in the mode X's data.vectorizer names: TF-IDF rows or token ids of its output_sequence_length).
 // The result (overall, then per class: accuracy, right and examples of each true label, named by the data's
 // class names, which must be the checkpoint's) is printed and appended to RUN_DIR/metrics.jsonl as an "eval"
-// row with a "classes" list (run dir: --run-dir, else the config's).
+// row with a "classes" list (run dir: --run-dir, else the config's). --report adds per-class precision,
+// recall, F1 and support, their macro and weighted averages and the confusion matrix (core/train/class_report.hpp),
+// printed and as the row's "report".
 #include <cstdio>
 
 #include "engine/checkpoint_dir.hpp"
@@ -17,6 +19,7 @@
 #include "core/checkpoint/reader.hpp"
 #include "core/error.hpp"
 #include "core/output_dir.hpp"
+#include "core/train/class_report.hpp"
 #include "core/train/metrics_log.hpp"
 
 namespace dtrain {
@@ -63,7 +66,8 @@ int run_eval(const CommandOptions& options) {
   check_class_names(config, index, data.class_names);  // before the model's output: the more telling error
   check_output_classes(config, *built.model, data.num_classes);
   QuietReporter quiet;
-  train::SplitMetrics metrics = trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false));
+  train::SplitMetrics metrics =
+      trainer.evaluate(*data.test, quiet, checkpoint_hooks(config, nullptr, &index, false), options.report);
   fmt::print("eval {} (step {}) on mesh {}, split {}: loss {:.8f} accuracy {:.8f} ({} examples)\n", index.folder,
              index.meta.step, mesh_line(engine), config.data.test_split, metrics.loss, metrics.accuracy,
              metrics.examples);
@@ -73,12 +77,18 @@ int run_eval(const CommandOptions& options) {
     fmt::print("  class {}: accuracy {:.8f} ({} of {} examples)\n", data.class_names[k],
                examples ? double(correct) / double(examples) : 0.0, correct, examples);
   }
+  std::string report;
+  if (options.report) {
+    const train::ClassReport scores = train::ClassReport::from_confusion(metrics.confusion, data.class_names.size());
+    fmt::print("{}", scores.text(data.class_names));
+    report = scores.json(data.class_names);
+  }
   if (process_index() == 0) {
     metrics.split = config.data.test_split;
     metrics.step = index.meta.step;
     metrics.epoch = index.meta.epochs_done;
     train::MetricsLog log(run_dir);
-    log.write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names});
+    log.write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names, report});
     fmt::print("metrics: {} ({})\n", log.path(),
                options.run_dir.empty() ? fmt::format("the run dir of run {}, which wrote {}", index.meta.run_id, index.folder)
                                        : std::string("--run-dir"));

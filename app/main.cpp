@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
       if (name == "predict") checkpoint->required();
     }
     if (name == "eval") sub->add_option("--split", options.split, "Split to evaluate (default: the test split)");
+    if (name == "eval")
+      sub->add_flag("--report", options.report,
+                    "Also per-class precision, recall, F1 and support, their averages and the confusion matrix");
     if (name == "predict") {
       sub->add_option("texts", options.texts, "Raw texts to classify (IMDB models)");
       sub->add_option("--idx", options.idx_file, "An IDX image file to classify (MNIST models)");

@@ -94,7 +94,8 @@ void print_device_memory(const Placement& placement) {
 
 namespace {
 
-// data.validation_split, train.validation_every, train.early_stopping and checkpoint.keep_best, when set.
+// data.validation_split, train.validation_every, train.early_stopping, train.reduce_lr_on_plateau and
+// checkpoint.keep_best, when set.
 void print_validation(const Config& config) {
   const DataConfig& data = config.data;
   if (!data.has_validation()) return;
@@ -110,8 +111,15 @@ void print_validation(const Config& config) {
     const std::string mode = stopping->mode != "auto" ? stopping->mode
                              : train::auto_mode(stopping->monitor) == train::MonitorMode::min ? "min"
                                                                                              : "max";
-    fmt::print("early stopping: {} ({}), patience {} validation(s), min_delta {}\n", stopping->monitor, mode,
-               stopping->patience, stopping->min_delta);
+    fmt::print("early stopping: {} ({}), patience {} validation(s), min_delta {}{}\n", stopping->monitor, mode,
+               stopping->patience, stopping->min_delta,
+               stopping->restore_best_weights ? "; the best weights restored at the end (from DIR/best)" : "");
+  }
+  if (const auto& plateau = train.reduce_lr_on_plateau) {
+    fmt::print("reduce lr on plateau: {} (mode {}), factor {}, patience {} validation(s), min_delta {}, cooldown {}, "
+               "min_lr {} (multiplies the schedule's rate)\n",
+               plateau->monitor, plateau->mode, plateau->factor, plateau->patience, plateau->min_delta, plateau->cooldown,
+               plateau->min_lr);
   }
   if (!config.checkpoint.keep_best.empty()) {
     fmt::print("keep best: {} (a checkpoint at every validation; {}/{} names the best, kept beyond max_to_keep {})\n",

@@ -21,6 +21,7 @@
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
+#include "core/train/loss.hpp"
 #include "core/train/predict.hpp"
 #include "engine/data_source.hpp"
 #include "data/idx.hpp"
@@ -170,11 +171,14 @@ int run_predict(const CommandOptions& options) {
                                   [&](nn::Parameters& params, int rank) {
                                     checkpoint::read_tensors(index, checkpoint::variable_tensors(params), rank);
                                   });
+  // A binary model's one output is the probability of class 1: both classes' probabilities are [1 - p, p].
+  const bool binary = config.train.loss.kind == LossKind::binary_crossentropy;
+  if (binary) outputs = train::binary_class_probabilities(outputs);
   const int64_t count = outputs.dim(0), classes = outputs.dim(1);
   const std::vector<std::string> names = saved_class_names(index, config);
   DTRAIN_CHECK_USAGE(int64_t(names.size()) == classes, "[predict] checkpoint {} names {} classes but its model has {} outputs",
                      index.folder, names.size(), classes);
-  const bool probabilities = ends_in_softmax(config);
+  const bool probabilities = binary || ends_in_softmax(config);
   for (int64_t i = 0; i < count; ++i) {
     std::vector<double> p(classes);
     const float* row = outputs.data() + i * classes;

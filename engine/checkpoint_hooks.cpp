@@ -1,6 +1,10 @@
 #include "engine/checkpoint_hooks.hpp"
 
+#include <filesystem>
+#include <mutex>
+
 #include "engine/data_source.hpp"
+#include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
 #include "core/error.hpp"
 
@@ -19,6 +23,34 @@ checkpoint::SaveContext save_context(const Config& config, const std::optional<d
   return context;
 }
 
+namespace {
+
+// restore_best_weights: every rank reads its blocks of the variables from the checkpoint DIR/best names (this
+// run's, committed at that validation, never pruned); its index is read once per process.
+std::function<void(train::RankState&, int64_t)> restore_best_hook(const std::string& dir) {
+  struct Shared {
+    std::mutex mutex;
+    std::optional<checkpoint::CheckpointIndex> index;
+  };
+  return [dir, shared = std::make_shared<Shared>()](train::RankState& state, int64_t step) {
+    const checkpoint::CheckpointIndex* index = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(shared->mutex);  // no collective inside: fibers never switch here
+      if (!shared->index || shared->index->meta.step != step) {
+        const std::string folder = checkpoint::find_checkpoint((std::filesystem::path(dir) / checkpoint::kBestFile).string());
+        shared->index = checkpoint::read_index(folder);
+      }
+      index = &*shared->index;
+    }
+    DTRAIN_CHECK(index->meta.step == step,
+                 "[train] restore_best_weights: {}/{} names {} (step {}), but the best validation was at step {}", dir,
+                 checkpoint::kBestFile, index->folder, index->meta.step, step);
+    checkpoint::restore_variables(*index, state, state.params.paths());
+  };
+}
+
+}  // namespace
+
 train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManager* manager,
                               const checkpoint::CheckpointIndex* restore_from, bool with_optimizer) {
   train::Hooks hooks;
@@ -35,6 +67,8 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
   };
   // The trainer also calls it where a run stops early (a signal, train.max_steps), whatever want_save says.
   hooks.save = [manager](train::RankState& state, bool end_of_epoch) { manager->save(state, end_of_epoch); };
+  if (config.train.early_stopping && config.train.early_stopping->restore_best_weights)
+    hooks.restore_best = restore_best_hook(manager->dir());
   return hooks;
 }
 

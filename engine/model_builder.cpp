@@ -279,6 +279,23 @@ void check_output_classes(const Config& config, const nn::Model& model, int clas
   Shape input{config.data.batch_size};
   for (int64_t extent : config.data.example_shape()) input.push_back(extent);
   const Shape output = model.output_shape(input);
+  if (config.train.loss.kind == LossKind::binary_crossentropy) {
+    // Keras' from_logits=False: the output is the probability of class 1, which a sigmoid makes.
+    const ModelGraph graph = model_graph(config);
+    const LayerConfig& last = graph.layer(graph.output).layer;
+    const bool sigmoid = last.kind == LayerKind::sigmoid ||
+                         (last.kind == LayerKind::dense && last.dense.activation == Activation::sigmoid);
+    if (output.size() != 2 || output.back() != 1 || !sigmoid)
+      throw_config_error(config.where("train.loss"),
+                         fmt::format("binary_crossentropy takes the probability of class 1: the model must end in a "
+                                     "1-unit sigmoid (e.g. {{dense: 1, activation: sigmoid}}), but its output is {}{}",
+                                     shape_string(output), sigmoid ? "" : " and not a sigmoid's"));
+    if (classes != 2)
+      throw_config_error(config.where("train.loss"),
+                         fmt::format("binary_crossentropy needs labels 0 and 1 (two classes), but {} has {} classes",
+                                     to_string(config.data.dataset), classes));
+    return;
+  }
   if (output.back() != classes) {
     throw_config_error(config.where("model"), fmt::format("the model ends in {} units but {} has {} classes",
                                                           output.back(), to_string(config.data.dataset), classes));
@@ -322,6 +339,17 @@ train::ValidationOptions validation_options(const Config& config) {
   }
   if (!config.checkpoint.keep_best.empty())
     options.keep_best = train::Monitor{config.checkpoint.keep_best, train::auto_mode(config.checkpoint.keep_best), 0};
+  // restore_best_weights reads DIR/best: keep_best (of the same metric, load_config checks) then keeps early
+  // stopping's best, by its mode and min_delta, as Keras' best_weights.
+  if (config.train.early_stopping && config.train.early_stopping->restore_best_weights) {
+    options.restore_best_weights = true;
+    options.keep_best = options.early_stopping->monitor;
+  }
+  if (const auto& plateau = config.train.reduce_lr_on_plateau) {
+    train::Monitor monitor{plateau->monitor, train::auto_mode(plateau->monitor), plateau->min_delta};
+    if (plateau->mode != "auto") monitor.mode = plateau->mode == "min" ? train::MonitorMode::min : train::MonitorMode::max;
+    options.reduce_lr = train::ReduceLrOptions{monitor, plateau->factor, plateau->patience, plateau->cooldown, plateau->min_lr};
+  }
   return options;
 }
 
@@ -332,6 +360,8 @@ train::TrainOptions train_options(const Config& config) {
   options.max_steps = config.train.max_steps.value_or(-1);
   options.batch_size = config.data.batch_size;
   options.reduction = config.train.loss.reduction == Reduction::sum ? train::Reduction::Sum : train::Reduction::Mean;
+  options.loss = config.train.loss.kind == LossKind::binary_crossentropy ? train::Loss::BinaryCrossentropy
+                                                                         : train::Loss::SparseSoftmaxCrossEntropy;
   options.eval_every_epoch = config.train.eval_every_epoch;
   options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
   options.accumulation_steps = config.train.accumulation_steps;

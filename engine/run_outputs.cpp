@@ -111,9 +111,11 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
   for (auto it = result.epochs.rbegin(); it != result.epochs.rend(); ++it) {
     if (it->split != "test") continue;
     // What the result is from: a run stopped after its last evaluation did not evaluate where it stopped.
-    const std::string stale = it->step < result.position.step
-                                  ? fmt::format("; the run stopped later, at step {}", result.position.step)
-                                  : "";
+    std::string stale = it->step < result.position.step
+                            ? fmt::format("; the run stopped later, at step {}", result.position.step)
+                            : "";
+    if (result.restored_step >= 0 && it->step == result.position.step)
+      stale += fmt::format("; with the best weights, of step {}, restored", result.restored_step);
     fmt::print("test accuracy: {:.4f} (loss {:.4f}, {} examples; evaluated at step {}, epoch {}{})\n", it->accuracy,
                it->loss, it->examples, it->step, it->epoch + 1, stale);
     break;
@@ -136,7 +138,8 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
     const int64_t epoch = result.position.batch_in_epoch == 0 ? std::max<int64_t>(1, result.position.epoch)
                                                                : result.position.epoch + 1;
     metrics_->write_end(train::EndRow{run_id_, result.position.step, epoch, stopped,
-                                      best.empty() ? -1 : step_of(best), config.checkpoint.keep_best});
+                                      best.empty() ? -1 : step_of(best), config.checkpoint.keep_best,
+                                      result.restored_step});
     fmt::print("metrics: {}\n", metrics_->path());
   }
 }

@@ -1,4 +1,4 @@
-// Sigmoid, tanh, gelu, layer_norm and binary cross-entropy from logits: equal to one device on every mesh and
+// Sigmoid, tanh, gelu, layer_norm and binary cross-entropy (from logits, and of probabilities): equal to one device on every mesh and
 // every legal layout of their inputs (forward and backward), gradients against central finite differences,
 // and values against numbers computed with Python's math module.
 #include <doctest/doctest.h>
@@ -89,6 +89,7 @@ void check_gradients(const std::string& name, const std::vector<Tensor>& inputs,
 
 // Targets are the second input, a plain value (not differentiated).
 Var bce(const std::vector<Var>& v) { return binary_crossentropy(v[0], v[1].value()); }
+Var bce_probabilities(const std::vector<Var>& v) { return binary_crossentropy_probabilities(v[0], v[1].value()); }
 
 void check_values(const Tensor& actual, const std::vector<double>& expected, double tolerance) {
   REQUIRE(actual.size() == int64_t(expected.size()));
@@ -131,6 +132,20 @@ TEST_CASE("binary cross-entropy from logits equals one device, the classes shard
                     bce);
 }
 
+TEST_CASE("binary cross-entropy of probabilities equals one device, the classes sharded or not") {
+  check_equivalence("binary_crossentropy_probabilities", {test_tensor({8, 8}, 38, 0.02f, 0.98f),
+                                                          test_tensor({8, 8}, 39, 0.0f, 1.0f)},
+                    bce_probabilities);
+  // The binary head: one probability per example, labels 0 and 1, some probabilities beyond the clip range.
+  check_equivalence("binary_crossentropy_probabilities [8,1]",
+                    {Tensor::from_vector({8, 1}, {0.3f, 0.9f, 1.0f, 0.0f, 0.5f, 1e-9f, 0.7f, 0.01f}),
+                     Tensor::from_vector({8, 1}, {0, 1, 1, 0, 1, 0, 0, 1})},
+                    bce_probabilities);
+  check_equivalence("binary_crossentropy_probabilities(sigmoid) [8,1]",
+                    {test_tensor({8, 1}, 40, -6.0f, 6.0f), Tensor::from_vector({8, 1}, {0, 1, 1, 0, 1, 0, 0, 1})},
+                    [](const std::vector<Var>& v) { return binary_crossentropy_probabilities(sigmoid(v[0]), v[1].value()); });
+}
+
 TEST_CASE("activation, layer_norm and binary cross-entropy gradients match finite differences") {
   const Tensor a = test_tensor({4, 5}, 31, -3.0f, 3.0f);
   check_gradients("sigmoid", {a}, [](const std::vector<Var>& v) { return sigmoid(v[0]); }, 1);
@@ -143,6 +158,13 @@ TEST_CASE("activation, layer_norm and binary cross-entropy gradients match finit
                   [](const std::vector<Var>& v) { return layer_normalize(v[0]); }, 1);
   check_gradients("binary_crossentropy", {test_tensor({4, 3}, 36, -4.0f, 4.0f), test_tensor({4, 3}, 37, 0.0f, 1.0f)},
                   bce, 1);
+  check_gradients("binary_crossentropy_probabilities",
+                  {test_tensor({6, 1}, 41, 0.1f, 0.9f), Tensor::from_vector({6, 1}, {0, 1, 1, 0, 0, 1})}, bce_probabilities, 1,
+                  1e-3f);
+  check_gradients("binary_crossentropy_probabilities(sigmoid)",
+                  {test_tensor({6, 1}, 43, -4.0f, 4.0f), Tensor::from_vector({6, 1}, {0, 1, 1, 0, 0, 1})},
+                  [](const std::vector<Var>& v) { return binary_crossentropy_probabilities(sigmoid(v[0]), v[1].value()); },
+                  1);
 }
 
 TEST_CASE("activation values equal Python's math module") {

@@ -153,8 +153,20 @@ TEST_CASE("validation config errors: FILE:LINE:COL, the key, a suggestion") {
               {"train.early_stopping.min_delta", "expected a number >= 0"});
   check_error(train_text("early_stopping: {mode: maximum}"), "maximum",
               {"train.early_stopping.mode", "expected one of auto, min, max"});
+  // restore_best_weights reads the best weights from DIR/best: keep_best of its monitor is needed.
   check_error(train_text("early_stopping: {restore_best_weights: true}"), "true",
-              {"train.early_stopping.restore_best_weights", "not supported", "checkpoint.keep_best: val_loss", "DIR/best"});
+              {"train.early_stopping.restore_best_weights", "restores the weights of the best validation",
+               "set checkpoint.keep_best: val_loss", "DIR/best"});
+  check_error(train_text("reduce_lr_on_plateau: {factor: 1.5}"), "1.5",
+              {"train.reduce_lr_on_plateau.factor", "expected a number in (0, 1)"});
+  check_error(train_text("reduce_lr_on_plateau: {paitence: 2}"), "paitence",
+              {"train.reduce_lr_on_plateau", "unknown key 'paitence'", "did you mean 'patience'?"});
+  check_error(train_text("reduce_lr_on_plateau: {monitor: loss}"), "loss",
+              {"train.reduce_lr_on_plateau.monitor", "expected one of val_loss, val_accuracy"});
+  check_error(train_text("reduce_lr_on_plateau: {cooldown: -1}"), "-1",
+              {"train.reduce_lr_on_plateau.cooldown", "expected an integer >= 0"});
+  check_error(train_text("loss: binary_crossentropi"), "binary_crossentropi",
+              {"train.loss", "did you mean 'binary_crossentropy'?"});
   check_error(train_text("early_stopping: 3"), "3", {"train.early_stopping", "expected a map"}, "early_stopping");
   // restore_best_weights: false is Keras' default, so it may be written.
   CHECK(error_of(train_text("early_stopping: {restore_best_weights: false}")).empty());
@@ -171,6 +183,8 @@ TEST_CASE("validation config errors: FILE:LINE:COL, the key, a suggestion") {
   without.data = "shuffle: false";
   without.train = "early_stopping: {patience: 2}";
   check_error(text_of(without), "{patience", {"train.early_stopping", "needs a validation set", "data.validation_split"});
+  without.train = "reduce_lr_on_plateau: {patience: 2}";
+  check_error(text_of(without), "{patience", {"train.reduce_lr_on_plateau", "needs a validation set"});
   without.train = "validation_every: 10";
   check_error(text_of(without), "10", {"train.validation_every", "needs a validation set"}, "validation_every");
   without.train = "log_every: 100";

@@ -50,7 +50,7 @@ void check_close(const Values& actual, const Values& expected, float tolerance, 
 }
 
 struct Outputs {
-  Values forward[3], backward[3], bce, bce_grad;                                  // activations
+  Values forward[3], backward[3], bce, bce_grad, bce_p, bce_p_grad;              // activations
   Values sums, squares, x_hat, inverse_std, gradient_sums, input_gradient;  // layer norm
 };
 
@@ -88,6 +88,19 @@ Outputs run_all(const ActivationKernels& act, const LayerNormKernels& ln, const 
   act.binary_crossentropy_grad(g->get(), x->get(), z->get(), 0.25f, dx->get(), n);
   out.bce = download(y, n);
   out.bce_grad = download(dx, n);
+  // Probabilities: z's, some at and beyond the clip range's ends; labels 0 and 1 from g's sign.
+  Values probabilities = in.z;
+  Values labels = Values(size_t(n));
+  const float edges[] = {0.0f, 1.0f, 1e-9f, 1e-7f, 1.0f - 1e-7f, 0.9999999f, 5e-8f};
+  for (int64_t i = 0; i < n; ++i) {
+    labels[size_t(i)] = in.g[size_t(i)] > 0 ? 1.0f : 0.0f;
+    if (i % 5 == 0) probabilities[size_t(i)] = edges[(i / 5) % 7];
+  }
+  auto p = upload(probabilities), t = upload(labels);
+  act.binary_crossentropy_probabilities(p->get(), t->get(), y->get(), n);
+  act.binary_crossentropy_probabilities_grad(g->get(), p->get(), t->get(), 0.25f, dx->get(), n);
+  out.bce_p = download(y, n);
+  out.bce_p_grad = download(dx, n);
 
   auto sums = upload(Values(size_t(rows))), squares = upload(Values(size_t(rows))),
        inverse_std = upload(Values(size_t(rows))), grad_sums = upload(Values(size_t(2 * rows)));
@@ -125,6 +138,8 @@ void compare(const Outputs& a, const Outputs& b) {
   }
   check_close(a.bce, b.bce, 1e-6f, "binary_crossentropy");
   check_close(a.bce_grad, b.bce_grad, 1e-6f, "binary_crossentropy grad");
+  check_close(a.bce_p, b.bce_p, 1e-6f, "binary_crossentropy of probabilities");
+  check_close(a.bce_p_grad, b.bce_p_grad, 1e-6f, "binary_crossentropy of probabilities grad");
   check_close(a.sums, b.sums, 1e-4f, "row sums");
   check_close(a.squares, b.squares, 1e-4f, "centered squares");
   check_close(a.x_hat, b.x_hat, 1e-4f, "x_hat");

@@ -114,8 +114,11 @@ class Optimizer {
 
   // The learning rate of the update after `step` updates (the one that makes iterations() step + 1): the
   // schedule's, by default the constant learning rate the optimizer was made with.
-  double learning_rate_at(int64_t step) const { return schedule_.rate(step); }
+  double learning_rate_at(int64_t step) const { return schedule_.rate(step) * learning_rate_scale_; }
   const LearningRateSchedule& schedule() const { return schedule_; }
+  // A factor on the schedule's rate (ReduceLROnPlateau's reductions; 1 by default).
+  void set_learning_rate_scale(double scale) { learning_rate_scale_ = scale; }
+  double learning_rate_scale() const { return learning_rate_scale_; }
   // Replaces the schedule (its learning_rate is the peak rate); checked (UsageError).
   void set_schedule(const LearningRateSchedule& schedule);
 
@@ -133,9 +136,10 @@ class Optimizer {
   virtual void update(const Place& place, float* out, const float* in, const float* grad,
                       const std::vector<float*>& slots, int64_t size) = 0;
   // The rate of the update in progress (iterations() already counts it).
-  float current_learning_rate() const { return float(schedule_.rate(iterations_ - 1)); }
+  float current_learning_rate() const { return float(learning_rate_at(iterations_ - 1)); }
 
   LearningRateSchedule schedule_;  // the constructors set a constant one at their learning rate
+  double learning_rate_scale_ = 1;
 
  private:
   struct Entry {

@@ -1,7 +1,7 @@
 // Per-class counts of an evaluation (eval's per-class accuracy): per true label k, its examples and those
-// predicted right. Each rank counts the rows of its blocks on the host (a GPU rank copies its block's labels
-// down: evaluations only, never a training step), then one all-reduce over the batch-sharding mesh dim gives
-// every rank the whole mesh's counts, exactly.
+// predicted right, and on request the whole confusion matrix (eval --report). Each rank counts the rows of its
+// blocks on the host (a GPU rank copies its block's labels down: evaluations only, never a training step),
+// then one all-reduce over the batch-sharding mesh dim gives every rank the whole mesh's counts, exactly.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -12,11 +12,14 @@ namespace dtrain::train {
 
 struct ClassCounts {
   std::vector<int64_t> examples, correct;
+  std::vector<int64_t> confusion;  // with_confusion: K x K, [true label][predicted label]; else empty
 
-  explicit ClassCounts(int64_t classes) : examples(size_t(classes)), correct(size_t(classes)) {}
+  explicit ClassCounts(int64_t classes, bool with_confusion = false)
+      : examples(size_t(classes)), correct(size_t(classes)),
+        confusion(with_confusion ? size_t(classes * classes) : 0) {}
 
-  // One batch: the predicted labels (argmax of the logits) and the true ones, in the same [batch] layout.
-  // The rows from `valid_rows` on (evaluation's padding) are left out. Error on a label outside the classes.
+  // One batch: the predicted labels and the true ones, in the same [batch] layout. The rows from
+  // `valid_rows` on (evaluation's padding) are left out. Error on a label outside the classes.
   void add(const DTensor& predicted, const DTensor& truth, int64_t valid_rows);
 
   // Collective (every rank of the mesh, inside run_spmd): sums the counts over the mesh dim `batch_dim` that

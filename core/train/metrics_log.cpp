@@ -69,9 +69,10 @@ void MetricsLog::write_run(const RunRow& r) {
 void MetricsLog::write_end(const EndRow& r) {
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": \"end\", \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"stopped\": {}, "
-      "\"best_step\": {}, \"monitor\": {}}}",
+      "\"best_step\": {}, \"monitor\": {}{}}}",
       json_string(r.run_id), r.epoch, r.step, json_string(r.stopped),
-      r.best_step < 0 ? "null" : std::to_string(r.best_step), r.monitor.empty() ? "null" : json_string(r.monitor)));
+      r.best_step < 0 ? "null" : std::to_string(r.best_step), r.monitor.empty() ? "null" : json_string(r.monitor),
+      r.restored_step < 0 ? "" : fmt::format(", \"restored_step\": {}", r.restored_step)));
 }
 
 void MetricsLog::write_steps(const StepsRow& r) {
@@ -97,10 +98,10 @@ void MetricsLog::write_eval(const EvalRow& r) {
   write_line(fmt::format(
       "{{\"split\": \"eval\", \"eval_split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, "
       "\"accuracy\": {}, \"examples_per_s\": {}, \"seconds\": {}, \"checkpoint\": {}, \"run_id\": {}, \"mesh\": {}, "
-      "\"classes\": [{}]}}",
+      "\"classes\": [{}]{}}}",
       json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
       json_number(m.examples_per_s, 6), json_number(m.seconds, 6), json_string(r.checkpoint), json_string(r.run_id),
-      json_string(r.mesh), classes));
+      json_string(r.mesh), classes, r.report.empty() ? "" : ", \"report\": " + r.report));
 }
 
 }  // namespace dtrain::train

@@ -4,7 +4,9 @@
 //                 and, with checkpoint.keep_best, the best checkpoint's step and its monitor
 //   "train_steps" every train.log_every steps: the mean loss and accuracy of the steps since the last row
 //   "train"       a finished epoch (with the learning rate of its last step);  "test": an evaluation during training;  "eval": a `dtrain eval`
-//                 (with "classes": [{"name", "examples", "correct", "accuracy"}, ...], one per true label)
+//                 (with "classes": [{"name", "examples", "correct", "accuracy"}, ...], one per true label; with
+//                 --report also "report": {"classes": [{"name", "precision", "recall", "f1", "support"}, ...],
+//                 "macro_avg", "weighted_avg", "confusion": [[...], ...] (row: true class, column: predicted)})
 //   "validation"  a validation (data.validation_split) during training: its loss and accuracy are Keras'
 //                 val_loss and val_accuracy, at the step (and epoch) it followed
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
@@ -38,6 +40,7 @@ struct EndRow {
   std::string stopped;          // "finished", "early_stopping", "max_steps" or "signal"
   int64_t best_step = -1;       // the step of DIR/best (-1: none)
   std::string monitor;          // checkpoint.keep_best's ("" when off)
+  int64_t restored_step = -1;   // restore_best_weights: the step whose weights the run ended with (-1: none)
 };
 
 // A "train_steps" row: the steps since the last one.
@@ -52,6 +55,7 @@ struct EvalRow {
   std::string checkpoint;   // its folder
   std::string run_id, mesh;
   std::vector<std::string> class_names{};  // label k's name, for metrics.class_examples / class_correct
+  std::string report{};  // eval --report: ClassReport::json(), written as "report" ("": none)
 };
 
 class MetricsLog {

@@ -134,7 +134,7 @@ void ProgressReporter::write_steps_row(int64_t epoch, int64_t step) {
     const double seconds = seconds_since(row_start_);
     metrics_->write_steps(StepsRow{epoch + 1, step, row_steps_, row_examples_, row_loss_ / double(row_examples_),
                              row_correct_ / double(row_examples_),
-                                   learning_rate_ ? learning_rate_(step - 1) : std::numeric_limits<double>::quiet_NaN(),
+                                   rate_of(step),
                              seconds > 0 ? double(row_examples_) / seconds : 0.0, seconds});
   }
   row_start_ = now_();
@@ -220,9 +220,15 @@ void ProgressReporter::on_split_end(const SplitMetrics& m) {
     SplitMetrics row = m;
     row.epoch += 1;  // as on the console
     std::optional<double> rate;
-    if (m.split == "train" && learning_rate_) rate = learning_rate_(m.step - 1);
+    if (m.split == "train") rate = rate_of(m.step);
     metrics_->write(row, rate);
   }
+}
+
+double ProgressReporter::rate_of(int64_t step) const {
+  // The trainer's own (the optimizer's, ReduceLROnPlateau's reductions in it), else the schedule's.
+  if (last_step_ && last_step_->step == step && !std::isnan(last_step_->learning_rate)) return last_step_->learning_rate;
+  return learning_rate_ ? learning_rate_(step - 1) : std::numeric_limits<double>::quiet_NaN();
 }
 
 double ProgressReporter::seconds_since(std::chrono::steady_clock::time_point start) const {

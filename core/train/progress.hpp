@@ -55,8 +55,9 @@ class ProgressReporter : public Reporter {
   // Redraws of the terminal line come at most this often (Keras: 50 ms), besides the first and the last
   // step of an epoch: a fast step would otherwise spend its time writing to the terminal. 0 = every step.
   void set_redraw_interval(double seconds) { redraw_interval_ = seconds; }
-  // The learning rate written in the "train_steps" rows (null when not set): a constant, or the rate of a
-  // row's last step by the schedule (a function of the updates done before it: Optimizer::learning_rate_at).
+  // The learning rate written in the "train_steps" and "train" rows when a step does not carry its own
+  // (StepMetrics::learning_rate; null when neither): a constant, or the rate of a row's last step by the
+  // schedule (a function of the updates done before it: Optimizer::learning_rate_at).
   void set_learning_rate(double rate) {
     learning_rate_ = [rate](int64_t) { return rate; };
   }
@@ -78,6 +79,7 @@ class ProgressReporter : public Reporter {
   void close_line();  // ends an open terminal line, redrawn at the last step first
   double seconds_since(std::chrono::steady_clock::time_point start) const;
   void write_steps_row(int64_t epoch, int64_t step);
+  double rate_of(int64_t step) const;  // the learning rate of global step `step` (1-based), or NaN
 
   std::FILE* out_;
   bool terminal_;

@@ -36,7 +36,7 @@ double seconds_since(Clock::time_point start) {
 // its summand when the two are pending over the same dims (then one all-reduce carries both, or the
 // optimizer's, see Optimizer::apply), else summed already. Rows from `valid_rows` on (padding) are not
 // counted; loss_sum must leave them out already.
-DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& predicted, const DTensor& labels,
                              int64_t valid_rows = std::numeric_limits<int64_t>::max());
 
 // batch_totals_pending on a GPU: the count and the pair are made on the device (no copy to the host).
@@ -92,9 +92,8 @@ DTensor label_totals_pending(const DTensor& loss_sum, const DTensor& predicted, 
                  Tensor::from_vector({2}, {resolve_partial(loss_sum).local()[0], resolve_partial(count).local()[0]}));
 }
 
-DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& logits, const DTensor& labels,
+DTensor batch_totals_pending(const DTensor& loss_sum, const DTensor& predicted, const DTensor& labels,
                              int64_t valid_rows) {
-  DTensor predicted = ops::argmax(logits);
   return label_totals_pending(loss_sum, predicted, redistribute(labels, predicted.layout()), valid_rows);
 }
 
@@ -122,8 +121,8 @@ std::pair<int, int64_t> injected_failure() {
 // last batch that the batch shards do not divide is padded to a multiple of them with its own first
 // examples again, and the padded rows are left out of the loss sum and the correct count.
 SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, const BatchSource& data,
-                              const Layout& layout, int64_t batch_size, int64_t step,
-                              kernels::HostToDevice* upload = nullptr) {
+                              const Layout& layout, int64_t batch_size, int64_t step, Loss loss,
+                              kernels::HostToDevice* upload = nullptr, bool confusion = false) {
   const DeviceContext& device = current_device();
   NoGradGuard no_grad;
   // Each batch's [loss sum, correct], summed over the mesh, read back in one copy per kCapacity batches.
@@ -146,14 +145,14 @@ SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, co
     Batch batch = make_batch(data, ids, layout, device.rank, nullptr, upload);
     nn::ForwardContext context{params, false, 0};
     Var logits = model.forward(Var(batch.x), context);
-    Var per_example = sparse_softmax_cross_entropy(logits, batch.labels);
+    Var per_example = per_example_loss(loss, logits, batch.labels);
     if (batch.size > size) per_example = Var(without_padding(per_example.value(), size));
     Var total = reduce_sum(per_example, {0});
     if (totals.full())
       for (const auto& [loss_sum, correct] : totals.take()) loss_total += loss_sum, correct_total += correct;
-    const DTensor predicted = ops::argmax(logits.value());
+    const DTensor predicted = predicted_classes(loss, logits.value());
     const DTensor truth = redistribute(batch.labels, predicted.layout());
-    if (!per_class) per_class.emplace(logits.value().global_shape().back());
+    if (!per_class) per_class.emplace(class_count(loss, logits.value().global_shape().back()), confusion);
     per_class->add(predicted, truth, size);
     batch_dim = predicted.layout().dim_at(0);
     totals.push(resolve_partial(label_totals_pending(total.value(), predicted, truth, size)).local());
@@ -167,6 +166,7 @@ SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, co
     per_class->sum_over_mesh(layout.mesh_ptr(), batch_dim, count);
     metrics.class_examples = std::move(per_class->examples);
     metrics.class_correct = std::move(per_class->correct);
+    metrics.confusion = std::move(per_class->confusion);
   }
   return metrics;
 }
@@ -241,6 +241,8 @@ void adopt_records(ValidationState& state, const ValidationOptions& options) {
   };
   adopt(state.early_stopping, options.early_stopping ? options.early_stopping->monitor.metric : "");
   adopt(state.keep_best, options.keep_best ? options.keep_best->metric : "");
+  const std::string plateau = options.reduce_lr ? options.reduce_lr->monitor.metric : "";
+  if (state.reduce_lr.metric != plateau) state.reduce_lr = PlateauRecord{plateau};
 }
 
 // Feeds a validation's metrics to the run's records; returns whether early stopping ends the run (Keras:
@@ -255,6 +257,18 @@ bool update_records(ValidationState& state, const ValidationOptions& options, co
   const double value = monitored_value(stopping.monitor.metric, metrics.loss, metrics.accuracy);
   const bool improved = state.early_stopping.update(stopping.monitor, value, metrics.step);
   return !improved && state.early_stopping.wait >= stopping.patience;
+}
+
+// Feeds a validation's metrics to ReduceLROnPlateau's record; returns the new rate when it reduces it.
+std::optional<double> reduce_on_plateau(ValidationState& state, const ValidationOptions& options,
+                                        const SplitMetrics& metrics, optim::Optimizer& optimizer) {
+  if (!options.reduce_lr) return std::nullopt;
+  const ReduceLrOptions& plateau = *options.reduce_lr;
+  const double value = monitored_value(plateau.monitor.metric, metrics.loss, metrics.accuracy);
+  std::optional<double> rate =
+      state.reduce_lr.update(plateau, value, metrics.step, optimizer.schedule().rate(metrics.step));
+  if (rate) optimizer.set_learning_rate_scale(state.reduce_lr.scale);
+  return rate;
 }
 
 std::string early_stop_notice(const ValidationState& state, const ValidationOptions& options, int64_t step) {
@@ -285,6 +299,8 @@ struct RankRun {
       for (const auto& path : params.paths()) params.at(path).state()->accepts_grad_factors = false;
     if (hooks.on_start) hooks.on_start(state);
     adopt_records(validation, options.validation);
+    // A resumed run goes on at the rate its reductions left.
+    optimizer->set_learning_rate_scale(validation.reduce_lr.scale);
   }
 };
 
@@ -371,7 +387,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     // early stopping ends the run. Every rank runs it; the ranks agree on the decision in a collective.
     const auto validate = [&] {
       SplitMetrics metrics = evaluate_on_rank(model_, params, *validation_data, layout, options_.batch_size,
-                                              position.step, upload.get());
+                                              position.step, options_.loss, upload.get());
       metrics.split = "validation";
       metrics.epoch = position.epoch;
       if (reports) {
@@ -381,7 +397,37 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       float stop = update_records(run.validation, options_.validation, metrics) ? 1.0f : 0.0f;
       if (options_.validation.early_stopping) all_reduce_host(device, everyone, &stop, 1, ReduceOp::Max);
       if (reports && stop > 0) reporter.on_notice(early_stop_notice(run.validation, options_.validation, position.step));
+      if (const std::optional<double> rate = reduce_on_plateau(run.validation, options_.validation, metrics, optimizer);
+          rate && reports) {
+        const PlateauRecord& record = run.validation.reduce_lr;
+        reporter.on_notice(fmt::format("Epoch {}: ReduceLROnPlateau reducing learning rate to {:.6g} (step {}: {} has not "
+                                       "improved on {:.6g} for {} validation(s); the schedule's rate times {:.6g})",
+                                       position.epoch + 1, *rate, position.step, record.metric, record.best,
+                                       options_.validation.reduce_lr->patience, record.scale));
+      }
       return stop > 0;
+    };
+    int64_t restored_step = -1;
+    // Keras' restore_best_weights where the run ends (stopped early, or its last step): the weights of early
+    // stopping's best validation, read back from the checkpoint keep_best kept, before the last save and the
+    // last evaluation.
+    const auto restore_best = [&](int64_t batches) {
+      const BestRecord& best = run.validation.early_stopping;
+      if (best.best_step < 0) {
+        if (reports) reporter.on_notice("restore_best_weights: no validation has run, so the last weights stay");
+        return;
+      }
+      if (best.best_step != position.step) {
+        DTRAIN_CHECK(hooks.restore_best != nullptr, "[train] restore_best_weights needs the best checkpoint (keep_best)");
+        hooks.restore_best(run.state, best.best_step);
+      }
+      restored_step = best.best_step;
+      if (reports) {
+        reporter.on_notice(fmt::format("restored the weights of epoch {} (step {}, {} {:.4f}){}",
+                                       (best.best_step + batches - 1) / std::max<int64_t>(1, batches), best.best_step,
+                                       best.metric, best.best,
+                                       best.best_step == position.step ? ": the last step's, the best" : ", the best validation"));
+      }
     };
     if (at_max_steps()) {
       stopped = true;
@@ -430,7 +476,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           if (reports) {
             result.step_losses.push_back(loss_sum / double(step.size));
             reporter.on_step({step.before.epoch, step.before.step + 1, step.before.batch_in_epoch + 1, batches, step.size,
-                              loss_sum / double(step.size), correct / double(step.size), seconds});
+                              loss_sum / double(step.size), correct / double(step.size), seconds,
+                              optimizer.learning_rate_at(step.before.step)});
           }
         }
         pending.clear();
@@ -453,10 +500,11 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                                    : make_batch(train_data, ids, layout, device.rank, &input, upload.get());
           nn::ForwardContext context{params, true, uint64_t(position.step)};
           Var logits = model_.forward(Var(batch.x), context);
-          Var total = reduce_sum(sparse_softmax_cross_entropy(logits, batch.labels), {0});
+          Var total = reduce_sum(per_example_loss(options_.loss, logits, batch.labels), {0});
           Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(size)) : total;
           backward(loss);
-          DTensor micro_totals = batch_totals_pending(total.value(), logits.value(), batch.labels);
+          DTensor micro_totals =
+              batch_totals_pending(total.value(), predicted_classes(options_.loss, logits.value()), batch.labels);
           step_totals_sum = step_totals_sum ? ops::add(*step_totals_sum, micro_totals) : std::move(micro_totals);
         }
         DTensor totals = std::move(*step_totals_sum);
@@ -491,7 +539,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         if (reports && !on_gpu) {
           result.step_losses.push_back(loss_sum / double(size));
           reporter.on_step({position.epoch, position.step, position.batch_in_epoch, batches, size,
-                            loss_sum / double(size), correct / double(size), seconds_since(step_start)});
+                            loss_sum / double(size), correct / double(size), seconds_since(step_start),
+                            optimizer.learning_rate_at(position.step - 1)});
         }
         if (reports) {
           if (signal != 0) {
@@ -509,6 +558,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           early_stopped_at = position.step;
           saves = hooks.save != nullptr;
         }
+        if (options_.validation.restore_best_weights && (early_stopped_at == position.step || ran_every_step))
+          restore_best(batches);
         // A stop, and the run's last step, save the position reached whatever want_save says (asked all the
         // same, above: it may count): `checkpoint.every: N` steps need not divide the run's steps.
         if (saves) {
@@ -529,8 +580,8 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       const bool last_epoch = stopped || position.epoch + 1 == options_.epochs;
       if ((options_.eval_every_epoch || last_epoch) && test_data != nullptr && examples > 0) {
         // Same threads, same parameters: evaluate in place.
-        SplitMetrics metrics =
-            evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step, upload.get());
+        SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step,
+                                                options_.loss, upload.get());
         metrics.epoch = position.epoch;
         if (reports) {
           result.epochs.push_back(metrics);
@@ -555,20 +606,21 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       result.stopped_early = stopped && !ran_every_step;
       result.last_saved_step = last_saved;
       result.early_stopped_at = early_stopped_at;
+      result.restored_step = restored_step;
     }
   });
   return result;
 }
 
-SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks) {
+SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks, bool confusion) {
   const Layout layout = prepare(data);
   SplitMetrics result;
   run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
     RankRun run(model_, options_, hooks, device);
     std::unique_ptr<kernels::HostToDevice> upload;
     if (device.place.is_cuda()) upload = std::make_unique<kernels::HostToDevice>(device.place.device);
-    SplitMetrics metrics =
-        evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step, upload.get());
+    SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step,
+                                            options_.loss, upload.get(), confusion);
     metrics.epoch = run.position.epoch;
     if (device.rank == 0) {
       result = metrics;

@@ -11,6 +11,7 @@
 // finite ends the run with an Error naming the step, before anything of that step is saved.
 #pragma once
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/batch_source.hpp"
+#include "core/train/loss.hpp"
 #include "core/train/validation.hpp"
 
 namespace dtrain::train {
@@ -29,6 +31,7 @@ struct TrainOptions {
   int64_t epochs = 1;
   int64_t max_steps = -1;  // stop after this many steps in all (-1: no limit)
   int64_t batch_size = 32;
+  Loss loss = Loss::SparseSoftmaxCrossEntropy;  // and what the model's output means (loss.hpp)
   Reduction reduction = Reduction::Mean;
   bool eval_every_epoch = false;  // the test split is evaluated after the last epoch in any case
   // Cuda: every rank on a GPU (run_spmd's assignment), its variables and optimizer slots there, batches
@@ -67,6 +70,7 @@ struct StepMetrics {
   double loss;      // per example
   double accuracy;
   double seconds;   // wall time of this step
+  double learning_rate = std::numeric_limits<double>::quiet_NaN();  // the rate the step's update used
 };
 
 struct SplitMetrics {
@@ -76,6 +80,9 @@ struct SplitMetrics {
   // Evaluations only (empty for training epochs): per true label k, its examples and those predicted right
   // (whole-mesh totals; they sum to `examples` and accuracy * examples).
   std::vector<int64_t> class_examples{}, class_correct{};
+  // An evaluation asked for it (Trainer::evaluate): the confusion matrix, K x K whole-mesh counts, row the true
+  // label, column the predicted one.
+  std::vector<int64_t> confusion{};
 };
 
 // Rank 0's view of a run; all callbacks run on rank 0's thread.
@@ -108,6 +115,9 @@ struct Hooks {
   // signal, train.max_steps, early stopping) and, with keep_best, after each validation; end_of_epoch: the
   // position is the end of its epoch.
   std::function<void(RankState&, bool end_of_epoch)> save;
+  // Every rank, with early_stopping.restore_best_weights, when the run ends: put the variables of the best
+  // validation's step (the checkpoint keep_best kept) into the state's parameters.
+  std::function<void(RankState&, int64_t step)> restore_best;
 };
 
 struct TrainResult {
@@ -121,6 +131,7 @@ struct TrainResult {
   bool stopped_early = false;       // by a signal, train.max_steps or early stopping, before every epoch ran
   int64_t early_stopped_at = -1;    // the step at which early stopping stopped the run (-1: it did not)
   int64_t last_saved_step = -1;     // the step of the last save hook call of this run (-1: none)
+  int64_t restored_step = -1;       // restore_best_weights: the step whose weights the run ended with (-1: none)
 
   // What the process should exit with: 128 + the signal (130 SIGINT, 143 SIGTERM, 129 SIGHUP), else 0.
   int exit_code() const { return stop_signal != 0 ? 128 + stop_signal : 0; }
@@ -134,8 +145,9 @@ class Trainer {
   // as split "validation" and fed to early stopping and keep-best.
   TrainResult train(const BatchSource& train_data, const BatchSource* test_data, Reporter& reporter,
                     const Hooks& hooks = {}, const BatchSource* validation_data = nullptr);
-  // Evaluates with the parameters that `on_start` restores (or fresh ones), in inference mode.
-  SplitMetrics evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks = {});
+  // Evaluates with the parameters that `on_start` restores (or fresh ones), in inference mode; with
+  // `confusion`, the metrics carry the confusion matrix.
+  SplitMetrics evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks = {}, bool confusion = false);
 
   const nn::Model& model() const { return model_; }
   Layout input_layout(int rank) const;  // for an input of `rank` axes (batch first)

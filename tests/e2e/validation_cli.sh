@@ -72,7 +72,7 @@ fi
 # Config errors at the key (exit 2).
 expect 2 "data.validation_split: 'train\[50%:\]' shares examples \[256, 512\) of split 'train'" -- \
   train --config mp.yaml --set "data.validation_split=train[50%:]" --overwrite
-expect 2 "restore_best_weights: restoring the best weights at the end is not supported" -- \
+expect 2 "restore_best_weights: restores the weights of the best validation from the checkpoint DIR/best names: set checkpoint.keep_best: val_loss" -- \
   train --config mp.yaml --set data.validation_split=0.1 --set "train.early_stopping={restore_best_weights: true}"
 expect 2 "error: --set train.early_stopping=\{patience: 2\}: train.early_stopping: needs a validation set: add data.validation_split" -- \
   train --config mp.yaml --set "train.early_stopping={patience: 2}"

@@ -28,6 +28,15 @@ __global__ void binary_crossentropy_grad_kernel(const float* g, const float* x, 
   DTRAIN_FOR_EACH_THREAD(i, n) dx[i] = body::binary_crossentropy_grad_at(g[i], x[i], z[i], scale);
 }
 
+__global__ void binary_crossentropy_probabilities_kernel(const float* p, const float* z, float* loss, int64_t n) {
+  DTRAIN_FOR_EACH_THREAD(i, n) loss[i] = body::binary_crossentropy_probability_at(p[i], z[i]);
+}
+
+__global__ void binary_crossentropy_probabilities_grad_kernel(const float* g, const float* p, const float* z, float scale,
+                                                              float* dp, int64_t n) {
+  DTRAIN_FOR_EACH_THREAD(i, n) dp[i] = body::binary_crossentropy_probability_grad_at(g[i], p[i], z[i], scale);
+}
+
 class CudaActivations final : public ActivationKernels {
  public:
   void forward(Activation op, const float* x, float* y, int64_t n) const override {
@@ -56,6 +65,20 @@ class CudaActivations final : public ActivationKernels {
                                 int64_t n) const override {
     if (n <= 0) return;
     binary_crossentropy_grad_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(g, x, z, scale, dx, n);
+    DTRAIN_CHECK_CUDA(cudaGetLastError());
+  }
+
+  void binary_crossentropy_probabilities(const float* p, const float* z, float* loss, int64_t n) const override {
+    if (n <= 0) return;
+    binary_crossentropy_probabilities_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(p, z, loss, n);
+    DTRAIN_CHECK_CUDA(cudaGetLastError());
+  }
+
+  void binary_crossentropy_probabilities_grad(const float* g, const float* p, const float* z, float scale, float* dp,
+                                              int64_t n) const override {
+    if (n <= 0) return;
+    binary_crossentropy_probabilities_grad_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(g, p, z, scale, dp,
+                                                                                                    n);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
   }
 };

@@ -57,4 +57,17 @@ DTRAIN_HD float binary_crossentropy_grad_at(float g, float x, float z, float sca
   return g * scale * (sigmoid_of(x) - z);
 }
 
+// Keras' backend.epsilon() and its clip range, in float32 as Keras computes: [1e-7, 1 - 1e-7].
+inline constexpr float kProbabilityEpsilon = 1e-7f;
+
+DTRAIN_HD float binary_crossentropy_probability_at(float p, float z) {
+  const float q = fminf(fmaxf(p, kProbabilityEpsilon), 1.0f - kProbabilityEpsilon);
+  return -(z * logf(q) + (1.0f - z) * logf(1.0f - q));
+}
+
+DTRAIN_HD float binary_crossentropy_probability_grad_at(float g, float p, float z, float scale) {
+  if (p < kProbabilityEpsilon || p > 1.0f - kProbabilityEpsilon || p != p) return 0.0f;
+  return g * scale * ((1.0f - z) / (1.0f - p) - z / p);
+}
+
 }  // namespace dtrain::kernels::body

@@ -27,6 +27,15 @@ class CpuActivations final : public ActivationKernels {
                                 int64_t n) const override {
     for (int64_t i = 0; i < n; ++i) dx[i] = body::binary_crossentropy_grad_at(g[i], x[i], z[i], scale);
   }
+
+  void binary_crossentropy_probabilities(const float* p, const float* z, float* loss, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) loss[i] = body::binary_crossentropy_probability_at(p[i], z[i]);
+  }
+
+  void binary_crossentropy_probabilities_grad(const float* g, const float* p, const float* z, float scale, float* dp,
+                                              int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) dp[i] = body::binary_crossentropy_probability_grad_at(g[i], p[i], z[i], scale);
+  }
 };
 
 }  // namespace

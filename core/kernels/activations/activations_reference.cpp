@@ -1,5 +1,6 @@
 // The scalar reference for the activation kernels: the textbook formulas in double, written out here rather
 // than taken from activations_body.hpp, so that comparing against it checks the bodies (to float rounding).
+#include <algorithm>
 #include <cmath>
 
 #include "core/kernels/activations/activations.hpp"
@@ -53,6 +54,25 @@ class ReferenceActivations final : public ActivationKernels {
                                 int64_t n) const override {
     for (int64_t i = 0; i < n; ++i) dx[i] = float(double(g[i]) * scale * (sigmoid(x[i]) - z[i]));
   }
+
+  // Keras' clip to [epsilon, 1 - epsilon], both ends as float32 values, then the textbook formula in double.
+  void binary_crossentropy_probabilities(const float* p, const float* z, float* loss, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) {
+      const double q = std::clamp(double(p[i]), kLow, kHigh), zi = z[i];
+      loss[i] = float(-(zi * std::log(q) + (1.0 - zi) * std::log(1.0 - q)));
+    }
+  }
+
+  void binary_crossentropy_probabilities_grad(const float* g, const float* p, const float* z, float scale, float* dp,
+                                              int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i) {
+      const double pi = p[i], zi = z[i];
+      dp[i] = pi < kLow || pi > kHigh ? 0.0f : float(double(g[i]) * scale * ((1.0 - zi) / (1.0 - pi) - zi / pi));
+    }
+  }
+
+ private:
+  static constexpr double kLow = double(1e-7f), kHigh = double(1.0f - 1e-7f);
 };
 
 }  // namespace
