@@ -1458,7 +1458,6 @@ template <class T> std::string show(const T& value) {
 std::string show(const MeshDimConfig& dim) { return dim.name + ": " + show(dim.size); }
 std::string show(const LayoutRule& rule) { return rule.pattern + ": " + fmt::format("[{}]", fmt::join(rule.specs, ", ")); }
 std::string show(const ShuffleConfig& shuffle) { return fmt::format("{} seed {}", show(shuffle.enabled), shuffle.seed); }
-std::string show(const BlockConfig& block) { return fmt::format("{}: {} layers", block.name, block.layers.size()); }
 std::string show(const ClipConfig& clip) { return fmt::format("global_norm {} value {}", clip.global_norm, clip.value); }
 template <class T> std::string show(const std::optional<T>& value) { return value ? show(*value) : "none"; }
 template <class T> std::string show(const std::vector<T>& values) {

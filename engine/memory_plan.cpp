@@ -27,7 +27,9 @@ MemoryPlan memory_plan(const Config& config, const nn::Model& model, int devices
   const int slots_per_variable = !trains ? 0 : optimizer.kind != OptimizerKind::sgd ? 2 : optimizer.momentum > 0 ? 1 : 0;
   const int64_t min_sharded = make_optimizer(optimizer)->min_sharded_elements();
   for (const nn::VariableInfo& info : model.variables()) {
-    VariableMemory row{&info, info.choice.layout.local_shape(info.shape)};
+    VariableMemory row;
+    row.info = &info;
+    row.local = info.choice.layout.local_shape(info.shape);
     row.bytes = double(num_elements(row.local)) * sizeof(float);
     plan.variable_bytes += row.bytes;
     if (info.trainable) {

@@ -117,7 +117,7 @@ Where variable_where(const Config& config, const std::string& variable_path) {
   for (const GraphLayer& g : model_graph(config).layers) {
     const LayerKind kind = g.layer.kind;
     const bool sized = kind == LayerKind::dense || kind == LayerKind::conv2d || kind == LayerKind::embedding;
-    if (g.layer.name == layer) where = config.where(g.at + (sized ? "." + to_string(kind) : ""));
+    if (g.layer.name == layer) where = config.where(sized ? fmt::format("{}.{}", g.at, to_string(kind)) : g.at);
   }
   return where;
 }
