@@ -17,6 +17,7 @@
 
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
+#include "core/article.hpp"
 #include "core/error.hpp"
 #include "core/nn/layout_map.hpp"
 #include "core/ops/halo.hpp"
@@ -1081,8 +1082,8 @@ std::vector<Shape> model_shapes(const Config& config) {
       const ops::Padding padding = padding_kind == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
       for (int axis = 1; axis <= 2; ++axis) {
         if (ops::window_output_extent(shape[axis], kernel[axis - 1], strides[axis - 1], padding) == 0)
-          fail(at, path, fmt::format("a {}-wide window does not fit the {} {} of its input {} with padding valid",
-                                     kernel[axis - 1], shape[axis], axis == 1 ? "rows" : "columns", shape_text));
+          fail(at, path, fmt::format("{}-wide window does not fit the {} {} of its input {} with padding valid",
+                                     a_number(kernel[axis - 1]), shape[axis], axis == 1 ? "rows" : "columns", shape_text));
         const std::string problem = ops::window_band_problem(name, axis, shape[axis], mesh.size_of(specs[axis]),
                                                              specs[axis], kernel[axis - 1], strides[axis - 1], padding);
         if (!problem.empty()) fail(specs_at, specs_path, problem);

@@ -84,7 +84,7 @@ Tensor read_files(const std::vector<std::string>& files, const Config& config, c
                        data::kImageExtensions.end();
     DTRAIN_CHECK_USAGE(image || extension == ".txt",
                        "[predict] --file '{}': not an image (.png, .jpg, .jpeg) or text (.txt) file", file);
-    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is an {} model, which takes {} files",
+    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} holds a model of data set {}, which takes {} files",
                        file, index.folder, to_string(config.data.dataset),
                        text_model ? "text (.txt)" : "image (.png, .jpg, .jpeg)");
   }
