@@ -101,7 +101,7 @@ expect 2 "^dtrain: error: \[predict\] --file 'review.txt': checkpoint .* holds a
   predict --checkpoint ckpt --file review.txt
 expect 2 "^dtrain: error: \[predict\] --file 'notes.doc': not an image" -- predict --checkpoint ckpt --file notes.doc
 expect 2 "^dtrain: error: \[image\] cannot open 'missing.png'" -- predict --checkpoint ckpt --file missing.png
-expect 2 "give texts to classify, --file PATH ..., or --idx FILE \(one kind of input\)" -- \
+expect 2 "give texts to classify, --file PATH ..., --idx FILE, --npy FILE or --csv FILE \(one kind of input\)" -- \
   predict --checkpoint ckpt "a text" --file red.png
 head -c 100 red.png >cut.png
 expect 2 "^dtrain: error: \[image\] 'cut.png': corrupt PNG data: the file is truncated" -- predict --checkpoint ckpt --file cut.png
