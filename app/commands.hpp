@@ -30,6 +30,9 @@ struct CommandOptions {
   std::vector<std::string> texts;      // predict: raw texts to classify
   std::string idx_file;                // predict --idx FILE: images to classify
   std::vector<std::string> files;      // predict --file PATH (repeatable): image or text files, one input each
+  std::string npy_file;                // predict --npy FILE: a .npy array of input rows
+  std::string csv_file;                // predict --csv FILE: a CSV file of input rows (a header row first)
+  std::string output_file;             // predict --output FILE: the predictions as CSV instead of printed lines
   std::string inspect_dir;             // inspect DIR
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)

@@ -17,6 +17,7 @@
 
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
+#include "core/article.hpp"
 #include "core/error.hpp"
 #include "core/output_dir.hpp"
 #include "core/nn/layout_map.hpp"
@@ -552,7 +553,8 @@ void check_split(Reader& reader, const Field& field, const std::string& split, b
     if (what.find("64 bits") != std::string::npos) reader.fail(field, what);
     reader.fail(field, expected);
   }
-  if (!folder_names && text.name != "train" && text.name != "test") reader.fail(field, expected);
+  if (!folder_names && text.name != "train" && text.name != "test")
+    reader.fail(field, expected + suggestion(text.name, {"train", "test"}));
   if (split.find_first_of(" \t") != std::string::npos) reader.fail(field, expected);
   for (const auto& bound : {text.from, text.to}) {
     if (!bound) continue;
@@ -976,9 +978,13 @@ void check_split_name(Reader& reader, const DataConfig& data, const std::string&
   const std::string name = data::split_name(split), path = "data." + key;
   if (data.dataset == Dataset::csv && name != "train")
     reader.fail_at(path, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train_split: train[:80%], "
-                                     "test_split: train[80%:] (got '{}')", shown(split)));
-  if (data.dataset == Dataset::arrays && !data.arrays.split(name))
-    reader.fail_at(path, fmt::format("data.arrays has no '{}' entry (split '{}')", name, shown(split)));
+                                     "test_split: train[80%:] (got '{}'){}", shown(split), suggestion(name, {"train"})));
+  if (data.dataset == Dataset::arrays && !data.arrays.split(name)) {
+    std::vector<std::string> entries;
+    for (const char* entry : {"train", "test"})
+      if (data.arrays.split(entry)) entries.push_back(entry);
+    reader.fail_at(path, fmt::format("data.arrays has no '{}' entry (split '{}'){}", name, shown(split), suggestion(name, entries)));
+  }
 }
 
 void check(Reader& reader, const Field& field, DataConfig& data) {
@@ -1028,6 +1034,9 @@ void check(Reader& reader, const Field& field, DataConfig& data) {
                                  axis, example[axis - 1], shards, data.layout[axis], dim_where(data.layout[axis])));
   }
   if (reader.options->check_data_path && !std::filesystem::exists(data.path)) {
+    // A typo of a path that is there (data/aclimdb for data/aclImdb) is named, not fetched again.
+    const std::string near = did_you_mean_path(data.path);
+    if (!near.empty()) reader.fail_at("data.path", fmt::format("'{}' does not exist{}", data.path, near));
     if (data.dataset == Dataset::text_folder)
       reader.fail_at("data.path",
                      fmt::format("'{}' does not exist (expected {}/<split>/<class>/*.txt)", data.path, data.path));
@@ -1097,8 +1106,8 @@ std::vector<Shape> model_shapes(const Config& config) {
       const ops::Padding padding = padding_kind == PaddingKind::same ? ops::Padding::Same : ops::Padding::Valid;
       for (int axis = 1; axis <= 2; ++axis) {
         if (ops::window_output_extent(shape[axis], kernel[axis - 1], strides[axis - 1], padding) == 0)
-          fail(at, path, fmt::format("a {}-wide window does not fit the {} {} of its input {} with padding valid",
-                                     kernel[axis - 1], shape[axis], axis == 1 ? "rows" : "columns", shape_text));
+          fail(at, path, fmt::format("{}-wide window does not fit the {} {} of its input {} with padding valid",
+                                     a_number(kernel[axis - 1]), shape[axis], axis == 1 ? "rows" : "columns", shape_text));
         const std::string problem = ops::window_band_problem(name, axis, shape[axis], mesh.size_of(specs[axis]),
                                                              specs[axis], kernel[axis - 1], strides[axis - 1], padding);
         if (!problem.empty()) fail(specs_at, specs_path, problem);

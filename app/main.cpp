@@ -33,7 +33,7 @@ const std::vector<Command> kCommands{
     {"resume", "Continue from the latest checkpoint, restored onto this config's mesh and layouts",
      dtrain::run_resume},
     {"eval", "Evaluate a checkpoint on a split of the config's data set", dtrain::run_eval},
-    {"predict", "Class probabilities for raw texts or images, from a checkpoint alone", dtrain::run_predict},
+    {"predict", "Class probabilities for texts, images or rows of numbers, from a checkpoint alone", dtrain::run_predict},
     {"inspect", "What a checkpoint holds: step, mesh, variables, layouts, shards", dtrain::run_inspect},
     {"plan", "Dry run: per-device shard shapes, memory, collectives per step", dtrain::run_plan},
 };
@@ -168,6 +168,14 @@ int main(int argc, char** argv) {
                       "A file to classify (repeatable): an image (.png, .jpg, .jpeg) for image models, a text (.txt) "
                       "for text models")
           ->allow_extra_args(false);  // one path per --file: a raw text after it stays a text
+      sub->add_option("--npy", options.npy_file,
+                      "A .npy array of input rows [N, ...input shape] (float32, float64, uint8, integers), for models "
+                      "that do not read texts");
+      sub->add_option("--csv", options.csv_file,
+                      "A CSV file of input rows with a header row (csv models: their feature columns; others: every "
+                      "column)");
+      sub->add_option("--output", options.output_file,
+                      "Write the predictions to this CSV file (index,class,name,p0,p1,...) instead of printing them");
     }
     if (name == "inspect") {
       sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
@@ -209,8 +217,10 @@ int main(int argc, char** argv) {
                                              "--file {} too",
                                              options.texts.front(), options.files.back(), options.texts.front()));
       if (options.command == "predict" &&
-          int(!options.texts.empty()) + int(!options.idx_file.empty()) + int(!options.files.empty()) != 1)
-        throw dtrain::UsageError("predict: give texts to classify, --file PATH ..., or --idx FILE (one kind of input)");
+          int(!options.texts.empty()) + int(!options.idx_file.empty()) + int(!options.files.empty()) +
+                  int(!options.npy_file.empty()) + int(!options.csv_file.empty()) != 1)
+        throw dtrain::UsageError(
+            "predict: give texts to classify, --file PATH ..., --idx FILE, --npy FILE or --csv FILE (one kind of input)");
       refuse_unused_options(options);
       return command->run(options);
     }

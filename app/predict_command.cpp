@@ -1,12 +1,15 @@
-// `dtrain predict --checkpoint DIR "text" ... | --file PATH ... | --idx FILE`: class probabilities for raw
-// inputs, from the checkpoint alone (its stored config builds the model, on a 1-device mesh; texts go through
-// its saved vectorizer, in its stored config's mode: a TF-IDF row, or a row of output_sequence_length token
-// ids). --file takes image files (.png, .jpg, .jpeg: decoded, converted and resized as the training config's
-// data says) for image models and text files (.txt, one example each) for text models.
+// `dtrain predict --checkpoint DIR "text" ... | --file PATH ... | --idx FILE | --npy FILE | --csv FILE
+// [--output FILE]`: class probabilities for raw inputs, from the checkpoint alone (its stored config builds
+// the model, on a 1-device mesh; texts go through its saved vectorizer, in its stored config's mode: a TF-IDF
+// row, or a row of output_sequence_length token ids). --file takes image files (.png, .jpg, .jpeg: decoded,
+// converted and resized as the training config's data says) for image models and text files (.txt, one
+// example each) for text models; --npy and --csv take rows of numbers for any other model
+// (engine/predict_rows.hpp).
 // Prints one line per input: index (and the file, for --file), predicted class (its label), its name and
 // probability (the checkpoint's class names; older checkpoints: the data set's defaults), every class's
 // probability:
 //   0	class 1	pos 0.9999	probabilities 0.000100 0.999900
+// --output FILE writes them as a CSV file instead (engine/predictions.hpp).
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +27,8 @@
 #include "core/train/loss.hpp"
 #include "core/train/predict.hpp"
 #include "engine/data_source.hpp"
+#include "engine/predict_rows.hpp"
+#include "engine/predictions.hpp"
 #include "data/idx.hpp"
 #include "data/image_decode.hpp"
 #include "data/image_folder.hpp"
@@ -79,13 +84,17 @@ Tensor vectorize(const std::vector<std::string>& texts, const Config& config, co
 // --file inputs: all images (for an image model) or all texts (for a text model), told by the extension.
 Tensor read_files(const std::vector<std::string>& files, const Config& config, const checkpoint::CheckpointIndex& index) {
   const bool text_model = is_text(config.data.dataset);
+  DTRAIN_CHECK_USAGE(text_model || config.data.dataset == Dataset::mnist || config.data.dataset == Dataset::image_folder,
+                     "[predict] --file '{}': checkpoint {} holds a model of data set {}, which reads rows of numbers: "
+                     "give them with --npy FILE or --csv FILE",
+                     files.front(), index.folder, to_string(config.data.dataset));
   for (const std::string& file : files) {
     const std::string extension = lowercase_extension(file);
     const bool image = std::find(data::kImageExtensions.begin(), data::kImageExtensions.end(), extension) !=
                        data::kImageExtensions.end();
     DTRAIN_CHECK_USAGE(image || extension == ".txt",
                        "[predict] --file '{}': not an image (.png, .jpg, .jpeg) or text (.txt) file", file);
-    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} is an {} model, which takes {} files",
+    DTRAIN_CHECK_USAGE(image != text_model, "[predict] --file '{}': checkpoint {} holds a model of data set {}, which takes {} files",
                        file, index.folder, to_string(config.data.dataset),
                        text_model ? "text (.txt)" : "image (.png, .jpg, .jpeg)");
   }
@@ -113,25 +122,31 @@ Tensor read_files(const std::vector<std::string>& files, const Config& config, c
   return inputs;
 }
 
+// The inputs a model of `dataset` takes, for messages.
+std::string inputs_taken(Dataset dataset) {
+  switch (dataset) {
+    case Dataset::mnist: return "--idx FILE, --file PATH (images), --npy FILE or --csv FILE";
+    case Dataset::image_folder: return "--file PATH (images), --npy FILE or --csv FILE";
+    case Dataset::imdb: case Dataset::text_folder: return "texts, or --file PATH (.txt)";
+    case Dataset::arrays: case Dataset::csv: break;
+  }
+  return "--npy FILE or --csv FILE";
+}
+
 // The inputs as a [N, ...example] tensor.
 Tensor read_inputs(const CommandOptions& options, const Config& config, const checkpoint::CheckpointIndex& index) {
   const Shape example = config.data.example_shape();
-  DTRAIN_CHECK_USAGE(config.data.dataset != Dataset::arrays && config.data.dataset != Dataset::csv,
-                     "[predict] checkpoint {} holds a model of data set {}: predict reads images (IDX, PNG, JPEG) and texts; "
-                     "`dtrain eval --split` evaluates it on a split of its data",
-                     index.folder, to_string(config.data.dataset));
+  if (!options.npy_file.empty()) return read_npy_rows(options.npy_file, config, index.folder);
+  if (!options.csv_file.empty()) return read_csv_rows(options.csv_file, config, index.folder);
   if (!options.files.empty()) return read_files(options.files, config, index);
   if (!options.texts.empty()) {
-    DTRAIN_CHECK_USAGE(is_text(config.data.dataset),
-                       "[predict] checkpoint {} holds a model of data set {}: give images with {}, not texts", index.folder,
-                       to_string(config.data.dataset),
-                       config.data.dataset == Dataset::mnist ? "--idx FILE or --file PATH" : "--file PATH");
+    DTRAIN_CHECK_USAGE(is_text(config.data.dataset), "[predict] checkpoint {} holds a model of data set {}: give {}, not texts",
+                       index.folder, to_string(config.data.dataset), inputs_taken(config.data.dataset));
     return vectorize(options.texts, config, index);
   }
   DTRAIN_CHECK_USAGE(config.data.dataset == Dataset::mnist,
                      "[predict] checkpoint {} holds a model of data set {}: give {}, not --idx", index.folder,
-                     to_string(config.data.dataset),
-                     is_text(config.data.dataset) ? "texts" : "image files with --file PATH");
+                     to_string(config.data.dataset), inputs_taken(config.data.dataset));
   data::IdxImages images = data::read_idx_images(options.idx_file);
   const auto [rows, cols] = mnist_image_size(example);
   const bool fits = rows > 0 ? images.rows == rows && images.cols == cols
@@ -174,26 +189,17 @@ int run_predict(const CommandOptions& options) {
   // A binary model's one output is the probability of class 1: both classes' probabilities are [1 - p, p].
   const bool binary = config.train.loss.kind == LossKind::binary_crossentropy;
   if (binary) outputs = train::binary_class_probabilities(outputs);
-  const int64_t count = outputs.dim(0), classes = outputs.dim(1);
   const std::vector<std::string> names = saved_class_names(index, config);
-  DTRAIN_CHECK_USAGE(int64_t(names.size()) == classes, "[predict] checkpoint {} names {} classes but its model has {} outputs",
-                     index.folder, names.size(), classes);
-  const bool probabilities = binary || ends_in_softmax(config);
-  for (int64_t i = 0; i < count; ++i) {
-    std::vector<double> p(classes);
-    const float* row = outputs.data() + i * classes;
-    double total = 0, top = *std::max_element(row, row + classes);
-    for (int64_t k = 0; k < classes; ++k) total += p[k] = probabilities ? row[k] : std::exp(double(row[k]) - top);
-    std::string text;
-    int64_t best = 0;
-    for (int64_t k = 0; k < classes; ++k) {
-      p[k] /= total;
-      if (p[k] > p[best]) best = k;
-      text += fmt::format("{}{:.6f}", k ? " " : "", p[k]);
-    }
-    const std::string input = options.files.empty() ? std::to_string(i) : fmt::format("{}\t{}", i, options.files[size_t(i)]);
-    fmt::print("{}\tclass {}\t{} {:.4f}\tprobabilities {}\n", input, best, names[size_t(best)], p[best], text);
+  DTRAIN_CHECK_USAGE(int64_t(names.size()) == outputs.dim(1), "[predict] checkpoint {} names {} classes but its model has {} outputs",
+                     index.folder, names.size(), outputs.dim(1));
+  const Predictions predictions = class_probabilities(outputs, binary || ends_in_softmax(config));
+  if (options.output_file.empty()) {
+    print_predictions(predictions, names, options.files);
+    return 0;
   }
+  if (process_index() == 0) write_predictions_csv(options.output_file, predictions, names);
+  fmt::print("predict: {} predictions of checkpoint {} (step {}) written to {}\n", predictions.count, index.folder,
+             index.meta.step, options.output_file);
   return 0;
 }
 

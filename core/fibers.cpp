@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/cache_line.hpp"
+#include "core/article.hpp"
 #include "core/error.hpp"
 
 #if defined(__linux__)
@@ -162,7 +163,7 @@ void switch_to_fiber(Fiber* fiber) {
 void prepare(Fiber* fiber) {
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
                      -1, 0);
-  DTRAIN_CHECK(stack != MAP_FAILED, "[fibers] could not map a {} MB stack", kStackBytes >> 20);
+  DTRAIN_CHECK(stack != MAP_FAILED, "[fibers] could not map {} MB stack", a_number(int64_t(kStackBytes >> 20)));
 #ifdef DTRAIN_FIBERS_ASAN
   __asan_unpoison_memory_region(stack, kStackBytes);  // the shadow of an earlier stack mapped here
 #endif

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/article.hpp"
 #include "core/error.hpp"
 #include "core/layout.hpp"
 
@@ -74,8 +75,8 @@ std::vector<int> Mesh::coords(int rank) const {
 }
 
 int Mesh::rank_of(const std::vector<int>& coords) const {
-  DTRAIN_CHECK(coords.size() == dim_sizes_.size(), "[mesh] {} coordinates for a {}-dim mesh", coords.size(),
-               dim_sizes_.size());
+  DTRAIN_CHECK(coords.size() == dim_sizes_.size(), "[mesh] {} coordinates for {}-dim mesh", coords.size(),
+               a_number(int64_t(dim_sizes_.size())));
   int rank = 0;
   for (size_t i = 0; i < coords.size(); ++i) {
     DTRAIN_CHECK(coords[i] >= 0 && coords[i] < dim_sizes_[i], "[mesh] coordinate {} out of range for dim '{}'",

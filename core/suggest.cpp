@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <limits>
 
 namespace dtrain {
@@ -24,6 +26,11 @@ int edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates, std::size_t max_length) {
+  const std::string found = closest_name(word, candidates, max_length);
+  return found.empty() ? "" : fmt::format("; did you mean '{}'?", found);
+}
+
+std::string closest_name(const std::string& word, const std::vector<std::string>& candidates, std::size_t max_length) {
   if (word.size() > max_length) return "";
   std::string best;
   int best_distance = std::numeric_limits<int>::max();
@@ -32,8 +39,45 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     if (distance < best_distance) best_distance = distance, best = candidate;
   }
   const int allowed = std::max<int>(2, int(word.size()) / 3);
-  if (best.empty() || best_distance > allowed) return "";
-  return fmt::format("; did you mean '{}'?", best);
+  if (!best.empty() && best_distance <= allowed) return best;
+  std::string begun;  // the one candidate that begins with the word
+  for (const std::string& candidate : candidates) {
+    if (word.size() < 3 || candidate.size() <= word.size() || candidate.compare(0, word.size(), word) != 0) continue;
+    if (!begun.empty()) return "";
+    begun = candidate;
+  }
+  return begun;
+}
+
+std::string did_you_mean_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path whole(path);
+  fs::path at;  // the existing prefix
+  auto part = whole.begin();
+  for (; part != whole.end(); ++part) {
+    if (!fs::exists(at / *part, error)) break;
+    at /= *part;
+  }
+  if (part == whole.end() || part->empty()) return "";
+  const std::string missing = part->string();
+  const fs::path folder = at.empty() ? fs::path(".") : at;
+  std::vector<std::string> siblings;
+  constexpr size_t kMostRead = 10000;  // a huge folder is not worth a suggestion
+  for (fs::directory_iterator it(folder, error), end; !error && it != end && siblings.size() < kMostRead; it.increment(error))
+    siblings.push_back(it->path().filename().string());
+  const auto lower = [](std::string text) {
+    for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  std::string found;
+  for (const std::string& sibling : siblings)
+    if (lower(sibling) == lower(missing)) found = sibling;
+  if (found.empty()) found = closest_name(missing, siblings);
+  if (found.empty()) return "";
+  fs::path suggested = at / found;
+  for (++part; part != whole.end(); ++part) suggested /= *part;
+  return fmt::format("; did you mean '{}'?", suggested.string());
 }
 
 }  // namespace dtrain

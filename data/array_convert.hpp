@@ -1,5 +1,6 @@
-// Element conversions of the array readers: stored features (float32, uint8) to the floats the model
-// takes, and stored labels (any integer type, little-endian) to int64.
+// Element conversions of the array readers: stored features (training data: float32 or uint8; predict's
+// rows: any numeric type) to the floats the model takes, and stored labels (any integer type, little-endian)
+// to int64.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -9,21 +10,32 @@
 
 namespace dtrain::data {
 
+template <typename T>
+void narrow_to_float(const void* source, size_t count, float divide_by, float* out) {
+  for (size_t i = 0; i < count; ++i) {
+    T value;  // memcpy: the mapping may be unaligned
+    std::memcpy(&value, static_cast<const char*>(source) + i * sizeof(T), sizeof(T));
+    out[i] = divide_by != 0.0f ? float(value) / divide_by : float(value);
+  }
+}
+
 // float(value) / divide_by (divide_by 0: float(value) as is): the same arithmetic as the IDX reader's
 // pixel / 255.0f, so an array of MNIST's bytes with divide_by 255 gives the IDX loader's floats bit for bit.
 inline void convert_to_float(ElementType type, const void* source, size_t count, float divide_by, float* out) {
-  if (type == ElementType::uint8) {
-    const auto* bytes = static_cast<const uint8_t*>(source);
-    if (divide_by != 0.0f)
-      for (size_t i = 0; i < count; ++i) out[i] = float(bytes[i]) / divide_by;
-    else
-      for (size_t i = 0; i < count; ++i) out[i] = float(bytes[i]);
-    return;
+  switch (type) {
+    case ElementType::float32: return narrow_to_float<float>(source, count, divide_by, out);
+    case ElementType::uint8: return narrow_to_float<uint8_t>(source, count, divide_by, out);
+    case ElementType::float64: return narrow_to_float<double>(source, count, divide_by, out);
+    case ElementType::int8: return narrow_to_float<int8_t>(source, count, divide_by, out);
+    case ElementType::int16: return narrow_to_float<int16_t>(source, count, divide_by, out);
+    case ElementType::uint16: return narrow_to_float<uint16_t>(source, count, divide_by, out);
+    case ElementType::int32: return narrow_to_float<int32_t>(source, count, divide_by, out);
+    case ElementType::uint32: return narrow_to_float<uint32_t>(source, count, divide_by, out);
+    case ElementType::int64: return narrow_to_float<int64_t>(source, count, divide_by, out);
+    case ElementType::uint64: return narrow_to_float<uint64_t>(source, count, divide_by, out);
+    case ElementType::other: break;
   }
-  DTRAIN_CHECK(type == ElementType::float32, "[arrays] cannot read {} as features", to_string(type));
-  if (count > 0) std::memcpy(out, source, count * sizeof(float));  // the mapping may be unaligned
-  if (divide_by != 0.0f)
-    for (size_t i = 0; i < count; ++i) out[i] /= divide_by;
+  throw Error(fmt::format("[arrays] cannot read {} as numbers", to_string(type)));
 }
 
 template <typename T>

@@ -32,8 +32,8 @@ int64_t ArrayFile::row_elements() const {
 }
 
 void check_row_read(const ArrayFile& array, std::span<const int64_t> rows, int64_t column_begin, int64_t column_end) {
-  DTRAIN_CHECK(array.type() == ElementType::float32 || array.type() == ElementType::uint8,
-               "[arrays] {} holds {}, not features", array.name(), to_string(array.type()));
+  DTRAIN_CHECK(array.type() != ElementType::other, "[arrays] {} holds {}, not numbers", array.name(),
+               to_string(array.type()));
   DTRAIN_CHECK(0 <= column_begin && column_begin <= column_end && column_end <= array.row_elements(),
                "[arrays] columns [{}, {}) of {} ({} per row)", column_begin, column_end, array.name(),
                array.row_elements());

@@ -28,7 +28,8 @@ class ArrayFile {
   // One row's elements: the product of the shape past the first axis.
   int64_t row_elements() const;
 
-  // Features (a float32 or uint8 array): elements [column_begin, column_end) of the flattened rows
+  // Numbers (training features: float32 or uint8, see check_features; any numeric type for predict's rows):
+  // elements [column_begin, column_end) of the flattened rows
   // rows[0..n) (any order, repeats allowed) as floats, each divided by `divide_by` when it is not 0, into
   // out (n x (column_end - column_begin), row-major). Safe to call from several threads at once.
   virtual void read_rows(std::span<const int64_t> rows, int64_t column_begin, int64_t column_end, float divide_by,
@@ -47,7 +48,7 @@ class ArrayFile {
   mutable std::atomic<uint64_t> rows_read_{0};
 };
 
-// read_rows' checks, shared by both formats: a float32 or uint8 array, rows and columns in range.
+// read_rows' checks, shared by both formats: a numeric array, rows and columns in range.
 void check_row_read(const ArrayFile& array, std::span<const int64_t> rows, int64_t column_begin, int64_t column_end);
 
 // A .npy file (NumPy format 1.0-3.0), memory-mapped read-only.

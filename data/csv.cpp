@@ -129,8 +129,19 @@ std::vector<std::string> read_csv_header(const std::string& path) {
   return header_of(reader, path);
 }
 
-Dataset read_csv(const std::string& path, const std::string& label, const std::vector<std::string>& features,
-                 std::vector<int64_t>* lines) {
+namespace {
+
+// What read_csv and read_csv_features share: the header, the feature columns, and every row's fields.
+struct CsvTable {
+  std::vector<float> values;   // the feature columns, row-major
+  std::vector<int32_t> labels;  // when the label is read
+  std::vector<std::string> columns;
+  std::vector<int64_t> lines;
+};
+
+// `label_required`: the label column must be there and is read; else it is skipped when there.
+CsvTable read_table(const std::string& path, const std::string& label, const std::vector<std::string>& features,
+                    bool label_required) {
   CsvReader reader(path, read_text(path));
   const std::vector<std::string> names = header_of(reader, path);
   auto column_of = [&](const std::string& name) -> size_t {
@@ -139,7 +150,8 @@ Dataset read_csv(const std::string& path, const std::string& label, const std::v
       reader.fail(1, 1, fmt::format("no column '{}' in the header (columns: {})", name, fmt::join(names, ", ")));
     return size_t(found - names.begin());
   };
-  const size_t label_column = column_of(label);
+  const bool has_label = label_required || std::find(names.begin(), names.end(), label) != names.end();
+  const size_t label_column = has_label ? column_of(label) : names.size();
   std::vector<size_t> feature_columns;
   if (features.empty()) {
     for (size_t c = 0; c < names.size(); ++c)
@@ -149,24 +161,26 @@ Dataset read_csv(const std::string& path, const std::string& label, const std::v
   }
   DTRAIN_CHECK_USAGE(!feature_columns.empty(), "[csv] '{}' has no feature column besides the label '{}'", path, label);
 
-  std::vector<float> values;
-  std::vector<int32_t> labels;
+  CsvTable table;
+  for (size_t c : feature_columns) table.columns.push_back(names[c]);
   std::vector<Field> record;
   while (reader.next(record)) {
     if (record.size() != names.size()) {
       const Field& at = record.size() > names.size() ? record[names.size()] : record.back();
       reader.fail(at.line, at.col, fmt::format("{} fields, but the header names {} columns", record.size(), names.size()));
     }
-    const Field& label_field = record[label_column];
-    const std::string label_text = trimmed(label_field.text);
-    int64_t id = 0;
-    const auto [end, error] = std::from_chars(label_text.data(), label_text.data() + label_text.size(), id);
-    if (label_text.empty() || error != std::errc() || end != label_text.data() + label_text.size() || id < 0 ||
-        id > INT32_MAX)
-      reader.fail(label_field.line, label_field.col,
-                  fmt::format("label '{}' (column '{}') is not a class id (a whole number >= 0)", label_text, label));
-    labels.push_back(int32_t(id));
-    if (lines != nullptr) lines->push_back(reader.record_line());
+    if (label_required) {
+      const Field& label_field = record[label_column];
+      const std::string label_text = trimmed(label_field.text);
+      int64_t id = 0;
+      const auto [end, error] = std::from_chars(label_text.data(), label_text.data() + label_text.size(), id);
+      if (label_text.empty() || error != std::errc() || end != label_text.data() + label_text.size() || id < 0 ||
+          id > INT32_MAX)
+        reader.fail(label_field.line, label_field.col,
+                    fmt::format("label '{}' (column '{}') is not a class id (a whole number >= 0)", label_text, label));
+      table.labels.push_back(int32_t(id));
+    }
+    table.lines.push_back(reader.record_line());
     for (size_t c : feature_columns) {
       const Field& field = record[c];
       const std::string text = trimmed(field.text);
@@ -175,11 +189,29 @@ Dataset read_csv(const std::string& path, const std::string& label, const std::v
       if (text.empty() || failed != std::errc() || last != text.data() + text.size() || !std::isfinite(value))
         reader.fail(field.line, field.col,
                     fmt::format("'{}' (column '{}') is not a finite number", text, names[c]));
-      values.push_back(value);
+      table.values.push_back(value);
     }
   }
-  const int64_t width = int64_t(feature_columns.size());
-  return Dataset::dense(std::move(values), {width}, std::move(labels));
+  return table;
+}
+
+}  // namespace
+
+Dataset read_csv(const std::string& path, const std::string& label, const std::vector<std::string>& features,
+                 std::vector<int64_t>* lines) {
+  CsvTable table = read_table(path, label, features, true);
+  if (lines != nullptr) *lines = std::move(table.lines);
+  const int64_t width = int64_t(table.columns.size());
+  return Dataset::dense(std::move(table.values), {width}, std::move(table.labels));
+}
+
+std::vector<float> read_csv_features(const std::string& path, const std::string& label,
+                                     const std::vector<std::string>& features, std::vector<std::string>& columns,
+                                     std::vector<int64_t>& lines) {
+  CsvTable table = read_table(path, label, features, false);
+  columns = std::move(table.columns);
+  lines = std::move(table.lines);
+  return std::move(table.values);
 }
 
 }  // namespace dtrain::data

@@ -20,4 +20,11 @@ std::vector<std::string> read_csv_header(const std::string& path);
 Dataset read_csv(const std::string& path, const std::string& label, const std::vector<std::string>& features,
                  std::vector<int64_t>* lines = nullptr);
 
+// The feature rows alone (what predict reads), row-major: the columns read_csv takes as features, from a file
+// that may leave the label column out (one that is there is not read). An empty `label` names no label
+// column. `columns` receives the feature columns' names, `lines` the line each row starts on.
+std::vector<float> read_csv_features(const std::string& path, const std::string& label,
+                                     const std::vector<std::string>& features, std::vector<std::string>& columns,
+                                     std::vector<int64_t>& lines);
+
 }  // namespace dtrain::data

@@ -132,8 +132,10 @@ class Hdf5Array : public ArrayFile {
         done += length;
       }
     }
+    // HDF5 converted every type but uint8 to float as it read.
+    const ElementType held = type_ == ElementType::uint8 ? ElementType::uint8 : ElementType::float32;
     for (size_t i = 0; i < rows.size(); ++i)
-      convert_to_float(type_, buffer.data() + size_t(slot[i] * read_width + skip) * element, size_t(width), divide_by,
+      convert_to_float(held, buffer.data() + size_t(slot[i] * read_width + skip) * element, size_t(width), divide_by,
                        out + int64_t(i) * width);
     rows_read_ += uint64_t(distinct);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/article.hpp"
 #include "core/error.hpp"
 
 namespace dtrain::data {
@@ -50,8 +51,8 @@ std::vector<float> resize_image(const Image& image, int64_t height, int64_t widt
   std::vector<float> out(size_t(height * width * channels));
   const auto in = [&](int64_t y, int64_t x, int64_t c) { return float(image.pixels[size_t((y * image.width + x) * channels + c)]); };
   if (resize == Resize::none || (height == image.height && width == image.width)) {
-    DTRAIN_CHECK(height == image.height && width == image.width, "[image] resize none on a {}x{} image to {}x{}",
-                 image.height, image.width, height, width);
+    DTRAIN_CHECK(height == image.height && width == image.width, "[image] resize none on {}x{} image to {}x{}",
+                 a_number(image.height), image.width, height, width);
     for (size_t i = 0; i < out.size(); ++i) out[i] = float(image.pixels[i]);
     return out;
   }

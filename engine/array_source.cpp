@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "data/csv.hpp"
 #include "data/split.hpp"
+#include "engine/split_names.hpp"
 
 namespace dtrain {
 
@@ -71,7 +72,8 @@ struct ArraySplit {
 ArraySplit open_array_split(const Config& config, const std::string& split_text, const Where& where) {
   const ArraysConfig& arrays = config.data.arrays;
   const std::string name = data::split_name(split_text);  // read_data checked it, but not eval's --split
-  if (!arrays.split(name)) throw_config_error(where, fmt::format("data.arrays has no '{}' entry", name));
+  if (!arrays.split(name))
+    throw_config_error(where, fmt::format("data.arrays has no '{}' entry{}", name, split_suggestion(config, name)));
   const ArraySplitConfig& files = *arrays.split(name);
   ArraySplit split;
   split.features = data::open_array(config.data.path, files.features);
@@ -150,7 +152,8 @@ LoadedData load_csv_data(const Config& config, bool with_train) {
   const DataConfig& data = config.data;
   for (const auto& [split, where] : {std::pair{data.train_split, config.where("data.train_split")}, {data.test_split, config.where("data.test_split")}})
     if (data::split_name(split) != "train")  // read_data checked it, but not eval's --split
-      throw_config_error(where, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train[80%:] (got '{}')", split));
+      throw_config_error(where, fmt::format("a CSV file is the one split 'train'; slice it, e.g. train[80%:] (got '{}'){}", split,
+                                            split_suggestion(config, data::split_name(split))));
   std::vector<int64_t> lines;
   const data::Dataset all = data::read_csv(data.path, data.csv.label, data.csv.features, &lines);
   const data::SplitSlice train_slice = slice_of_split(config, data.train_split, all.size(), config.where("data.train_split"));

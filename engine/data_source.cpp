@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/array_source.hpp"
+#include "engine/split_names.hpp"
 #include "core/error.hpp"
 #include "data/idx.hpp"
 #include "data/image_folder.hpp"
@@ -85,7 +86,7 @@ data::SplitSlice resolve_split(const std::string& text, int64_t size, const Wher
 data::Dataset load_mnist_split(const Config& config, const std::string& split_text, const Where& where,
                                int64_t* named_size = nullptr) {
   const std::string name = data::split_name(split_text);
-  if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
+  if (name != "train" && name != "test") throw_config_error(where, unknown_split(config, name));
   data::IdxSplit split = data::load_idx_split(config.data.path, name, classes_of(config));
   Shape example{split.images.rows * split.images.cols};
   if (!config.data.image_shape.empty()) example = Shape(config.data.image_shape.begin(), config.data.image_shape.end());
@@ -107,15 +108,15 @@ data::TextExamples load_text_split(const Config& config, const std::string& spli
   const std::string name = data::split_name(split_text);
   data::TextExamples examples;
   if (config.data.dataset == Dataset::imdb) {
-    if (name != "train" && name != "test") throw_config_error(where, fmt::format("unknown split '{}' (train or test)", name));
+    if (name != "train" && name != "test") throw_config_error(where, unknown_split(config, name));
     examples = data::read_imdb(config.data.path, name);
     data::check_labels(examples.labels, classes_of(config), fmt::format("[imdb] '{}/{}'", config.data.path, name),
                        [&](int64_t i) { return examples.paths[size_t(i)]; });
   } else {
     const std::string folder = (std::filesystem::path(config.data.path) / name).string();
     if (!std::filesystem::is_directory(folder))
-      throw_config_error(where, fmt::format("split '{}' has no folder '{}' (dataset text_folder reads {}/<split>/<class>/*.txt)",
-                                            name, folder, config.data.path));
+      throw_config_error(where, fmt::format("split '{}' has no folder '{}' (dataset text_folder reads {}/<split>/<class>/*.txt){}",
+                                            name, folder, config.data.path, split_suggestion(config, name)));
     examples = data::read_text_folder(folder, config.data.classes, "[text_folder]");
   }
   if (named_size) *named_size = int64_t(examples.texts.size());
@@ -227,7 +228,8 @@ data::ImageExamples load_image_folder_split(const Config& config, const std::str
   const std::string folder = config.data.path + "/" + name;
   std::error_code error;
   if (!std::filesystem::is_directory(folder, error))
-    throw_config_error(where, fmt::format("split '{}': no folder '{}' (a split names a folder under data.path)", split_text, folder));
+    throw_config_error(where, fmt::format("split '{}': no folder '{}' (a split names a folder under data.path){}", split_text,
+                                          folder, split_suggestion(config, name)));
   const data::ImageFolderOptions options = image_folder_options(config);
   data::ClassFolderFiles listing = data::list_class_folders(folder, data::kImageExtensions, options.classes, options.tag);
   if (named_size) *named_size = int64_t(listing.files.size());

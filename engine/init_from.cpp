@@ -142,17 +142,19 @@ InitPlan plan_init(const Config& config, const nn::Model& model, const checkpoin
 
 std::optional<data::TextVectorizer> inherited_vectorizer(const Config& config, const checkpoint::CheckpointIndex& index) {
   const bool holds = !index.meta.vocabulary.empty();
-  if (config.data.dataset != Dataset::imdb) {
+  // Any text data set (imdb, text_folder) reads any text checkpoint's vocabulary: the texts differ, the
+  // inputs the vectorizer makes of them do not.
+  if (!is_text(config.data.dataset)) {
     if (holds)
-      fail_init(config, fmt::format("checkpoint {} holds a text vectorizer (its model reads IMDB texts), but "
+      fail_init(config, fmt::format("checkpoint {} holds a text vectorizer (its model reads texts), but "
                                     "data.dataset is {}",
                                     index.folder, to_string(config.data.dataset)));
     return std::nullopt;
   }
   if (!holds)
-    fail_init(config, fmt::format("checkpoint {} holds no text vectorizer: its model was not trained on IMDB texts, "
-                                  "whose inputs it could not read",
-                                  index.folder));
+    fail_init(config, fmt::format("checkpoint {} holds no text vectorizer: its model was not trained on texts, "
+                                  "whose inputs it could not read (data.dataset is {})",
+                                  index.folder, to_string(config.data.dataset)));
   return saved_vectorizer(index, config);
 }
 

@@ -35,10 +35,11 @@ struct InitPlan {
 // train.init_skip to leave them out.
 InitPlan plan_init(const Config& config, const nn::Model& model, const checkpoint::CheckpointIndex& index);
 
-// An IMDB model's inputs are the vocabulary's columns (TF-IDF) or ids (int): the fine-tuned run keeps the
+// A text model's inputs are the vocabulary's columns (TF-IDF) or ids (int): the fine-tuned run keeps the
 // checkpoint's fitted vectorizer (in this config's data.vectorizer mode) and vectorizes its texts with it,
-// never re-fitting. nullopt for MNIST. UsageError when the checkpoint holds no vectorizer for an IMDB
-// config, one for an MNIST config, or one of another mode.
+// never re-fitting, whichever text data set (imdb, text_folder) either run read. nullopt for other data sets.
+// UsageError when the checkpoint holds no vectorizer for a text config, one for another config, or one of
+// another mode.
 std::optional<data::TextVectorizer> inherited_vectorizer(const Config& config, const checkpoint::CheckpointIndex& index);
 
 // Whether a checkpoint's stored config (CheckpointMeta::config) started its run from another checkpoint:

@@ -144,7 +144,10 @@ TEST_CASE("image layer errors name the place") {
               "[batch, spatial, unsharded, unsharded]}", {"axis 1", "7 elements", "not divisible by 2"}, "max_pool2d");
   // A valid window wider than the image.
   check_error(replace(kCnn, "{max_pool2d: [2, 2], strides: 2, padding: same}", "{max_pool2d: 15}"), "{max_pool2d: 15}",
-              {"15-wide window does not fit the 14 rows"});
+              {"a 15-wide window does not fit the 14 rows"});
+  // "an 18-wide" as read aloud (issue 28: the article before a number).
+  check_error(replace(kCnn, "{max_pool2d: [2, 2], strides: 2, padding: same}", "{max_pool2d: 18}"), "{max_pool2d: 18}",
+              {"an 18-wide window does not fit the 14 rows"});
   check_error(replace(kCnn, "{conv2d: 8, kernel_size: 3,", "{conv2d: 8,"), "{conv2d: 8",
               {"missing required key 'kernel_size'"});
   check_error(replace(kCnn, "kernel_size: [3, 5]", "kernel_size: [3]"), "[3]",

@@ -1,5 +1,6 @@
 // Layers over NHWC image batches: Conv2D, max / average pooling, global average pooling. Their ops carry
 // the sharding rules (core/ops/conv.hpp, pool.hpp); these hold the Keras configuration and variables.
+#include "core/article.hpp"
 #include "core/error.hpp"
 #include "core/nn/layers.hpp"
 #include "core/ops/attention.hpp"
@@ -19,8 +20,8 @@ void check_image(const char* kind, const std::string& name, const Shape& input) 
 int64_t window_out(const char* kind, const std::string& name, int64_t extent, int64_t kernel, int64_t stride,
                    ops::Padding padding) {
   const int64_t out = ops::window_output_extent(extent, kernel, stride, padding);
-  DTRAIN_CHECK_USAGE(out > 0, "[{}] layer '{}': a {}-wide window does not fit {} positions with padding valid", kind,
-                     name, kernel, extent);
+  DTRAIN_CHECK_USAGE(out > 0, "[{}] layer '{}': {}-wide window does not fit {} positions with padding valid", kind,
+                     name, a_number(kernel), extent);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/comm/tensor_view.hpp"
+#include "core/article.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 
@@ -49,10 +50,10 @@ std::string window_band_problem(const std::string& op, int axis, int64_t extent,
   const int64_t band = extent / parts, out_band = out / parts;
   const char* axis_name = axis == 1 ? "rows" : "columns";
   if (extent % parts != 0 || out % parts != 0 || out_band * stride != band)
-    return fmt::format("{}: its input's {} {} are cut into {} bands by mesh dim '{}', but a {}-wide window with "
+    return fmt::format("{}: its input's {} {} are cut into {} bands by mesh dim '{}', but {}-wide window with "
                        "stride {} and {} padding makes {} outputs, which do not form {} bands of {} (shard that axis "
                        "another way, relayout before this layer, or change the stride or padding)",
-                       op, extent, axis_name, parts, spec, kernel, stride, padding_name(padding), out, parts,
+                       op, extent, axis_name, parts, spec, a_number(kernel), stride, padding_name(padding), out, parts,
                        double(band) / double(stride));
   const int64_t before = padding == Padding::Same ? same_padding_before(extent, out, kernel, stride) : 0;
   const int64_t after = std::max<int64_t>((out_band - 1) * stride - before + kernel - band, 0);
@@ -68,7 +69,7 @@ WindowPlan plan_window(const char* op, const DTensor& x, int axis, int64_t kerne
   DTRAIN_CHECK(kernel >= 1 && stride >= 1, "[{}] window {} with stride {} on {}", op, kernel, stride, x.describe());
   WindowPlan plan;
   plan.global_out = window_output_extent(extent, kernel, stride, padding);
-  DTRAIN_CHECK(plan.global_out > 0, "[{}] a {}-wide window does not fit axis {} of {} with valid padding", op, kernel,
+  DTRAIN_CHECK(plan.global_out > 0, "[{}] {}-wide window does not fit axis {} of {} with valid padding", op, a_number(kernel),
                axis, x.describe());
   const int64_t pad = padding == Padding::Same ? same_padding_before(extent, plan.global_out, kernel, stride) : 0;
   plan.dim = x.layout().dim_at(axis);

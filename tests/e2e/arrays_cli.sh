@@ -78,8 +78,8 @@ a, b = ([float(v) for v in open(n).read().split()] for n in ("eval_2", "eval_4")
 assert len(a) == 2 and all(abs(x - y) <= 1e-5 for x, y in zip(a, b)), (a, b)
 PY
 expect 0 "split train\[:16\]: .*\(16 examples\)" -- eval --config npy.yaml --split "train[:16]"
-expect 2 "--split validation: data.arrays has no 'validation' entry" -- eval --config npy.yaml --split validation
-expect 2 "checkpoint ckpt_npy/ckpt-24 holds a model of data set arrays: predict reads images \(IDX, PNG, JPEG\) and texts" -- \
+expect 2 "--split validation: npy.yaml has no data.validation_split" -- eval --config npy.yaml --split validation
+expect 2 "checkpoint ckpt_npy/ckpt-24 holds a model of data set arrays: give --npy FILE or --csv FILE, not --idx" -- \
   predict --checkpoint ckpt_npy --idx npy/test_x.npy
 expect 0 "resuming ckpt_npy/ckpt-24 " -- resume --config npy.yaml --set train.epochs=3
 

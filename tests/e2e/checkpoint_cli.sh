@@ -62,7 +62,7 @@ for line in lines:
     assert len(p) == 10 and abs(sum(p) - 1) < 1e-4, line
 PY
 head -2 out | cut -f2- >predict_idx
-expect 2 "give images with --idx" -- predict --checkpoint ckpt "a text"
+expect 2 "give --idx FILE, --file PATH \(images\), --npy FILE or --csv FILE, not texts" -- predict --checkpoint ckpt "a text"
 # --file: the first two test images as 28x28 gray PNGs predict what --idx predicts for them.
 python3 - <<'PY'
 import struct, zlib

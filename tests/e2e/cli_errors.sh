@@ -74,7 +74,7 @@ expect 2 "dtrain: error: predict: 'b.png' follows --file a.png, but each --file 
 expect 2 "dtrain: error: .*--config is required" -- train
 expect 2 "dtrain: error: .*--bogus" -- train --config good.yaml --bogus
 expect 2 "dtrain: error: .*--checkpoint is required" -- predict "some text"
-expect 2 "dtrain: error: predict: give texts to classify, --file PATH ..., or --idx FILE \(one kind of input\)" -- predict --checkpoint somewhere
+expect 2 "dtrain: error: predict: give texts to classify, --file PATH ..., --idx FILE, --npy FILE or --csv FILE \(one kind of input\)" -- predict --checkpoint somewhere
 expect 2 "dtrain: error: missing.yaml: cannot read the config file" -- train --config missing.yaml
 
 # Bad configs: exit 2, FILE:LINE:COL and what was expected.

@@ -97,11 +97,11 @@ for i, line in enumerate(lines):
 assert lines[4].split("\t")[1] == "gray.jpeg", lines
 PY
 echo "a review" >review.txt
-expect 2 "^dtrain: error: \[predict\] --file 'review.txt': checkpoint .* is an image_folder model, which takes image" -- \
+expect 2 "^dtrain: error: \[predict\] --file 'review.txt': checkpoint .* holds a model of data set image_folder, which takes image" -- \
   predict --checkpoint ckpt --file review.txt
 expect 2 "^dtrain: error: \[predict\] --file 'notes.doc': not an image" -- predict --checkpoint ckpt --file notes.doc
 expect 2 "^dtrain: error: \[image\] cannot open 'missing.png'" -- predict --checkpoint ckpt --file missing.png
-expect 2 "give texts to classify, --file PATH ..., or --idx FILE \(one kind of input\)" -- \
+expect 2 "give texts to classify, --file PATH ..., --idx FILE, --npy FILE or --csv FILE \(one kind of input\)" -- \
   predict --checkpoint ckpt "a text" --file red.png
 head -c 100 red.png >cut.png
 expect 2 "^dtrain: error: \[image\] 'cut.png': corrupt PNG data: the file is truncated" -- predict --checkpoint ckpt --file cut.png

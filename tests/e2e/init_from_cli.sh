@@ -4,7 +4,8 @@
 # a new head with --init-skip; every mismatch and misuse exits 2 naming the checkpoint and the variables; the
 # source checkpoint dir is never modified (checksums before and after), a damaged one is exit 1, and it is
 # read under the readers' lease; under mpirun the same model results. IMDB: the fine-tuned run keeps the
-# checkpoint's vectorizer (no re-fit, even on other texts) and so does its resume.
+# checkpoint's vectorizer (no re-fit, even on other texts) and so does its resume; so do imdb -> text_folder,
+# text_folder -> text_folder and text_folder -> imdb, and predict reads the fine-tuned checkpoints.
 # Usage: init_from_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the cwd), expect, check, latest
@@ -172,7 +173,51 @@ check "the resume noted init_from" grep -q "note: train.init_from (ckpt_base) st
 check "the resume saved ckpt-8" test "$(latest ckpt_few)" = ckpt-8
 expect 2 "data.vectorizer.mode is int but checkpoint ckpt_base/ckpt-8 does not hold such a vectorizer" -- \
   train --config ids.yaml --init-from ckpt_base
-expect 2 "--init-from ckpt_base: checkpoint ckpt_base/ckpt-8 holds a text vectorizer \(its model reads IMDB texts\), but data.dataset is mnist" -- \
+expect 2 "--init-from ckpt_base: checkpoint ckpt_base/ckpt-8 holds a text vectorizer \(its model reads texts\), but data.dataset is mnist" -- \
   train --config ft.yaml --init-from ckpt_base --set checkpoint.dir=ckpt_x
+
+# Between text data sets (issue 28): a text folder of reviews in other files (with words the IMDB vocabulary
+# lacks) fine-tuned from the IMDB checkpoint, from a text_folder checkpoint (the same config, as in a
+# second round), and an IMDB run from the text_folder one: each keeps the vocabulary it started from.
+python3 - <<'PY'
+import os, random
+random.seed(5)
+words = "movie film plot acting the a was ending music and it not".split() + ["popcorn", "sequel"]
+for split, count in (("train", 24), ("test", 8)):
+    for label in ("neg", "pos"):
+        os.makedirs(f"texts/{split}/{label}")
+        for i in range(count):
+            text = [random.choice(words) for _ in range(random.randrange(3, 20))]
+            text.insert(random.randrange(len(text)), "great" if label == "pos" else "bad")
+            with open(f"texts/{split}/{label}/{i}.txt", "w") as f:
+                f.write(" ".join(text))
+PY
+cat >texts.yaml <<'YAML'
+mesh: {dims: {batch: 2}}
+data: {dataset: text_folder, path: texts, vectorizer: {mode: tf_idf, max_tokens: 12}, batch_size: 8, shuffle: {seed: 1}}
+model:
+  - {dense: 2}
+train: {epochs: 2, optimizer: {sgd: {learning_rate: 0.05}}}
+checkpoint: {dir: ckpt_texts, every: epoch}
+run_dir: run_texts
+YAML
+expect 0 "fine-tuning from ckpt_base/ckpt-8 \(step 8" -- train --config texts.yaml --init-from ckpt_base
+check "imdb -> text_folder: the fine-tuned run kept the IMDB vocabulary" diff run_base/vocabulary.txt run_texts/vocabulary.txt
+check "and its idf weights" diff run_base/idf_weights.txt run_texts/idf_weights.txt
+expect 0 "^classes: neg, pos$" -- inspect ckpt_texts
+expect 0 "split test: .*\(16 examples\)" -- eval --config texts.yaml
+expect 0 "^0	class [01]	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_texts "a great film" "a bad plot"
+check "predict on the fine-tuned checkpoint prints a row per text" test "$(grep -c probabilities out)" = 2
+# text_folder -> text_folder: the same config, a second round from the first's checkpoint.
+expect 0 "fine-tuning from ckpt_texts/ckpt-12 \(step 12" -- train --config texts.yaml --init-from ckpt_texts \
+  --set checkpoint.dir=ckpt_texts2 --run-dir run_texts2
+check "text_folder -> text_folder: the vocabulary went on unchanged" diff run_texts/vocabulary.txt run_texts2/vocabulary.txt
+expect 0 "^1	class [01]	(neg|pos) " -- predict --checkpoint ckpt_texts2 "a great film" "a bad plot"
+# A text_folder run of its own (its vocabulary fitted on the folder's texts) -> imdb.
+expect 0 "test accuracy" -- train --config texts.yaml --set checkpoint.dir=ckpt_own --run-dir run_own
+expect 0 "fine-tuning from ckpt_own/ckpt-12 \(step 12" -- train --config base.yaml --init-from ckpt_own \
+  --set checkpoint.dir=ckpt_back --run-dir run_back
+check "text_folder -> imdb: the IMDB run kept the text folder's vocabulary" diff run_own/vocabulary.txt run_back/vocabulary.txt
+check "which is not the one IMDB's texts give" bash -c '! cmp -s run_own/vocabulary.txt run_base/vocabulary.txt'
 
 report

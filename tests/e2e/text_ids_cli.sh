@@ -90,7 +90,7 @@ cp out predict_text
 printf 'A great movie!' >review.txt
 expect 0 "^0	review.txt	class [01]	(neg|pos) [01]\.[0-9]{4}	probabilities" -- predict --checkpoint ckpt_tfidf --file review.txt
 check "a text file predicts what its text does" test "$(cut -f2- predict_text)" = "$(cut -f3- out)"
-expect 2 "^dtrain: error: \[predict\] --file 'photo.png': checkpoint .* is an imdb model, which takes text \(.txt\) files" -- \
+expect 2 "^dtrain: error: \[predict\] --file 'photo.png': checkpoint .* holds a model of data set imdb, which takes text \(.txt\) files" -- \
   predict --checkpoint ckpt_tfidf --file photo.png
 expect 0 "resuming" -- resume --config tfidf.yaml --set train.epochs=2
 
