@@ -27,7 +27,7 @@ for split, count in (("train", 128), ("test", 32)):
 PY
 
 # The shipped model and layouts, shrunk in its data: 32 ids a review from a 2,000-token vocabulary.
-small=(--set data.path=data/aclImdb --set "data.vectorizer={mode: int, max_tokens: 2000, output_sequence_length: 32}"
+small=(--set data.path=data/aclImdb --set data.vectorizer.max_tokens=2000 --set data.vectorizer.output_sequence_length=32
   --set train.log_every=1 --set train.eval_every_epoch=false)
 one_device=(--set "mesh.dims={batch: 1}" --set "layouts={}" --set "data.layout=[batch, unsharded]")
 data_parallel=(--set "mesh.dims={batch: 8}" --set "layouts={}" --set "data.layout=[batch, unsharded]")
