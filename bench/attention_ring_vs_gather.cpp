@@ -157,7 +157,7 @@ Var ring_attention(const Var& q, const Var& k, const Var& v, float scale, int se
       if (step + 1 < n) ring_pass(group, {&kp, &vp, &dk, &dv}, communicate);
       else ring_pass(group, {&dk, &dv}, communicate);
     }
-    return {DTensor(grad.global_shape(), layout, swap_middle_axes(dq)),
+    return {DTensor(global, layout, swap_middle_axes(dq)),
             DTensor(k_value.global_shape(), layout, swap_middle_axes(dk)),
             DTensor(v_value.global_shape(), layout, swap_middle_axes(dv))};
   });
