@@ -127,12 +127,16 @@ struct VectorizerConfig {
   std::string mode = "tf_idf";
   int max_tokens = 0;
   int output_sequence_length = 0;
+  std::string truncating = "post", padding = "post";
   template <class V> void visit(V& v) {
     static const std::vector<std::string> modes{"tf_idf", "int"};
     v(mode, "mode", Choice{&modes}, "tf_idf (TF-IDF weights) or int (token ids, for an embedding)");
     v(max_tokens, "max_tokens", Int{mode == "int" ? 3 : 2, 1 << 24}, "vocabulary size, [UNK] (and \"\" in int) counted", kRequired);
     v(output_sequence_length, "output_sequence_length", Int{1, 1 << 20}, "ids per example (mode int only)",
       mode == "int" ? kRequired : kOmitDefault);
+    static const std::vector<std::string> ends{"post", "pre"};  // keras.utils.pad_sequences' names
+    v(truncating, "truncating", Choice{&ends}, "int: post keeps a text's first ids, pre its last", kOmitDefault);
+    v(padding, "padding", Choice{&ends}, "int: post pads a short text's end with 0, pre its start", kOmitDefault);
   }
 };
 

@@ -1,5 +1,6 @@
 #include "data/text_ids.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.hpp"
@@ -25,14 +26,15 @@ std::vector<std::string> checked(std::vector<std::string> vocabulary) {
 
 }  // namespace
 
-TokenIdVectorizer::TokenIdVectorizer(std::vector<std::string> vocabulary, int64_t sequence_length)
-    : vocabulary_(checked(std::move(vocabulary))), sequence_length_(sequence_length), lookup_(lookup_for(vocabulary_)) {
+TokenIdVectorizer::TokenIdVectorizer(std::vector<std::string> vocabulary, int64_t sequence_length, Ends ends)
+    : vocabulary_(checked(std::move(vocabulary))), sequence_length_(sequence_length), ends_(ends),
+      lookup_(lookup_for(vocabulary_)) {
   DTRAIN_CHECK_USAGE(sequence_length >= 1, "[text_ids] output_sequence_length must be at least 1, got {}",
                      sequence_length);
 }
 
 TokenIdVectorizer TokenIdVectorizer::fit(std::span<const std::string> docs, int64_t max_tokens,
-                                         int64_t sequence_length, int threads) {
+                                         int64_t sequence_length, int threads, Ends ends) {
   DTRAIN_CHECK_USAGE(max_tokens == 0 || max_tokens >= 3,
                      "[text_ids] max_tokens must be at least 3 ('', '[UNK]' and one token) or 0 for no limit, got {}",
                      max_tokens);
@@ -43,23 +45,32 @@ TokenIdVectorizer TokenIdVectorizer::fit(std::span<const std::string> docs, int6
   TfidfVectorizer counted = TfidfVectorizer::fit(docs, columns, threads);
   std::vector<std::string> vocabulary{std::string(padding_token)};
   vocabulary.insert(vocabulary.end(), counted.vocabulary().begin(), counted.vocabulary().end());
-  return TokenIdVectorizer(std::move(vocabulary), sequence_length);
+  return TokenIdVectorizer(std::move(vocabulary), sequence_length, ends);
 }
 
-TokenIdVectorizer TokenIdVectorizer::from_vocabulary(std::vector<std::string> vocabulary, int64_t sequence_length) {
-  return TokenIdVectorizer(std::move(vocabulary), sequence_length);
+TokenIdVectorizer TokenIdVectorizer::from_vocabulary(std::vector<std::string> vocabulary, int64_t sequence_length,
+                                                     Ends ends) {
+  return TokenIdVectorizer(std::move(vocabulary), sequence_length, ends);
 }
 
 int32_t TokenIdVectorizer::id_of(std::string_view token) const { return lookup_.column_of(token) + 1; }
 
 std::vector<float> TokenIdVectorizer::transform_one(std::string_view doc) const {
-  std::vector<float> ids(size_t(sequence_length_), 0.0f);
+  const size_t length = size_t(sequence_length_);
+  std::vector<float> ids(length, 0.0f);
   std::string standardized;
   standardize_into(doc, standardized);
-  size_t next = 0;
+  // The kept ids in order, in ids[0, kept): the first L tokens, or (truncating 'pre') the last L, which
+  // wrap around ids as a ring from `count` on and are rotated into order at the end.
+  size_t count = 0;
   for_each_token(standardized, [&](std::string_view token) {
-    if (next < ids.size()) ids[next++] = float(id_of(token));  // Keras keeps the first L tokens
+    if (count < length) ids[count] = float(id_of(token));
+    else if (ends_.truncate_front) ids[count % length] = float(id_of(token));
+    ++count;
   });
+  const size_t kept = std::min(count, length);
+  if (ends_.truncate_front && count > length) std::rotate(ids.begin(), ids.begin() + std::ptrdiff_t(count % length), ids.end());
+  if (ends_.pad_front) std::rotate(ids.begin(), ids.begin() + std::ptrdiff_t(kept), ids.end());  // zeros first
   return ids;
 }
 

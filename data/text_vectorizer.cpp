@@ -23,7 +23,7 @@ TextVectorizer::Fitted TextVectorizer::fit(std::span<const std::string> docs, st
   check_mode(settings.mode);
   DTRAIN_CHECK(labels.size() == docs.size(), "[text] {} texts but {} labels", docs.size(), labels.size());
   if (settings.mode == int_mode) {
-    TextVectorizer vectorizer(TokenIdVectorizer::fit(docs, settings.max_tokens, settings.sequence_length, threads));
+    TextVectorizer vectorizer(TokenIdVectorizer::fit(docs, settings.max_tokens, settings.sequence_length, threads, settings.ends));
     Dataset dataset = vectorizer.dataset(docs, std::move(labels), threads);
     return Fitted{std::move(vectorizer), std::move(dataset)};
   }
@@ -46,7 +46,7 @@ TextVectorizer TextVectorizer::restore(std::vector<std::string> vocabulary, std:
                        "[text] the saved vectorizer is not of mode int (its vocabulary must start with '' and '[UNK]', "
                        "with no idf weights){}",
                        tfidf_form ? ": it is a tf_idf one" : "");
-    return TextVectorizer(TokenIdVectorizer::from_vocabulary(std::move(vocabulary), settings.sequence_length));
+    return TextVectorizer(TokenIdVectorizer::from_vocabulary(std::move(vocabulary), settings.sequence_length, settings.ends));
   }
   DTRAIN_CHECK_USAGE(tfidf_form,
                      "[text] the saved vectorizer is not of mode tf_idf (its vocabulary must start with '[UNK]', with "

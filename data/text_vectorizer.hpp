@@ -25,11 +25,12 @@ class TextVectorizer {
   static constexpr std::string_view int_mode = "int";
 
   // What a config says: mode "tf_idf" | "int", max_tokens (Keras' meaning in each mode: tf_idf counts
-  // "[UNK]", int counts "" and "[UNK]"), and sequence_length (int mode only).
+  // "[UNK]", int counts "" and "[UNK]"), and sequence_length and the ends cut or padded (int mode only).
   struct Settings {
     std::string mode{tf_idf_mode};
     int64_t max_tokens = 0;
     int64_t sequence_length = 0;
+    TokenIdVectorizer::Ends ends{};
   };
   struct Fitted;
 

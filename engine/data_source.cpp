@@ -301,7 +301,8 @@ data::SplitSlice slice_of_split(const Config& config, const std::string& split_t
 
 data::TextVectorizer::Settings vectorizer_settings(const Config& config) {
   const VectorizerConfig& vectorizer = config.data.vectorizer;
-  return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0};
+  return {vectorizer.mode, vectorizer.max_tokens, vectorizer.mode == "int" ? vectorizer.output_sequence_length : 0,
+          {vectorizer.truncating == "pre", vectorizer.padding == "pre"}};
 }
 
 LoadedData load_data(const Config& config, bool with_train, const std::optional<data::TextVectorizer>& vectorizer) {

@@ -126,6 +126,36 @@ TEST_CASE("hand-computed: sequences keep the first tokens and pad with 0 at the 
   CHECK(v.transform(docs, 2) == Ids{2, 4, 0, 1, 1, 1, 3, 0, 0});
 }
 
+TEST_CASE("hand-computed: truncating and padding 'pre' keep the last tokens and pad the start (pad_sequences)") {
+  const Tokens vocabulary{"", "[UNK]", "the", "movie", "was", "bad"};
+  auto with = [&](bool truncate_front, bool pad_front) {
+    return TokenIdVectorizer::from_vocabulary(vocabulary, 3, {truncate_front, pad_front});
+  };
+  // keras.utils.pad_sequences([[2, 3, 4, 1, 5], [3]], maxlen=3, truncating=..., padding=...):
+  CHECK(with(true, true).transform_one("The movie was GREAT bad") == Ids{4, 1, 5});  // the last three
+  CHECK(with(true, true).transform_one("movie!") == Ids{0, 0, 3});
+  CHECK(with(true, false).transform_one("movie!") == Ids{3, 0, 0});
+  CHECK(with(false, true).transform_one("The movie was GREAT bad") == Ids{2, 3, 4});
+  CHECK(with(false, true).transform_one("the movie") == Ids{0, 2, 3});
+  CHECK(with(true, true).transform_one("the movie was") == Ids{2, 3, 4});  // exactly L: unchanged
+  CHECK(with(true, true).transform_one("") == Ids{0, 0, 0});
+  // Every length around L, against slicing the whole id list.
+  const Tokens words{"the", "movie", "was", "x", "bad"};
+  for (int count = 0; count <= 8; ++count) {
+    std::string doc;
+    Ids all;
+    for (int i = 0; i < count; ++i) {
+      doc += words[size_t(i * 3 % 5)] + " ";
+      const auto at = std::find(vocabulary.begin() + 2, vocabulary.end(), words[size_t(i * 3 % 5)]);
+      all.push_back(at == vocabulary.end() ? 1.0f : float(at - vocabulary.begin()));
+    }
+    const size_t kept = std::min<size_t>(all.size(), 3);
+    Ids last(all.end() - std::ptrdiff_t(kept), all.end());
+    last.insert(last.begin(), 3 - kept, 0.0f);
+    CHECK_MESSAGE(with(true, true).transform_one(doc) == last, count << " tokens");
+  }
+}
+
 TEST_CASE("text_ids: bad settings are usage errors") {
   const std::vector<std::string> docs = {"a b"};
   CHECK_THROWS_WITH_AS(TokenIdVectorizer::fit(docs, 2, 4),

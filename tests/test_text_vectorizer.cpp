@@ -154,6 +154,18 @@ TEST_CASE("tf_idf with fewer distinct tokens than max_tokens: a smaller vocabula
   CHECK(back.transform_one("c a") == row);
 }
 
+TEST_CASE("load_data with truncating and padding 'pre': each review's last ids, zeros first (pad_sequences)") {
+  dtrain::testing::TempFolder temp("text_ids_pre");
+  const fs::path root = make_imdb(temp.path, 12);
+  const Config config =
+      parse(imdb_config(temp.path, "{mode: int, max_tokens: 1000, output_sequence_length: 4, truncating: pre, padding: pre}"));
+  LoadedData loaded = load_data(config);
+  const data::TextExamples train = data::read_imdb(root.string(), "train");
+  const data::TokenIdVectorizer reference = data::TokenIdVectorizer::fit(train.texts, 1000, 4, 2, {true, true});
+  CHECK(dataset_of(*loaded.train).dense_features() == reference.transform(train.texts));
+  CHECK(dataset_of(*loaded.train).dense_features() != data::TokenIdVectorizer::fit(train.texts, 1000, 4).transform(train.texts));
+}
+
 TEST_CASE("load_data with vectorizer mode int: dense rows of output_sequence_length ids fitted on the training split") {
   dtrain::testing::TempFolder temp("text_ids_load");
   const fs::path root = make_imdb(temp.path, 12);

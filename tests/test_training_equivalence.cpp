@@ -117,3 +117,22 @@ TEST_CASE("imdb_embedding with its table's rows on model, on {batch:1}, {batch:8
                     step_losses("imdb_embedding.yaml", {"layouts={embedding1/embeddings: [unsharded, model]}"}, reviews, 30),
                     "columns on model {batch: 4, model: 2}");
 }
+
+TEST_CASE("imdb_transformer (heads on model, sequence on seq) on {batch:1}, {batch:8}, {2,2,2}: the same 30 step losses") {
+  // Token ids [N, 40] in [0, 20000), as the config's int vectorizer makes them (40 ids instead of 200: the
+  // same graph, layouts and collectives, in a second); dropout draws the same masks on every mesh.
+  data::Dataset reviews = generated_token_ids(32 * 30, 40, 20000);
+  const std::vector<std::string> whole_sequence{"layouts={}", "data.layout=[batch, unsharded]"};
+  auto on = [&](const std::string& mesh) {
+    std::vector<std::string> overrides = whole_sequence;
+    overrides.push_back("mesh.dims=" + mesh);
+    return step_losses("imdb_transformer.yaml", overrides, reviews, 30);
+  };
+  std::vector<double> one = on("{batch: 1}");
+  REQUIRE(one.size() == 30);
+  check_learns(one, "imdb_transformer {batch: 1}");
+  check_same_losses(one, on("{batch: 8}"), "data parallel {batch: 8}");
+  check_same_losses(one, step_losses("imdb_transformer.yaml", {}, reviews, 30), "{batch: 2, model: 2, seq: 2}");
+  check_same_losses(one, step_losses("imdb_transformer.yaml", {"mesh.dims={batch: 1, model: 2, seq: 4}"}, reviews, 30),
+                    "{batch: 1, model: 2, seq: 4}");
+}
