@@ -895,9 +895,12 @@ void read(Reader& reader, const Field& field, VectorizerConfig& vectorizer, cons
   if (!is_text(reader.config->data.dataset))
     reader.fail(field, "only datasets imdb and text_folder use a vectorizer; remove this key");
   read_keys(reader, field, vectorizer);
-  const std::string length = join(field.path, "output_sequence_length");
-  if (vectorizer.mode != "int" && reader.given(length))
-    reader.fail_at(length, "output_sequence_length is for mode int (token ids); mode tf_idf gives max_tokens weights");
+  if (vectorizer.mode == "int") return;
+  for (const char* key : {"output_sequence_length", "truncating", "padding"}) {
+    const std::string path = join(field.path, key);
+    if (reader.given(path))
+      reader.fail_at(path, fmt::format("{} is for mode int (token ids); mode tf_idf gives max_tokens weights", key));
+  }
 }
 
 void check(Reader& reader, const Field& field, ArraysConfig& arrays) {

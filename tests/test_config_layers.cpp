@@ -165,6 +165,12 @@ TEST_CASE("embedding and vectorizer errors name the place") {
                       "vectorizer: {mode: int, max_tokens: 1000}"),
               "{mode: int", {"missing required key 'output_sequence_length'"});
   check_error(replace(kText, "mode: int,", "mode: tf_idf,"), "50}", {"output_sequence_length is for mode int"});
+  check_error(replace(kText, "mode: int, max_tokens: 1000, output_sequence_length: 50",
+                      "mode: tf_idf, max_tokens: 1000, truncating: pre"),
+              "pre}", {"truncating is for mode int"});
+  check_error(replace(kText, "mode: int, max_tokens: 1000, output_sequence_length: 50",
+                      "mode: tf_idf, max_tokens: 1000, padding: post"),
+              "post}", {"padding is for mode int"});
   check_error(replace(kText, "max_tokens: 1000", "max_tokens: 2"), "2,", {"expected an integer in [3, "},
               "max_tokens: ");
   const std::string mnist = replace(kCnn, "{conv2d: 8, kernel_size: 3, padding: same, activation: gelu}", "{embedding: 4}");
