@@ -20,15 +20,13 @@ import argparse
 import gzip
 import json
 import os
-import resource
-import statistics
 import struct
-import time
 
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from peer_training import train_timed
 
 
 def mnist(directory):
@@ -62,39 +60,16 @@ def main():
     torch.set_num_threads(args.threads)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     net = build().to(memory_format=fmt)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     if args.mnist_dir:
         x_all, y_all = mnist(args.mnist_dir)
     else:
         x_all, y_all = torch.rand(args.batch * 50, 1, 28, 28), torch.randint(0, 10, (args.batch * 50,))
     x_all = x_all.contiguous(memory_format=fmt)
-    batches = x_all.shape[0] // args.batch
-
-    def step(i):
-        j = i % batches
-        xb, yb = x_all[j * args.batch:(j + 1) * args.batch], y_all[j * args.batch:(j + 1) * args.batch]
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(xb), yb)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for i in range(args.warmup):
-        step(i)
-    times = []
-    for i in range(args.warmup, args.warmup + args.steps):
-        start = time.perf_counter()
-        loss = step(i)
-        times.append(time.perf_counter() - start)
-    median, mean = statistics.median(times), sum(times) / len(times)
+    figures = train_timed(net, x_all, y_all, args.batch, args.warmup, args.steps)
     print(json.dumps({
         "peer": "pytorch cpu", "torch": torch.__version__, "threads": args.threads,
         "memory_format": "channels_last" if args.channels_last else "nchw", "batch": args.batch,
-        "steps": args.steps, "data": "mnist" if args.mnist_dir else "random",
-        "seconds": round(median, 6), "examples_per_s": round(args.batch / median, 1),
-        "mean_seconds": round(mean, 6), "examples_per_s_mean": round(args.batch / mean, 1),
-        "last_loss": round(float(loss), 5),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+        "steps": args.steps, "data": "mnist" if args.mnist_dir else "random", **figures}))
 
 
 if __name__ == "__main__":

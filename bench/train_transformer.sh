@@ -24,14 +24,7 @@ if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
   echo "train_transformer.sh: the peer needs Debian's python3-torch and python3-numpy (scripts/setup.sh --bench)" >&2
   exit 2
 fi
-mpi=()
-if [[ -z "${NO_MPI:-}" ]] && command -v mpirun >/dev/null; then
-  mpi=(mpirun -np 2 --oversubscribe --bind-to none)
-  if [[ $(id -u) -eq 0 ]]; then  # OpenMPI refuses root without both the flag and the variables
-    mpi+=(--allow-run-as-root)
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  fi
-fi
+source "$here/lib/mpi_pair.sh"
 load_start="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo -1)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -23,13 +23,12 @@ Prints one JSON line: {"peer", "torch", "threads", "attention", "batch", "steps"
 import argparse
 import json
 import math
-import resource
-import statistics
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from peer_training import train_timed
 
 VOCABULARY, LENGTH, FEATURES, HEADS, KEY_DIM = 20000, 200, 32, 2, 32
 
@@ -115,34 +114,11 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     net = Transformer(args.attention)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     x_all, y_all = generated(args.batch * 20)
-    batches = x_all.shape[0] // args.batch
-
-    def step(i):
-        j = i % batches
-        xb, yb = x_all[j * args.batch:(j + 1) * args.batch], y_all[j * args.batch:(j + 1) * args.batch]
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(xb), yb)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for i in range(args.warmup):
-        step(i)
-    times = []
-    for i in range(args.warmup, args.warmup + args.steps):
-        start = time.perf_counter()
-        loss = step(i)
-        times.append(time.perf_counter() - start)
-    median, mean = statistics.median(times), sum(times) / len(times)
+    figures = train_timed(net, x_all, y_all, args.batch, args.warmup, args.steps)
     print(json.dumps({
         "peer": "pytorch cpu", "torch": torch.__version__, "threads": args.threads, "attention": args.attention,
-        "batch": args.batch, "steps": args.steps, "data": "generated",
-        "seconds": round(median, 6), "examples_per_s": round(args.batch / median, 1),
-        "mean_seconds": round(mean, 6), "examples_per_s_mean": round(args.batch / mean, 1),
-        "last_loss": round(float(loss), 5),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+        "batch": args.batch, "steps": args.steps, "data": "generated", **figures}))
 
 
 if __name__ == "__main__":

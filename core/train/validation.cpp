@@ -13,12 +13,18 @@ MonitorMode auto_mode(const std::string& metric) {
   return metric.find("acc") != std::string::npos ? MonitorMode::max : MonitorMode::min;
 }
 
+namespace {
+
+// Keras: the first value improves on +-inf; NaN improves on nothing.
+bool improves(const Monitor& monitor, double value, double best, int64_t best_step) {
+  if (best_step < 0) return !std::isnan(value);
+  return monitor.mode == MonitorMode::min ? value < best - monitor.min_delta : value > best + monitor.min_delta;
+}
+
+}  // namespace
+
 bool BestRecord::update(const Monitor& monitor, double value, int64_t step) {
-  // Keras: the first value improves on +-inf; NaN improves on nothing.
-  const bool first = best_step < 0;
-  const bool better = monitor.mode == MonitorMode::min ? value < best - monitor.min_delta
-                                                       : value > best + monitor.min_delta;
-  if ((first && !std::isnan(value)) || (!first && better)) {
+  if (improves(monitor, value, best, best_step)) {
     best = value;
     best_step = step;
     wait = 0;
@@ -37,11 +43,7 @@ std::optional<double> PlateauRecord::update(const ReduceLrOptions& options, doub
     --cooldown;
     wait = 0;
   }
-  const Monitor& monitor = options.monitor;
-  const bool first = best_step < 0;
-  const bool better = monitor.mode == MonitorMode::min ? value < best - monitor.min_delta
-                                                       : value > best + monitor.min_delta;
-  if ((first && !std::isnan(value)) || (!first && better)) {
+  if (improves(options.monitor, value, best, best_step)) {
     best = value;
     best_step = step;
     wait = 0;

@@ -8,14 +8,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the
 
 # 96 training and 32 test 4x4 uint8 examples (pixel k bright when k % 4 == label) as .npy files, also as a
 # CSV file; an IMDB-like tree and a text folder.
-python3 - <<'PY'
+PYTHONPATH="$lib" python3 - <<'PY'
 import os, random, struct
 random.seed(3)
 os.makedirs("npy")
-def npy(path, descr, shape, data):
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+from npy_file import npy
 with open("data.csv", "w") as csv:
     csv.write("label," + ",".join(f"p{k}" for k in range(16)) + "\n")
     for split, count in (("train", 96), ("test", 32)):

@@ -8,16 +8,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $dtrain, $work (the
 
 # 96 training and 32 test examples of 4x4 uint8 "images" (pixel k bright when k % 4 == label) as .npy files
 # (NumPy's format 1.0, written without numpy) in four element types, and as CSV files.
-python3 - <<'PY'
+PYTHONPATH="$lib" python3 - <<'PY'
 import os, random, struct
 random.seed(7)
 os.makedirs("npy")
-def npy(path, descr, shape, data):
-    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+from npy_file import npy
 header = ",".join(f"p{k}" for k in range(16))
 with open("data.csv", "w") as all_rows, open("test_labeled.csv", "w") as labeled, open("test_rows.csv", "w") as rows:
     all_rows.write("label," + header + "\n")
