@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The unit tests and a short training run under AddressSanitizer and UndefinedBehaviorSanitizer, in their own
 # build (build-asan, or $1). Any report fails the run. Fibers tell ASan about their stack switches.
-# Line tables only (-g1): a report's stack still names file:line, and the build takes a quarter less time.
+# Line tables only (-g1): a report's stack still names file:line.
 # The unit tests run as two processes, each with every other test file, so both cores work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${1:-build-asan}"
 # The optimization and debug flags go in the build type's own variables: CMake puts those after
-# CMAKE_CXX_FLAGS, so RelWithDebInfo's default "-O2 -g" would override them (an attention.cpp took 3x as long).
+# CMAKE_CXX_FLAGS, so RelWithDebInfo's default "-O2 -g" overrode the "-g1" given there. -O2 stays: at -O1
+# GCC contracts multiply-adds into FMAs differently in a kernel and its reference, and the tests that
+# compare their bits fail (test_kernels_rows). Line tables alone save a fifth of the compile time.
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-level="-O1 -g1 -DNDEBUG"
+level="-O2 -g1 -DNDEBUG"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRAIN_WITH_CUDA=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$level" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="$level" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
