@@ -296,8 +296,10 @@ TEST_CASE("text_folder: config errors at FILE:LINE:COL") {
     }
     return std::string("no error");
   }();
-  CHECK(contains(path_error, position("t.yaml", text, "texts") + ": data.path: 'texts' does not exist (expected "
-                                                                 "texts/<split>/<class>/*.txt)"));
+  // Run from the repo root, a did-you-mean for its 'tests' folder takes the place of the layout.
+  CHECK(contains(path_error, position("t.yaml", text, "texts") + ": data.path: 'texts' does not exist"));
+  CHECK((contains(path_error, "(expected texts/<split>/<class>/*.txt)") ||
+         contains(path_error, "did you mean 'tests'")));
 }
 
 TEST_CASE("class names: kept in checkpoints; an older checkpoint gets the defaults; other names are refused") {
