@@ -9,6 +9,7 @@
 
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
+#include "engine/dry_step.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
@@ -24,42 +25,6 @@
 
 namespace dtrain {
 namespace {
-
-// Zeros of the config's example shape; every label is class 0.
-class ZerosSource : public train::BatchSource {
- public:
-  // sparse: the batches carry their (no) non-zeros, as TF-IDF batches do, so the step takes their path.
-  ZerosSource(Shape example, int64_t examples, bool sparse)
-      : example_(std::move(example)), examples_(examples), sparse_(sparse) {}
-  int64_t num_examples() const override { return examples_; }
-  Shape example_shape() const override { return example_; }
-  std::vector<int64_t> order(int64_t) const override {
-    std::vector<int64_t> ids(examples_);
-    for (int64_t i = 0; i < examples_; ++i) ids[i] = i;
-    return ids;
-  }
-  void fill_features(std::span<const int64_t>, int64_t row_begin, int64_t row_end, int64_t column_begin,
-                     int64_t column_end, float* out) const override {
-    std::fill(out, out + (row_end - row_begin) * (column_end - column_begin), 0.0f);
-  }
-  std::shared_ptr<const CompressedRows> compressed_features(std::span<const int64_t>, int64_t row_begin, int64_t row_end,
-                                                            int64_t column_begin, int64_t column_end) const override {
-    if (!sparse_) return nullptr;
-    auto rows = std::make_shared<CompressedRows>();
-    rows->rows = row_end - row_begin;
-    rows->cols = column_end - column_begin;
-    rows->row_starts.assign(size_t(rows->rows + 1), 0);
-    return rows;
-  }
-  void fill_labels(std::span<const int64_t>, int64_t row_begin, int64_t row_end, float* out) const override {
-    std::fill(out, out + (row_end - row_begin), 0.0f);
-  }
-
- private:
-  Shape example_;
-  int64_t examples_;
-  bool sparse_;
-};
 
 // The mesh dims a group spans, found by comparing with Mesh::group for every subset of dims.
 std::string group_dims(const Mesh& mesh, int rank, const std::vector<int>& ranks) {
@@ -242,25 +207,18 @@ int run_plan(const CommandOptions& options) {
              memory.devices_per_process == 1 ? "" : "s", bytes_text(memory.per_process()), bytes_text(double(available)));
   check_memory(config, memory);  // a step that cannot fit is not run
 
-  // One real step on zeros with every rank's communicator counted.
-  std::vector<std::unique_ptr<CountingCommunicator>> counters(mesh->size());
-  train::Hooks hooks;
-  hooks.on_start = [&](train::RankState& state) {
-    DeviceContext& device = current_device();
-    counters[state.rank] = std::make_unique<CountingCommunicator>(*device.comm);
-    device.comm = counters[state.rank].get();
-  };
-  ZerosSource zeros(example, config.data.batch_size, is_text(config.data.dataset));
-  train::Reporter quiet;
-  trainer.train(zeros, nullptr, quiet, hooks);
-
+  // One step of the engine run dry (engine/dry_step.hpp): every rank's collectives and memory, nothing allocated.
+  const DryStep step = dry_step(config);
+  fmt::print("step, run dry: {} a device at the peak (rank 0: {} kernel calls)\n", bytes_text(step.tally.devices[0].peak_bytes),
+             step.tally.devices[0].kernels.size());
+  const std::vector<CollectiveCall>& calls = step.collectives[0];
   struct Total {
     int calls = 0;
     size_t bytes = 0;
   };
   std::map<std::pair<std::string, std::string>, Total> totals;
   size_t all_bytes = 0;
-  for (const auto& call : counters[0]->calls()) {
+  for (const auto& call : calls) {
     std::string over = group_dims(*mesh, 0, call.ranks);
     if (placement.process_of(call.ranks.front()) != placement.process_of(call.ranks.back()))
       over += " (across processes)";
@@ -274,7 +232,7 @@ int run_plan(const CommandOptions& options) {
   for (const auto& [key, total] : totals) {
     fmt::print("  {:<15} over {:<40} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
   }
-  if (!totals.empty()) fmt::print("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", counters[0]->calls().size(), bytes_text(double(all_bytes)));
+  if (!totals.empty()) fmt::print("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", calls.size(), bytes_text(double(all_bytes)));
   if (engine.devices == Place::Kind::Cuda) print_device_memory(engine.placement);
   return 0;
 }

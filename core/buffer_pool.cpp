@@ -5,6 +5,7 @@
 #include <new>
 #include <vector>
 
+#include "core/dry_run.hpp"
 #include "core/spin_lock.hpp"
 
 namespace dtrain {
@@ -219,6 +220,8 @@ struct ControlBlockAllocator {
 }  // namespace
 
 std::shared_ptr<float[]> allocate_floats(size_t count) {
+  if (dry_run::active()) [[unlikely]]
+    return dry_run::allocate(count);
   const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
   return std::shared_ptr<float[]>(static_cast<float*>(acquire_buffer(bytes)),
                                   [bytes](float* buffer) { release_buffer(buffer, bytes); },

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/dry_run.hpp"
 #include "core/error.hpp"
 #include "core/kernels/philox.hpp"
 
@@ -33,6 +34,7 @@ std::string Initializer::describe() const {
 DTensor initialize(const Initializer& init, const Shape& global_shape, const Layout& layout, int device_rank) {
   const Shape local_shape = layout.local_shape(global_shape);
   const Shape offset = layout.local_offset(global_shape, device_rank);
+  if (dry_run::active()) return DTensor(global_shape, layout, Tensor::uninitialized(local_shape));  // no values
   Tensor local(local_shape);
   const uint64_t key = seed_key(init.seed0, init.seed1);
   float low = init.low, high = init.high;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/buffer_pool.hpp"
+#include "core/dry_run.hpp"
 #include "core/error.hpp"
 #include "core/kernels/cuda/device_memory.hpp"
 
@@ -120,7 +121,7 @@ Tensor Tensor::clone() const {
   t.size_ = size_;
   t.data_ = allocate(size_, place_);
   t.place_ = place_;
-  if (size_ == 0) return t;
+  if (size_ == 0 || dry_run::active()) return t;
   if (place_.is_cpu())
     std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
   else
@@ -168,6 +169,7 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 void Tensor::fill(float value) {
+  if (dry_run::active()) return;  // a dry run's values are never read: its pages stay untouched
   if (place_.is_cpu())
     std::fill(data_.get(), data_.get() + size_, value);
   else

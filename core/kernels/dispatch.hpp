@@ -9,6 +9,7 @@
 // backend library loaded at run time (cuda_backend.hpp); cuda_kernels<F>() forwards there (cuda_loader.cpp), the one
 // place that says "[op] has no GPU build" or why the library cannot load: no #ifdef, no CUDA library in a CPU run.
 #pragma once
+#include "core/dry_run.hpp"
 #include "core/place.hpp"
 
 namespace dtrain::kernels {
@@ -17,12 +18,17 @@ template <class Family>
 const Family& cpu_kernels();
 template <class Family>
 const Family& reference_kernels();
+// A dry run's (core/dry_run.hpp): they note their work and compute nothing (core/kernels/dry_run/).
+template <class Family>
+const Family& dry_kernels();
 // The kernels for CUDA device `device` (made current for the calling thread); `op` names the caller in errors.
 template <class Family>
 const Family& cuda_kernels(int device, const char* op);
 
 template <class Family>
 const Family& kernels_for(const Place& place, const char* op) {
+  if (dry_run::active()) [[unlikely]]
+    return dry_kernels<Family>();
   return place.is_cpu() ? cpu_kernels<Family>() : cuda_kernels<Family>(place.device, op);
 }
 

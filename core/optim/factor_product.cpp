@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "core/comm/tensor_view.hpp"
+#include "core/dry_run.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_engine.hpp"
 #include "core/kernels/gemm/gemm.hpp"
@@ -60,11 +61,11 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   const int64_t header = g.size() + members + 1;
   // Room for the longest it can be: an entry is in every block that holds its column, at most all of them.
   const size_t at_most = size_t(header + members * (rows + 2 * x_rows.nonzeros()));
-  std::vector<float>& packed = packed_[packed_turn_];
+  Tensor& packed = packed_[packed_turn_];
   packed_turn_ ^= 1;
-  if (packed.size() < at_most) packed.resize(at_most);
+  if (packed.size() < int64_t(at_most)) packed = Tensor::uninitialized({int64_t(at_most)});
   float* payload = packed.data();
-  std::copy_n(g.data(), g.size(), payload);
+  if (!dry_run::active()) std::copy_n(g.data(), g.size(), payload);
   float* to = payload + header;
   // Each row's entries in block j are [low[r], high[r]); blocks ascend, so both only move forward.
   low_.assign(size_t(rows), nullptr);
@@ -101,7 +102,7 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   const RowBlock mine = blocks[size_t(group.index)];
   const int64_t m = mine.last - mine.first, batch = rows * members;
   if (m == 0) return;
-  g_all_.resize(size_t(batch * n));
+  if (g_all_.size() < batch * n) g_all_ = Tensor::uninitialized({batch * n});
   block_.rows = m;
   block_.cols = batch;
   block_.row_starts.assign(size_t(m + 1), 0);
@@ -120,7 +121,7 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
       __builtin_prefetch(line);
   }
   for (int64_t member = 0; member < members; ++member) {
-    std::copy_n(gathered_.members[size_t(member)], rows * n, g_all_.data() + member * rows * n);
+    if (!dry_run::active()) std::copy_n(gathered_.members[size_t(member)], rows * n, g_all_.data() + member * rows * n);
     auto [lengths, end] = segment(member);
     for (const auto* e = reinterpret_cast<const SparseEntry*>(lengths + rows); e < end; ++e) ++starts[e->index - mine.first + 1];
   }
@@ -136,6 +137,11 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
         block_.entries[size_t(cursors_[size_t(e->index - mine.first)]++)] = SparseEntry{b, e->value};
     }
   }
+  if (dry_run::active()) {  // noted, not multiplied
+    kernels::kernels_for<kernels::GemmKernels>(Place::cpu(), "optimizer").gemm_sparse(block_, nullptr, false, n, 1.0f,
+                                                                                       g_all_.data(), 0.0f, out);
+    return;
+  }
   if (kernels::try_gemm_compressed_rows(block_, false, n, 1.0f, g_all_.data(), 0.0f, out, kernels::gemm_threads()))
     return;
   // Too dense for the sparse kernel (a small vocabulary): the dense block, as gemm would see it.
@@ -143,7 +149,7 @@ void FactorProduct::rows_from_compressed(Communicator& comm, const Group& group,
   for (int64_t i = 0; i < m; ++i)
     for (int64_t entry = starts[i]; entry < starts[i + 1]; ++entry)
       x_block[int64_t(block_.entries[size_t(entry)].index) * m + i] = block_.entries[size_t(entry)].value;
-  kernels::cpu_kernels<kernels::GemmKernels>().gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all_.data(), 0.0f,
+  kernels::kernels_for<kernels::GemmKernels>(Place::cpu(), "optimizer").gemm(true, false, m, n, batch, 1.0f, x_block.data(), g_all_.data(), 0.0f,
                                                      out);
 }
 

@@ -40,11 +40,12 @@ class FactorProduct {
   // block of X transposed and its write positions. Two payloads, used in turn: in-process members read
   // each other's payload in place until their next collective on the group, and a weight with two terms
   // calls rows() twice in a row (the second call's gather is that next collective).
-  std::vector<float> packed_[2];
+  // Tensors rather than vectors: a dry run (core/dry_run.hpp) counts them and leaves their pages untouched.
+  Tensor packed_[2];
   int packed_turn_ = 0;
   std::vector<const SparseEntry*> low_, high_;  // each row's entries in the block being packed
   VaryingGather gathered_;
-  std::vector<float> g_all_;
+  Tensor g_all_;
   CompressedRows block_;
   std::vector<int64_t> cursors_;
 };

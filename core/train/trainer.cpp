@@ -330,6 +330,13 @@ Layout Trainer::input_layout(int rank) const {
   return layout;
 }
 
+void Trainer::run_ranks(const std::function<void(DeviceContext&)>& fn) const {
+  if (options_.in_process)
+    run_spmd_in_process_on(mesh_, options_.devices, fn);
+  else
+    run_spmd_on(mesh_, options_.devices, fn);
+}
+
 Layout Trainer::prepare(const BatchSource& data) const {
   Shape input_shape{options_.batch_size};
   for (int64_t extent : data.example_shape()) input_shape.push_back(extent);
@@ -354,7 +361,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
   // data.prefetch: the ranks' next batches are read ahead on a worker thread (one for this process's ranks).
   std::optional<BatchPrefetch> prefetch;
   if (options_.prefetch > 0) prefetch.emplace(int(options_.prefetch));
-  run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
+  run_ranks([&](DeviceContext& device) {
     const bool reports = device.rank == 0;
     RankRun run(model_, options_, hooks, device);
     nn::Parameters& params = run.params;
@@ -615,7 +622,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
 SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, const Hooks& hooks, bool confusion) {
   const Layout layout = prepare(data);
   SplitMetrics result;
-  run_spmd_on(mesh_, options_.devices, [&](DeviceContext& device) {
+  run_ranks([&](DeviceContext& device) {
     RankRun run(model_, options_, hooks, device);
     std::unique_ptr<kernels::HostToDevice> upload;
     if (device.place.is_cuda()) upload = std::make_unique<kernels::HostToDevice>(device.place.device);

@@ -23,6 +23,10 @@
 #include "core/train/loss.hpp"
 #include "core/train/validation.hpp"
 
+namespace dtrain {
+struct DeviceContext;
+}
+
 namespace dtrain::train {
 
 enum class Reduction { Sum, Mean };
@@ -48,6 +52,9 @@ struct TrainOptions {
   // Input batches (micro-batches when accumulating) each rank has read ahead on worker threads while it
   // computes (batch_prefetch.hpp); 0: each rank reads its own at the step. The same bits either way.
   int64_t prefetch = 0;
+  // Every rank of the mesh in this process, whatever the process count: a dry run (engine/dry_step.hpp)
+  // simulates the whole mesh in each process of an mpirun job.
+  bool in_process = false;
 };
 
 // Where a run stands: enough to continue it exactly.
@@ -155,6 +162,8 @@ class Trainer {
  private:
   // The input layout for `data`'s examples, checked; sets each device's share of the cores for GEMMs.
   Layout prepare(const BatchSource& data) const;
+  // fn on every rank: this process's (run_spmd_on), or all of them with options.in_process.
+  void run_ranks(const std::function<void(DeviceContext&)>& fn) const;
 
   const nn::Model& model_;
   MeshPtr mesh_;
