@@ -453,7 +453,7 @@ BlockReader::~BlockReader() = default;
 
 void BlockReader::read(const TensorRecord& record, const Shape& begin, const Shape& extent, float* values) {
   const int axes = int(record.global_shape.size());
-  DTRAIN_CHECK(int(begin.size()) == axes && int(extent.size()) == axes, "[checkpoint] a block of '{}' of another rank",
+  DTRAIN_CHECK(int(begin.size()) == axes && int(extent.size()) == axes, "[checkpoint] a block with another number of axes than '{}'",
                record.name);
   int64_t covered = 0;
   for (const ShardRecord& shard : record.shards) {
