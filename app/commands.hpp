@@ -16,7 +16,7 @@ namespace dtrain {
 
 // What the command line said. Empty strings mean "not given".
 struct CommandOptions {
-  std::string command;                 // train | resume | eval | predict | inspect | plan
+  std::string command;                 // train | resume | eval | predict | inspect | plan | diff
   std::string config_path;             // --config FILE (required for train, resume, eval, plan)
   std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
   std::vector<std::string> overrides;  // --set key.path=value, in command-line order
@@ -37,6 +37,8 @@ struct CommandOptions {
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
   bool echo = false;                   // plan --echo: print every config key's resolved value first
+  std::vector<std::string> diff_paths; // diff A B: two checkpoints (or with --metrics two run dirs)
+  bool metrics = false;                // diff --metrics: compare the runs' logged step losses
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
@@ -55,5 +57,6 @@ int run_eval(const CommandOptions& options);
 int run_predict(const CommandOptions& options);
 int run_inspect(const CommandOptions& options);
 int run_plan(const CommandOptions& options);
+int run_diff(const CommandOptions& options);
 
 }  // namespace dtrain

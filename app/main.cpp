@@ -36,6 +36,8 @@ const std::vector<Command> kCommands{
     {"predict", "Class probabilities for texts, images or rows of numbers, from a checkpoint alone", dtrain::run_predict},
     {"inspect", "What a checkpoint holds: step, mesh, variables, layouts, shards", dtrain::run_inspect},
     {"plan", "Dry run: per-device shard shapes, memory, collectives per step", dtrain::run_plan},
+    {"diff", "Compare two checkpoints value by value (exit 0: bitwise identical), or with --metrics two runs' losses",
+     dtrain::run_diff},
 };
 
 void add_common_options(CLI::App& command, CommandOptions& options, bool config_required) {
@@ -111,9 +113,10 @@ bool looks_like_path(const std::string& word) {
 // Options a command accepts with the others but has no use for: refused, not silently ignored.
 void refuse_unused_options(const CommandOptions& options) {
   const std::string& command = options.command;
-  if (command == "inspect" || command == "predict") {
-    const char* why = command == "inspect" ? "it reads the checkpoint alone"
-                                           : "the checkpoint's own config builds the model";
+  if (command == "inspect" || command == "predict" || command == "diff") {
+    const char* why = command == "predict"   ? "the checkpoint's own config builds the model"
+                      : command == "inspect" ? "it reads the checkpoint alone"
+                                             : "it compares checkpoints or metrics files alone";
     if (!options.config_path.empty()) throw dtrain::UsageError(fmt::format("{} takes no --config ({})", command, why));
     if (!options.overrides.empty()) throw dtrain::UsageError(fmt::format("{} takes no --set ({})", command, why));
     if (!options.run_dir.empty())
@@ -180,6 +183,14 @@ int main(int argc, char** argv) {
     if (name == "inspect") {
       sub->add_option("dir", options.inspect_dir, "Checkpoint dir")->required();
       sub->add_flag("--verify", options.verify, "Check every file and dataset against its checksums; load nothing");
+    }
+    if (name == "diff") {
+      sub->add_option("paths", options.diff_paths,
+                      "Two checkpoints (checkpoint dirs, whose latest is compared, or ckpt-N folders); with --metrics "
+                      "two run dirs (or their metrics.jsonl)")
+          ->expected(2)
+          ->required();
+      sub->add_flag("--metrics", options.metrics, "Compare the runs' logged step losses: the first step that differs");
     }
     if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")

@@ -438,16 +438,64 @@ CheckpointIndex verify_checkpoint(const std::string& folder, const std::function
   return index;
 }
 
-void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& targets, int rank) {
-  std::map<std::string, ShardFile> files;
-  struct CloseAll {  // HDF5 handles are closed under the lock, whatever happens
-    std::map<std::string, ShardFile>& files;
-    ~CloseAll() {
-      auto held = h5::lock();
-      files.clear();
-    }
-  } close_all{files};
+// The shard files a BlockReader has opened, by name; closed under the HDF5 lock.
+struct BlockReader::Files {
+  std::map<std::string, ShardFile> open;
   std::vector<char> buffer;
+  ~Files() {
+    auto held = h5::lock();
+    open.clear();
+  }
+};
+
+BlockReader::BlockReader(const CheckpointIndex& index) : index_(index), files_(std::make_unique<Files>()) {}
+BlockReader::~BlockReader() = default;
+
+void BlockReader::read(const TensorRecord& record, const Shape& begin, const Shape& extent, float* values) {
+  const int axes = int(record.global_shape.size());
+  DTRAIN_CHECK(int(begin.size()) == axes && int(extent.size()) == axes, "[checkpoint] a block with another number of axes than '{}'",
+               record.name);
+  int64_t covered = 0;
+  for (const ShardRecord& shard : record.shards) {
+    // The part of this shard that the block needs.
+    std::vector<hsize_t> source_start(axes), target_start(axes), count(axes);
+    int64_t volume = 1;
+    for (int axis = 0; axis < axes; ++axis) {
+      const int64_t low = std::max(begin[axis], shard.offset[axis]);
+      const int64_t high = std::min(begin[axis] + extent[axis], shard.offset[axis] + shard.shape[axis]);
+      volume *= std::max<int64_t>(high - low, 0);
+      source_start[axis] = hsize_t(std::max<int64_t>(low - shard.offset[axis], 0));
+      target_start[axis] = hsize_t(std::max<int64_t>(low - begin[axis], 0));
+      count[axis] = hsize_t(std::max<int64_t>(high - low, 0));
+    }
+    if (volume == 0) continue;
+    const std::string path = index_.folder + "/" + shard.file;
+    // HDF5 (under its lock) says where the chunks holding that part lie; their bytes are read, checked
+    // against their Fletcher-32 checksums and copied in place here, with no lock: ranks read in parallel.
+    ShardFile* file = nullptr;
+    Shape chunk;
+    std::vector<StoredChunk> chunks;
+    {
+      auto held = h5::lock();
+      auto [it, opened] = files_->open.try_emplace(shard.file);
+      if (opened) open_shard(it->second, path);
+      file = &it->second;
+      h5::Handle dataset = open_shard_dataset(file->file, path, record.name, shard);
+      chunk = chunk_extent(dataset, path, record.name);
+      chunks = stored_chunks(dataset, chunk, source_start, count, path, record.name);
+    }
+    for (const StoredChunk& stored : chunks) {
+      read_chunk(*file, stored, files_->buffer, path, record.name);
+      scatter(files_->buffer.data(), stored.origin, chunk, source_start, count, values, extent, target_start);
+    }
+    covered += volume;
+  }
+  DTRAIN_CHECK(covered == num_elements(extent), "[checkpoint] {}: the shards of '{}' do not cover the block at {}",
+               index_.folder, record.name, shape_string(begin));
+}
+
+void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& targets, int rank) {
+  BlockReader reader(index);
   for (const NamedTensor& target : targets) {
     DTensor& tensor = *target.tensor;
     const TensorRecord* record = index.find(target.name);
@@ -461,44 +509,7 @@ void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& 
     // (all_gather_shared), or on a GPU, where the values go once read.
     const Place place = tensor.local().place();
     Tensor values = place.is_cpu() && tensor.local().unique() ? tensor.local() : Tensor::uninitialized(extent);
-    const int axes = tensor.rank();
-    int64_t covered = 0;
-    for (const ShardRecord& shard : record->shards) {
-      // The part of this shard that the rank's block needs.
-      std::vector<hsize_t> source_start(axes), target_start(axes), count(axes);
-      int64_t volume = 1;
-      for (int axis = 0; axis < axes; ++axis) {
-        const int64_t low = std::max(begin[axis], shard.offset[axis]);
-        const int64_t high = std::min(begin[axis] + extent[axis], shard.offset[axis] + shard.shape[axis]);
-        volume *= std::max<int64_t>(high - low, 0);
-        source_start[axis] = hsize_t(std::max<int64_t>(low - shard.offset[axis], 0));
-        target_start[axis] = hsize_t(std::max<int64_t>(low - begin[axis], 0));
-        count[axis] = hsize_t(std::max<int64_t>(high - low, 0));
-      }
-      if (volume == 0) continue;
-      const std::string path = index.folder + "/" + shard.file;
-      // HDF5 (under its lock) says where the chunks holding that part lie; their bytes are read, checked
-      // against their Fletcher-32 checksums and copied in place here, with no lock: ranks read in parallel.
-      ShardFile* file = nullptr;
-      Shape chunk;
-      std::vector<StoredChunk> chunks;
-      {
-        auto held = h5::lock();
-        auto [it, opened] = files.try_emplace(shard.file);
-        if (opened) open_shard(it->second, path);
-        file = &it->second;
-        h5::Handle dataset = open_shard_dataset(file->file, path, target.name, shard);
-        chunk = chunk_extent(dataset, path, target.name);
-        chunks = stored_chunks(dataset, chunk, source_start, count, path, target.name);
-      }
-      for (const StoredChunk& stored : chunks) {
-        read_chunk(*file, stored, buffer, path, target.name);
-        scatter(buffer.data(), stored.origin, chunk, source_start, count, values.data(), extent, target_start);
-      }
-      covered += volume;
-    }
-    DTRAIN_CHECK(covered == tensor.local().size(), "[checkpoint] {}: the shards of '{}' do not cover rank {}'s block",
-                 index.folder, target.name, rank);
+    if (values.size() > 0) reader.read(*record, begin, extent, values.data());
     tensor.local() = values.to(place);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,24 @@ CheckpointIndex read_index(const std::string& folder);
 // Every chunk read is checked against its Fletcher-32 checksum: a mismatch is an Error naming the file and
 // the tensor.
 void read_tensors(const CheckpointIndex& index, const std::vector<NamedTensor>& targets, int rank);
+
+// Reads any box of a checkpoint tensor's whole (global) value, whatever mesh wrote it: from whichever shard
+// files hold it, every chunk checked against its Fletcher-32 checksum (Error naming the file and tensor).
+// Shard files stay open until the reader is destroyed; `index` must outlive it. Not shared between threads.
+class BlockReader {
+ public:
+  explicit BlockReader(const CheckpointIndex& index);
+  ~BlockReader();
+  BlockReader(const BlockReader&) = delete;
+  BlockReader& operator=(const BlockReader&) = delete;
+  // values: row-major, extent's shape; the box [begin, begin + extent) must lie inside the tensor.
+  void read(const TensorRecord& tensor, const Shape& begin, const Shape& extent, float* values);
+
+ private:
+  struct Files;
+  const CheckpointIndex& index_;
+  std::unique_ptr<Files> files_;
+};
 
 // A file of a checkpoint that verify_checkpoint() found intact.
 struct VerifiedFile {

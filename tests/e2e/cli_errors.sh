@@ -58,7 +58,7 @@ good >good.yaml
 
 # --help works for the tool and for every command.
 expect 0 "train" -- --help
-for command in train resume eval predict inspect plan; do
+for command in train resume eval predict inspect plan diff; do
   expect 0 "Usage: .*$command" -- "$command" --help
 done
 expect 0 "dtrain 0" -- --version
