@@ -37,6 +37,7 @@ struct CommandOptions {
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
   bool echo = false;                   // plan --echo: print every config key's resolved value first
+  bool json = false;                   // plan --json: one JSON object in place of the tables
   std::vector<std::string> diff_paths; // diff A B: two checkpoints (or with --metrics two run dirs)
   bool metrics = false;                // diff --metrics: compare the runs' logged step losses
 

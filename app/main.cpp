@@ -194,6 +194,9 @@ int main(int argc, char** argv) {
     }
     if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")
+      sub->add_flag("--json", options.json,
+                    "Print one JSON object (fits, peak_bytes_per_process, peak_bytes_per_device, collectives, ...) for scripts");
+    if (name == "plan")
       sub->add_option("--processes", options.processes, "Plan for `mpirun -np P`: which process holds which devices")
           ->check(CLI::PositiveNumber);
     subcommands.emplace_back(sub, &command);

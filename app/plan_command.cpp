@@ -19,12 +19,20 @@
 #include "core/bytes_text.hpp"
 #include "core/error.hpp"
 #include "core/gpu_assignment.hpp"
+#include "core/train/metrics_log.hpp"
 #include "core/kernels/cuda/cuda.hpp"
 #include "data/class_folders.hpp"
 #include "data/split.hpp"
 
 namespace dtrain {
 namespace {
+
+// Plan's words for people; left out with --json, which prints one JSON object alone.
+bool quiet = false;
+template <typename... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+  if (!quiet) fmt::print(format, std::forward<Args>(args)...);
+}
 
 // The mesh dims a group spans, found by comparing with Mesh::group for every subset of dims.
 std::string group_dims(const Mesh& mesh, int rank, const std::vector<int>& ranks) {
@@ -41,22 +49,6 @@ std::string group_dims(const Mesh& mesh, int rank, const std::vector<int>& ranks
 
 }  // namespace
 
-// What the step took on each GPU of this process (the pool's peak in use and reserved), and per device: the
-// GPU's peak shared by the devices on it.
-void print_device_memory(const Placement& placement) {
-  const std::vector<int> gpus = gpus_for_ranks(placement.local, kernels::cuda_device_count(), process_on_node());
-  std::map<int, std::vector<int>> ranks_on;
-  for (size_t i = 0; i < gpus.size(); ++i) ranks_on[gpus[i]].push_back(placement.first + int(i));
-  fmt::print("\nGPU memory of that step (this process's GPUs; peak in use, and reserved by the caching pool):\n");
-  for (const auto& [gpu, ranks] : ranks_on) {
-    const kernels::DeviceMemoryStats stats = kernels::cuda_memory_stats(gpu);
-    fmt::print("  cuda:{}  devices {:<16} peak {:>12}  reserved {:>12}  per device about {}\n", gpu,
-               fmt::format("{}", fmt::join(ranks, ",")), bytes_text(double(stats.peak_bytes_in_use)),
-               bytes_text(double(stats.peak_reserved_bytes)),
-               bytes_text(double(stats.peak_bytes_in_use) / double(ranks.size())));
-  }
-}
-
 namespace {
 
 // data.validation_split, train.validation_every, train.early_stopping, train.reduce_lr_on_plateau and
@@ -69,25 +61,25 @@ void print_validation(const Config& config) {
           ? fmt::format("the last {} of {} (Keras' validation_split)", data.validation_fraction, data.train_split)
           : fmt::format("{} (disjoint from {})", data.validation_split, data.train_split);
   const TrainConfig& train = config.train;
-  fmt::print("validation: {}, evaluated {}\n", held_out,
+  say("validation: {}, evaluated {}\n", held_out,
              train.validation_every_steps > 0 ? fmt::format("every {} steps", train.validation_every_steps)
                                               : std::string("after every epoch"));
   if (const auto& stopping = train.early_stopping) {
     const std::string mode = stopping->mode != "auto" ? stopping->mode
                              : train::auto_mode(stopping->monitor) == train::MonitorMode::min ? "min"
                                                                                              : "max";
-    fmt::print("early stopping: {} ({}), patience {} validation(s), min_delta {}{}\n", stopping->monitor, mode,
+    say("early stopping: {} ({}), patience {} validation(s), min_delta {}{}\n", stopping->monitor, mode,
                stopping->patience, stopping->min_delta,
                stopping->restore_best_weights ? "; the best weights restored at the end (from DIR/best)" : "");
   }
   if (const auto& plateau = train.reduce_lr_on_plateau) {
-    fmt::print("reduce lr on plateau: {} (mode {}), factor {}, patience {} validation(s), min_delta {}, cooldown {}, "
+    say("reduce lr on plateau: {} (mode {}), factor {}, patience {} validation(s), min_delta {}, cooldown {}, "
                "min_lr {} (multiplies the schedule's rate)\n",
                plateau->monitor, plateau->mode, plateau->factor, plateau->patience, plateau->min_delta, plateau->cooldown,
                plateau->min_lr);
   }
   if (!config.checkpoint.keep_best.empty()) {
-    fmt::print("keep best: {} (a checkpoint at every validation; {}/{} names the best, kept beyond max_to_keep {})\n",
+    say("keep best: {} (a checkpoint at every validation; {}/{} names the best, kept beyond max_to_keep {})\n",
                config.checkpoint.keep_best, config.checkpoint.dir, checkpoint::kBestFile, config.checkpoint.max_to_keep);
   }
 }
@@ -104,12 +96,9 @@ std::string dataset_text(const Config& config) {
 
 int run_plan(const CommandOptions& options) {
   Config config = options.load_config();
-  if (options.echo) fmt::print("{}\n", describe_config(config));
-  train::TrainOptions one_step = train_options(config);
-  one_step.epochs = 1;
-  one_step.max_steps = 1;
-  one_step.eval_every_epoch = false;
-  Engine engine = build_engine(config, one_step, std::nullopt);  // checked below, after the table
+  quiet = options.json;
+  if (options.echo) say("{}\n", describe_config(config));
+  Engine engine = build_engine(config, train_options(config), std::nullopt);  // checked below, after the table
   const BuiltModel& built = engine.built;
   // A class folder data set (text_folder, image_folder) without data.classes has as many classes as its
   // training split has subfolders: listed (no file is read) when data.path is there; else the model's output
@@ -144,23 +133,23 @@ int run_plan(const CommandOptions& options) {
       throw UsageError(fmt::format("plan --processes {}: {}", options.processes, error.what()));
     }
   }
-  fmt::print("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
-  fmt::print("processes: {} ({})\n", placement.processes, placement.describe());
-  fmt::print("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
+  say("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
+  say("processes: {} ({})\n", placement.processes, placement.describe());
+  say("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)),
              classes > 0 ? std::to_string(classes) : "unknown", dataset_text(config), classes_note);
   if (config.train.accumulation_steps > 1) {
     Shape micro_shape = input_shape;
     micro_shape[0] = config.data.batch_size / config.train.accumulation_steps;
-    fmt::print("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch): local {} "
+    say("accumulation: {} micro-batches of {} examples a step (activations of one micro-batch): local {} "
                "per device a micro-batch\n",
                config.train.accumulation_steps, micro_shape[0], shape_string(input.local_shape(micro_shape)));
   }
   if (config.train.clip.global_norm > 0)
-    fmt::print("clip: global norm {} (one all-reduce of the sum of squares a step)\n", config.train.clip.global_norm);
-  if (config.train.clip.value > 0) fmt::print("clip: each gradient value to [-{0}, {0}]\n", config.train.clip.value);
+    say("clip: global norm {} (one all-reduce of the sum of squares a step)\n", config.train.clip.global_norm);
+  if (config.train.clip.value > 0) say("clip: each gradient value to [-{0}, {0}]\n", config.train.clip.value);
   if (!config.train.init_from.empty())  // plan reads no checkpoint: `train` matches the variables
-    fmt::print("init_from: {} (variables read at the start of `train`{})\n", config.train.init_from,
+    say("init_from: {} (variables read at the start of `train`{})\n", config.train.init_from,
                config.train.init_skip.empty() ? ""
                                               : fmt::format("; left as initialized: {}", fmt::join(config.train.init_skip, ", ")));
   print_validation(config);
@@ -171,13 +160,15 @@ int run_plan(const CommandOptions& options) {
     const LayerConfig& layer = graph.layers[i].layer;
     // A graph's joints: the inputs of a layer that does not simply take the one before.
     const bool stacked = layer.inputs.size() == 1 && i > 0 && layer.inputs[0] == graph.layers[i - 1].layer.name;
-    fmt::print("{} {:<20} {:<20} output {}{}\n", i == 0 ? "layers:" : "       ", layer.name, to_string(layer.kind),
+    say("{} {:<20} {:<20} output {}{}\n", i == 0 ? "layers:" : "       ", layer.name, to_string(layer.kind),
                shape_string(shapes[i]), layer.inputs.empty() || stacked ? "" : fmt::format(" <- {}", fmt::join(layer.inputs, ", ")));
   }
-  if (!config.outputs.empty()) fmt::print("        output: {}\n", graph.output);
-  fmt::print("\n");
-  // The memory count train checks (engine/memory_plan.hpp), for the devices of one process of this plan.
-  const MemoryPlan memory = memory_plan(config, *built.model, placement.local);
+  if (!config.outputs.empty()) say("        output: {}\n", graph.output);
+  say("\n");
+  // One step of the engine run dry (engine/dry_step.hpp): every device's tensors and kernels, every rank's
+  // collectives, nothing allocated.
+  const DryStep step = dry_step(config);
+  const MemoryPlan memory = memory_plan(config, *built.model, placement, MemoryUse::train, &step);
   // One row per variable; every column as wide as its longest entry (paths like
   // attention/attention_output/kernel, rules, layouts of rank 3).
   std::vector<std::array<std::string, 7>> rows{{"variable", "global shape", "layout", "chosen by", "local shape",
@@ -197,21 +188,24 @@ int run_plan(const CommandOptions& options) {
   for (const auto& row : rows)
     for (size_t column = 0; column < row.size(); ++column) widths[column] = std::max(widths[column], row[column].size());
   for (const auto& row : rows)
-    fmt::print("{:<{}} {:<{}} {:<{}} {:<{}} {:<{}} {:>{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
-               row[3], widths[3], row[4], widths[4], row[5], widths[5], row[6]);
-  // Gradients: at most a whole one per variable; a flat-sharded weight fed by a data-parallel matmul keeps
-  // only its part of the shard (its gradient arrives as factors, see core/optim/optimizer.hpp).
-  fmt::print("\nper device: {}; {} parameters in all\n", memory.items(), built.model->num_parameters());
+    say("{:<{}} {:<{}} {:<{}} {:<{}} {:<{}} {:>{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
+        row[3], widths[3], row[4], widths[4], row[5], widths[5], row[6]);
   const int64_t available = available_memory_bytes();
-  fmt::print("per process ({} device{}): {}; this machine has {} available\n", memory.devices_per_process,
-             memory.devices_per_process == 1 ? "" : "s", bytes_text(memory.per_process()), bytes_text(double(available)));
-  check_memory(config, memory);  // a step that cannot fit is not run
+  const bool checked = config.mesh.devices != DeviceKind::gpu && available > 0;
+  const bool fits = !checked || memory.per_process() <= double(available);
+  say("\nmemory of one training step, run dry (every tensor the engine's step holds, none allocated):\n");
+  say("  per device at the step's peak: {} ({}); {} parameters in all\n", bytes_text(memory.per_device()),
+      memory.items(), built.model->num_parameters());
+  say("  per process ({} device{}{}): {}; this machine has {} available: {}\n", memory.devices_per_process,
+      memory.devices_per_process == 1 ? "" : "s",
+      memory.host_bytes > 0 ? fmt::format(", and {} of batches read on the host", bytes_text(memory.host_bytes)) : "",
+      bytes_text(memory.per_process()), bytes_text(double(available)),
+      !checked ? "not compared (GPU devices: their tensors live in GPU memory)"
+      : fits   ? "fits"
+               : fmt::format("does not fit, {} short", bytes_text(memory.per_process() - double(available))));
 
-  // One step of the engine run dry (engine/dry_step.hpp): every rank's collectives and memory, nothing allocated.
-  const DryStep step = dry_step(config);
-  fmt::print("step, run dry: {} a device at the peak (rank 0: {} kernel calls)\n", bytes_text(step.tally.devices[0].peak_bytes),
-             step.tally.devices[0].kernels.size());
-  const std::vector<CollectiveCall>& calls = step.collectives[0];
+  // The collectives of this process's first device.
+  const std::vector<CollectiveCall>& calls = step.collectives[size_t(placement.first)];
   struct Total {
     int calls = 0;
     size_t bytes = 0;
@@ -219,7 +213,7 @@ int run_plan(const CommandOptions& options) {
   std::map<std::pair<std::string, std::string>, Total> totals;
   size_t all_bytes = 0;
   for (const auto& call : calls) {
-    std::string over = group_dims(*mesh, 0, call.ranks);
+    std::string over = group_dims(*mesh, placement.first, call.ranks);
     if (placement.process_of(call.ranks.front()) != placement.process_of(call.ranks.back()))
       over += " (across processes)";
     Total& total = totals[{call.kind, over}];
@@ -227,13 +221,27 @@ int run_plan(const CommandOptions& options) {
     total.bytes += call.bytes;
     all_bytes += call.bytes;
   }
-  fmt::print("\ncollectives of one training step (forward, backward, update, metrics), per device:\n");
-  if (totals.empty()) fmt::print("  none: every device computes alone\n");
+  say("\ncollectives of one training step (forward, backward, update, metrics), per device:\n");
+  if (totals.empty()) say("  none: every device computes alone\n");
   for (const auto& [key, total] : totals) {
-    fmt::print("  {:<15} over {:<40} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
+    say("  {:<15} over {:<40} {:>4} calls  {:>12}\n", key.first, key.second, total.calls, bytes_text(double(total.bytes)));
   }
-  if (!totals.empty()) fmt::print("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", calls.size(), bytes_text(double(all_bytes)));
-  if (engine.devices == Place::Kind::Cuda) print_device_memory(engine.placement);
+  if (!totals.empty()) say("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", calls.size(), bytes_text(double(all_bytes)));
+  if (options.json) {
+    std::string collectives;
+    for (const auto& call : calls)
+      collectives += fmt::format("{}{{\"kind\": {}, \"ranks\": [{}], \"bytes\": {}, \"across_processes\": {}}}",
+                                 collectives.empty() ? "" : ", ", train::json_string(call.kind), fmt::join(call.ranks, ", "),
+                                 call.bytes, placement.process_of(call.ranks.front()) != placement.process_of(call.ranks.back()));
+    fmt::print("{{\"config\": {}, \"mesh\": {}, \"devices\": {}, \"processes\": {}, \"devices_per_process\": {}, "
+               "\"fits\": {}, \"available_bytes\": {}, \"peak_bytes_per_process\": {:.0f}, \"peak_bytes_per_device\": {:.0f}, "
+               "\"variable_bytes_per_device\": {:.0f}, \"slot_bytes_per_device\": {:.0f}, \"parameters\": {}, "
+               "\"collective_bytes_per_device\": {}, \"collectives\": [{}]}}\n",
+               train::json_string(options.config_path), train::json_string(mesh->to_string()), mesh->size(),
+               placement.processes, placement.local, fits, available, memory.per_process(), memory.per_device(),
+               memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), all_bytes, collectives);
+  }
+  if (!fits) check_memory(config, memory);  // exit 2, naming the bytes
   return 0;
 }
 

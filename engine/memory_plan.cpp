@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/dry_step.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/bytes_text.hpp"
@@ -13,14 +14,15 @@
 namespace dtrain {
 
 std::string MemoryPlan::items() const {
-  return fmt::format("variables {}, gradients {}, {} slots {}, input batch {}, layer outputs {}", bytes_text(variable_bytes),
-                     bytes_text(gradient_bytes), optimizer, bytes_text(slot_bytes), bytes_text(input_bytes),
-                     bytes_text(activation_bytes));
+  return fmt::format("variables {}, gradients {}, {} slots {}, input batch {}, other tensors at the step's peak {}",
+                     bytes_text(variable_bytes), bytes_text(gradient_bytes), optimizer, bytes_text(slot_bytes),
+                     bytes_text(input_bytes), bytes_text(std::max(0.0, device_peak_bytes - counted())));
 }
 
-MemoryPlan memory_plan(const Config& config, const nn::Model& model, int devices_per_process, MemoryUse use) {
+MemoryPlan memory_plan(const Config& config, const nn::Model& model, const Placement& placement, MemoryUse use,
+                       const DryStep* step) {
   MemoryPlan plan;
-  plan.devices_per_process = std::max(1, devices_per_process);
+  plan.devices_per_process = std::max(1, placement.local);
   const OptimizerConfig& optimizer = config.train.optimizer;
   plan.optimizer = to_string(optimizer.kind);
   const bool trains = use == MemoryUse::train;
@@ -52,11 +54,16 @@ MemoryPlan memory_plan(const Config& config, const nn::Model& model, int devices
   for (size_t axis = 0; axis < example.size(); ++axis)
     block *= double(example[axis]) / config.mesh.size_of(axis + 1 < data.layout.size() ? data.layout[axis + 1] : "unsharded");
   plan.input_bytes = (block + rows) * sizeof(float) * double(1 + data.prefetch);
-  // Every layer's output for a (micro-)batch, kept for the backward pass.
-  const double micro_rows = rows / double(std::max<int64_t>(1, config.train.accumulation_steps));
-  for (const Shape& shape : model_shapes(config)) {
-    if (shape.empty()) continue;
-    plan.activation_bytes += double(num_elements(shape)) / double(shape[0]) * micro_rows * sizeof(float);
+  if (step != nullptr) {
+    plan.dry = true;
+    // The dry step ran every rank of the mesh in one process: this process's share is its devices'.
+    for (int rank = placement.first; rank < placement.first + placement.local; ++rank) {
+      if (size_t(rank) >= step->tally.devices.size()) break;
+      const double peak = step->tally.devices[size_t(rank)].peak_bytes;
+      plan.device_peak_bytes = std::max(plan.device_peak_bytes, peak);
+      plan.devices_peak_bytes += peak;
+    }
+    plan.host_bytes = step->tally.host.peak_bytes / double(std::max(1, placement.processes));
   }
   return plan;
 }
@@ -93,8 +100,9 @@ void check_memory(const Config& config, const MemoryPlan& plan) {
                                   ? fmt::format("{} devices x {}: ", plan.devices_per_process, bytes_text(plan.per_device()))
                                   : "";
   throw_config_error(largest ? variable_where(config, largest->info->path) : config.where("model"),
-                     fmt::format("the run needs {} per process ({}{}); this machine has {} available{}",
+                     fmt::format("the run needs {} per process ({}{}); this machine has {} available, {} short{}",
                                  bytes_text(plan.per_process()), devices, plan.items(), bytes_text(double(available)),
+                                 bytes_text(plan.per_process() - double(available)),
                                  largest ? fmt::format(" (the largest variable: {} {}, {} a device)", largest->info->path,
                                                        shape_string(largest->info->shape), bytes_text(largest->bytes))
                                          : ""));

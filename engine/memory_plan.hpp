@@ -1,13 +1,17 @@
 // What a training step holds in memory, per device and per process (a process's devices share its memory):
-// variables, gradients, optimizer slots, the input batch and the layer outputs kept for the backward pass.
+// the peak of the tensors the engine's own step holds, measured by running that step dry (engine/dry_step.hpp:
+// variables, gradients, optimizer slots, input batches, layer outputs kept for the backward pass, collective
+// buffers), with the persistent items (variables, slots) counted from the layouts beside it.
 // The one count: `dtrain plan` prints it, and train, resume and eval refuse a config it does not fit before
 // anything is allocated (check_memory), naming the bytes.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "app/config.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
 
@@ -24,23 +28,34 @@ struct VariableMemory {
 
 enum class MemoryUse { train, eval };  // eval holds no gradients and no slots
 
+struct DryStep;
+
 struct MemoryPlan {
   std::vector<VariableMemory> variables;
   std::string optimizer;  // "adam": its slots' name
   int devices_per_process = 1;
-  // Bytes per device (the first device's shards; a mesh's devices hold equal shards but for remainders).
-  double variable_bytes = 0, gradient_bytes = 0, slot_bytes = 0, input_bytes = 0, activation_bytes = 0;
-  double per_device() const { return variable_bytes + gradient_bytes + slot_bytes + input_bytes + activation_bytes; }
-  double per_process() const { return per_device() * devices_per_process; }
-  // "variables 1.50 GiB, gradients 1.50 GiB, adam slots 0 B, input batch 4.0 KiB, layer outputs 12.0 KiB"
+  // Counted from the layouts, per device (the first device's shards; a mesh's devices hold equal shards but
+  // for remainders): gradients whole per trainable variable (an upper bound: a flat-sharded weight may keep
+  // less), the input batch a device's block of x and labels (and those read ahead).
+  double variable_bytes = 0, gradient_bytes = 0, slot_bytes = 0, input_bytes = 0;
+  // From the dry step: the most tensor bytes one device of this process holds at once, and all of this
+  // process's devices at once (0 without a dry step).
+  double device_peak_bytes = 0, devices_peak_bytes = 0;
+  // Bytes the step allocates outside any device (batch readers), per process.
+  double host_bytes = 0;
+  bool dry = false;  // the peaks are the dry step's; else the counted items stand for them
+  double counted() const { return variable_bytes + gradient_bytes + slot_bytes + input_bytes; }
+  double per_device() const { return dry ? device_peak_bytes : counted(); }
+  double per_process() const { return dry ? devices_peak_bytes + host_bytes : counted() * devices_per_process; }
+  // "variables 1.50 GiB, gradients 1.50 GiB, adam slots 0 B, input batch 4.0 KiB, other tensors at the step's
+  // peak 12.0 KiB"
   std::string items() const;
 };
 
-// The plan for `model` (built on the config's mesh) with `devices_per_process` of the mesh's devices in
-// each process. Gradients are counted whole per trainable variable (an upper bound: a flat-sharded weight
-// may keep less), layer outputs at their batch shard (data.layout[0]; a micro-batch under accumulation).
-MemoryPlan memory_plan(const Config& config, const nn::Model& model, int devices_per_process,
-                       MemoryUse use = MemoryUse::train);
+// The plan for `model` (built on the config's mesh) for the devices of one process of `placement`, with the
+// peaks of `step` (the config's dry step) when given.
+MemoryPlan memory_plan(const Config& config, const nn::Model& model, const Placement& placement,
+                       MemoryUse use = MemoryUse::train, const DryStep* step = nullptr);
 
 // The memory a new allocation can take on this machine: MemAvailable, or less under a cgroup limit (0 when
 // unknown).

@@ -1,4 +1,5 @@
 #include "engine/model_builder.hpp"
+#include "engine/dry_step.hpp"
 #include "engine/memory_plan.hpp"
 
 #include <unistd.h>
@@ -265,7 +266,16 @@ Engine build_engine(const Config& config, train::TrainOptions options, std::opti
   }
   engine.example = config.data.example_shape();
   engine.built = build_model(config, engine.mesh, engine.example);
-  if (memory) check_memory(config, memory_plan(config, *engine.built.model, engine.placement.local, *memory));
+  if (memory) {  // the engine's own step run dry first: nothing is allocated for a config that cannot fit
+    std::optional<DryStep> step;
+    try {
+      step = dry_step(config, *memory);
+    } catch (const std::exception&) {
+      // A step that fails fails the run too, which says why at its place (a loss that does not suit the model is
+      // named after this check); the layouts' count stands in for the step's peaks meanwhile.
+    }
+    check_memory(config, memory_plan(config, *engine.built.model, engine.placement, *memory, step ? &*step : nullptr));
+  }
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
   try {
     engine.trainer->input_layout(int(engine.example.size()) + 1);

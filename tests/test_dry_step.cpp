@@ -99,7 +99,8 @@ TEST_CASE("a dry step notes each kernel's work and counts the step's tensors") {
     if (std::string(work.family) == "gemm") gemm_flops += work.flops;
   CHECK(gemm_flops > 0);
   // Variables and their gradients at least, whatever else the step holds at its peak.
-  const MemoryPlan plan = memory_plan(config, *build_engine(config, train_options(config), std::nullopt).built.model, 1);
+  const Engine engine = build_engine(config, train_options(config), std::nullopt);
+  const MemoryPlan plan = memory_plan(config, *engine.built.model, engine.placement);
   CHECK(device.peak_bytes >= plan.variable_bytes + plan.gradient_bytes);
   CHECK(!(device.peak_bytes != device.peak_bytes));  // not NaN
 }
