@@ -37,6 +37,9 @@ struct CommandOptions {
   bool verify = false;                 // inspect --verify: check checksums, print no tensors
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
   bool echo = false;                   // plan --echo: print every config key's resolved value first
+  bool calibrate = false;              // plan --calibrate: measure this machine's rates and cache them
+  std::string cluster_file;            // plan --cluster FILE: plan for the cluster the file describes
+  std::string compare_dir;             // plan --compare RUN_DIR: a run's predictions beside its measurements
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
@@ -55,5 +58,9 @@ int run_eval(const CommandOptions& options);
 int run_predict(const CommandOptions& options);
 int run_inspect(const CommandOptions& options);
 int run_plan(const CommandOptions& options);
+// plan --calibrate, --cluster and --compare (app/plan_time_command.cpp); false from wants_plan_time when
+// none is given.
+bool wants_plan_time(const CommandOptions& options);
+int run_plan_time(const CommandOptions& options);
 
 }  // namespace dtrain
