@@ -3,6 +3,7 @@
 // rates; --cluster reads a cluster file and says how dtrain would place the config's mesh on it (then plans
 // the config as usual); --compare prints a run's predictions beside its measurements.
 #include <cstdio>
+#include <optional>
 
 #include "app/commands.hpp"
 #include "core/bytes_text.hpp"
@@ -43,7 +44,10 @@ int show_cluster(const CommandOptions& options) {
     fmt::print("device: CPU, {} threads per process; {}\n", cluster.threads_per_process, calibration_line(calibration));
   for (int level = 0; level < kLinkLevels; ++level) {
     const LinkLevel which = LinkLevel(level);
-    if (gpu == (which == LinkLevel::in_process)) continue;  // GPUs meet over GPU links, CPU devices in memory
+    // GPUs meet over GPU links within a host; CPU devices in memory, then between processes.
+    const bool used = which == LinkLevel::between_hosts ||
+                      (gpu ? which == LinkLevel::gpu_link : which != LinkLevel::gpu_link);
+    if (!used) continue;
     fmt::print("link {}: {}\n", link_level_name(which), link_text(cluster.links.at(which)));
   }
   if (options.config_path.empty()) return 0;
@@ -70,7 +74,9 @@ int run_plan_time(const CommandOptions& options) {
   }
   if (options.calibrate) {
     DTRAIN_CHECK_USAGE(options.config_path.empty(), "plan --calibrate measures the machine: it takes no --config");
-    const Calibration calibration = measure_calibration();
+    const std::optional<Calibration> cached = load_cached_calibration();
+    const Calibration measured = measure_calibration();
+    const Calibration calibration = cached ? merge_calibrations(*cached, measured) : measured;
     std::string path;
     if (process_index() == 0) path = save_calibration(calibration);
     fmt::print("{}cached in {}\n", calibration_text(calibration), path);

@@ -315,6 +315,15 @@ Calibration measure_calibration() {
   return c;
 }
 
+Calibration merge_calibrations(const Calibration& cached, const Calibration& measured) {
+  if (!cached.calibrated) return measured;
+  Calibration out = measured.threads >= cached.threads ? measured : cached;
+  out.build_id = measured.build_id;
+  out.processes = measured.processes.bytes_per_s > 0 ? measured.processes : cached.processes;
+  out.hosts = measured.hosts.bytes_per_s > 0 ? measured.hosts : cached.hosts;
+  return out;
+}
+
 std::string calibration_json(const Calibration& c) {
   std::string gemm;
   for (const GemmPoint& p : c.gemm)

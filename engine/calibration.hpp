@@ -54,6 +54,11 @@ Calibration default_calibration();
 // process calls it) and measures MPI between them too.
 Calibration measure_calibration();
 
+// What to cache after measuring `measured` when `cached` was there: the links between processes come only
+// from a run under mpirun, and the compute rates from the run with more threads per process, so neither a
+// one-process nor an mpirun calibration wipes out what the other measured.
+Calibration merge_calibrations(const Calibration& cached, const Calibration& measured);
+
 // The JSON form the cache holds, and back (UsageError naming `source` for a malformed or older file).
 std::string calibration_json(const Calibration& calibration);
 Calibration parse_calibration_json(const std::string& text, const std::string& source);

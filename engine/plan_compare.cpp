@@ -50,6 +50,7 @@ RunComparison compare_run(const std::string& run_dir) {
   // Rows of the last run only: a run row starts them afresh.
   std::optional<YAML::Node> run;
   double steps = 0, step_seconds = 0, examples = 0, epoch_examples = 0, epoch_seconds = 0;
+  int windows = 0;  // the run's "train_steps" rows so far
   std::optional<double> peak;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -64,6 +65,7 @@ RunComparison compare_run(const std::string& run_dir) {
     if (split == "run" && (event == "start" || event == "resume")) {
       run = row;
       steps = step_seconds = examples = epoch_examples = epoch_seconds = 0;
+      windows = 0;
       peak.reset();
       continue;
     }
@@ -71,6 +73,8 @@ RunComparison compare_run(const std::string& run_dir) {
     if (const std::optional<double> bytes = number_at(row, "peak_rss_bytes"))
       peak = std::max(peak.value_or(0.0), *bytes);
     if (split == "train_steps") {
+      // The run's first window holds its warm-up (first allocations, cold caches): left out when others follow.
+      if (++windows == 2) steps = step_seconds = examples = 0;
       steps += number_at(row, "steps").value_or(0);
       step_seconds += number_at(row, "seconds").value_or(0);
       examples += number_at(row, "examples").value_or(0);

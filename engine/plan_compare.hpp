@@ -1,6 +1,6 @@
 // `dtrain plan --compare RUN_DIR`: what the dry run predicted for a run (its "run" row in metrics.jsonl)
-// beside what the run measured (the rows after it: examples/s and step time from the "train_steps" rows,
-// peak memory from the "train" and "end" rows), with their ratios. Checks the step-time and memory models
+// beside what the run measured (the rows after it: examples/s and step time from the "train_steps" rows but
+// the first, which holds the warm-up; peak memory from the "train" and "end" rows), with their ratios. Checks the step-time and memory models
 // against reality.
 #pragma once
 #include <optional>

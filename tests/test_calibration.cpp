@@ -137,6 +137,29 @@ TEST_CASE("a saved calibration is this machine's cache; a damaged one is as if t
   CHECK(calibration_line(current_calibration()).find("uncalibrated") != std::string::npos);
 }
 
+TEST_CASE("a calibration under mpirun adds its links to the cache; the compute rates of more threads stay") {
+  Calibration one_process = distinct_values();  // 6 threads, its own links between processes
+  one_process.processes = {};
+  one_process.hosts = {};
+  Calibration mpirun = distinct_values();
+  mpirun.threads = 3;
+  mpirun.memory_bytes_per_s = 1;
+  mpirun.processes = {1e-6, 2e9};
+  mpirun.hosts = {};
+  const Calibration merged = merge_calibrations(one_process, mpirun);
+  CHECK(merged.threads == 6);
+  CHECK(merged.memory_bytes_per_s == 9.75e9);
+  CHECK(merged.processes.bytes_per_s == 2e9);
+  CHECK(merged.hosts.bytes_per_s == 0);
+  // And back: a one-process calibration later keeps the mpirun links.
+  const Calibration again = merge_calibrations(merged, one_process);
+  CHECK(again.processes.bytes_per_s == 2e9);
+  CHECK(again.threads == 6);
+  CHECK(again.memory_bytes_per_s == 9.75e9);
+  // Nothing calibrated before: what was measured.
+  CHECK(merge_calibrations(default_calibration(), mpirun).memory_bytes_per_s == 1);
+}
+
 TEST_CASE("measuring this machine gives a finite, positive rate for everything it measures, in seconds") {
   const Calibration c = measure_calibration();
   CHECK(c.calibrated);

@@ -32,18 +32,19 @@ train::RunRow start_row(const std::string& run_id, bool predicted) {
   return row;
 }
 
-// Two logging windows of 10 steps of 64 examples: 640 examples in 0.25 s, then in 0.15 s.
+// Three logging windows of 10 steps of 64 examples: 640 examples in 1 s (the warm-up), then in 0.25 s and 0.15 s.
 void write_training(train::MetricsLog& log) {
-  log.write_steps(train::StepsRow{1, 10, 10, 640, 0.5, 0.8, 0.01, 2560, 0.25});
-  log.write_steps(train::StepsRow{1, 20, 10, 640, 0.4, 0.85, 0.01, 4266.7, 0.15});
+  log.write_steps(train::StepsRow{1, 10, 10, 640, 0.6, 0.7, 0.01, 640, 1.0});
+  log.write_steps(train::StepsRow{1, 20, 10, 640, 0.5, 0.8, 0.01, 2560, 0.25});
+  log.write_steps(train::StepsRow{1, 30, 10, 640, 0.4, 0.85, 0.01, 4266.7, 0.15});
   train::SplitMetrics epoch;
   epoch.split = "train";
   epoch.epoch = 1;
-  epoch.step = 20;
-  epoch.examples = 1280;
-  epoch.seconds = 0.5;
+  epoch.step = 30;
+  epoch.examples = 1920;
+  epoch.seconds = 1.5;
   log.write(epoch, 0.01);
-  log.write_end(train::EndRow{"run-1", 20, 1, "finished", -1, "", -1});
+  log.write_end(train::EndRow{"run-1", 30, 1, "finished", -1, "", -1});
 }
 
 }  // namespace
@@ -83,7 +84,7 @@ TEST_CASE("--compare sets the last run's predictions beside what its rows measur
   const RunComparison c = compare_run(folder.str());
   CHECK(c.run_id == "run-1");
   REQUIRE(c.measured_examples_per_s.has_value());
-  CHECK(*c.measured_examples_per_s == doctest::Approx(1280 / 0.4));
+  CHECK(*c.measured_examples_per_s == doctest::Approx(1280 / 0.4));  // the warm-up window left out
   REQUIRE(c.measured_step_s.has_value());
   CHECK(*c.measured_step_s == doctest::Approx(0.02));
   CHECK(c.measured_steps == 20);
@@ -122,12 +123,14 @@ TEST_CASE("--compare without training-step rows takes the epoch rows, and says w
   CHECK(comparison_text(c).find("not measured") != std::string::npos);
 }
 
-TEST_CASE("--compare takes the largest peak of the last run's rows, and the steps' examples over their seconds") {
+TEST_CASE("--compare takes the largest peak of the last run's rows, and the steps' examples over their seconds "
+          "but the warm-up window's") {
   testing::TempFolder folder("plan_compare_peaks");
   std::ofstream(folder / "metrics.jsonl")
       << "{\"split\": \"run\", \"event\": \"start\", \"run_id\": \"a\", \"predicted_peak_bytes_per_process\": 1}\n"
       << "{\"split\": \"train\", \"examples\": 10, \"seconds\": 1, \"peak_rss_bytes\": 9000000000}\n"
       << "{\"split\": \"run\", \"event\": \"resume\", \"run_id\": \"a\", \"predicted_peak_bytes_per_process\": 4e6}\n"
+      << "{\"split\": \"train_steps\", \"steps\": 2, \"examples\": 20, \"seconds\": 9}\n"
       << "{\"split\": \"train_steps\", \"steps\": 4, \"examples\": 40, \"seconds\": 2}\n"
       << "{\"split\": \"train\", \"examples\": 40, \"seconds\": 2.5, \"peak_rss_bytes\": 7000000}\n"
       << "{\"split\": \"train_steps\", \"steps\": 6, \"examples\": 60, \"seconds\": 2}\n"
