@@ -37,12 +37,14 @@ struct Calibration {
   ThreadRates sparse_flops_per_s;   // the sparse GEMM, counting 2 * non-zeros * columns of B
   double memory_bytes_per_s = 0;    // elementwise kernels on arrays past the caches, one thread
   double cache_bytes_per_s = 0;     // elementwise kernels on cache-resident arrays, one thread
+  double cache_bytes = 4 << 20;     // a kernel moving up to this many bytes runs from the caches (2 x L2)
   double rows_bytes_per_s = 0;      // the row kernels (softmax), one thread
   ThreadRates conv_flops_per_s;
   double call_overhead_s = 0;       // a kernel call on 16 floats
   // In-process collectives (8 ranks on fibers): latency per call, and bytes every member reads and
   // writes in all, per second (the process's cores share the copying).
   LinkRate in_process;
+  double in_process_memory_bytes_per_s = 0;  // the same past the caches (4 MB per member)
   LinkRate processes;  // MPI between processes on this host (measured under mpirun with > 1 process)
   LinkRate hosts;      // MPI between hosts (measured when mpirun's processes are on several hosts)
 };

@@ -11,9 +11,6 @@
 namespace dtrain {
 namespace {
 
-// Past this many bytes a kernel's arrays stream from memory rather than from the caches.
-constexpr double kCacheBytes = double(1 << 20);
-
 double ceil_log2(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(double(n))); }
 
 // Seconds for `bytes` at `rate` bytes (or flops) per second; a missing rate counts nothing, not infinity.
@@ -37,7 +34,8 @@ double gemm_rate(double intensity, int threads, const Calibration& c) {
 
 double bandwidth(const kernels::KernelWork& work, const Calibration& c) {
   if (std::string_view(work.family) == "rows" && c.rows_bytes_per_s > 0) return c.rows_bytes_per_s;
-  return work.bytes <= kCacheBytes ? c.cache_bytes_per_s : c.memory_bytes_per_s;
+  // Past the caches a kernel's arrays stream from memory.
+  return work.bytes <= c.cache_bytes ? c.cache_bytes_per_s : c.memory_bytes_per_s;
 }
 
 // ---- collectives ----
@@ -69,7 +67,7 @@ double memory_seconds(const Call& call, int k, const Link& link, double groups) 
   const double n = call.bytes;
   if (call.kind == "all_reduce" || call.kind == "all_gather" || call.kind == "all_to_all") moved = 2 * k * n;
   else if (call.kind == "reduce_scatter" || call.kind == "broadcast") moved = (k + 1) * n;
-  return link.latency_s + over(moved * groups, link.bytes_per_s);
+  return link.latency_s + over(moved * groups, link.rate(moved * groups));
 }
 
 }  // namespace
@@ -116,7 +114,8 @@ double cpu_kernel_seconds(const kernels::KernelWork& work, int gemm_threads, con
 
 LinkModel link_model_of(const Calibration& c) {
   LinkModel model;
-  model.at(LinkLevel::in_process) = {c.in_process.latency_s, c.in_process.bytes_per_s};
+  model.at(LinkLevel::in_process) = {c.in_process.latency_s, c.in_process.bytes_per_s,
+                                     c.in_process_memory_bytes_per_s, c.cache_bytes};
   // Uncalibrated levels: shared-memory MPI, a 10 Gb/s network, NVLink 4.
   model.at(LinkLevel::processes_on_host) =
       c.processes.bytes_per_s > 0 ? Link{c.processes.latency_s, c.processes.bytes_per_s} : Link{5e-6, 5e9};

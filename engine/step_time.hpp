@@ -31,10 +31,16 @@ enum class LinkLevel { in_process, processes_on_host, between_hosts, gpu_link };
 inline constexpr int kLinkLevels = 4;
 const char* link_level_name(LinkLevel level);  // "in-process", "processes on one host", ...
 
-// Alpha-beta: one message of B bytes takes latency_s + B / bytes_per_s.
+// Alpha-beta: one message of B bytes takes latency_s + B / bytes_per_s. In-process copies run from the
+// caches up to `cache_bytes` in all, and at memory_bytes_per_s past them (0: one rate throughout).
 struct Link {
   double latency_s = 0;
   double bytes_per_s = 0;
+  double memory_bytes_per_s = 0;
+  double cache_bytes = 0;
+  double rate(double bytes) const {
+    return memory_bytes_per_s > 0 && bytes > cache_bytes ? memory_bytes_per_s : bytes_per_s;
+  }
 };
 
 // What the links and (for GPUs) the devices can do. For CPU devices compute comes from the Calibration.

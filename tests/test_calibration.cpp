@@ -40,10 +40,12 @@ Calibration distinct_values() {
   c.sparse_flops_per_s = {1.5e9, 2.5e9};
   c.memory_bytes_per_s = 9.75e9;
   c.cache_bytes_per_s = 7.25e10;
+  c.cache_bytes = 3 << 20;
   c.rows_bytes_per_s = 4.5e9;
   c.conv_flops_per_s = {6.5e10, 1.5e11};
   c.call_overhead_s = 3.5e-8;
   c.in_process = {4.5e-5, 3.25e10};
+  c.in_process_memory_bytes_per_s = 8.5e9;
   c.processes = {2.5e-6, 6.5e9};
   c.hosts = {1.5e-5, 1.25e9};
   return c;
@@ -69,12 +71,14 @@ TEST_CASE("a calibration reads back from its JSON exactly") {
   CHECK(back.sparse_flops_per_s.all == 2.5e9);
   CHECK(back.memory_bytes_per_s == 9.75e9);
   CHECK(back.cache_bytes_per_s == 7.25e10);
+  CHECK(back.cache_bytes == 3 << 20);
   CHECK(back.rows_bytes_per_s == 4.5e9);
   CHECK(back.conv_flops_per_s.one == 6.5e10);
   CHECK(back.conv_flops_per_s.all == 1.5e11);
   CHECK(back.call_overhead_s == 3.5e-8);
   CHECK(back.in_process.latency_s == 4.5e-5);
   CHECK(back.in_process.bytes_per_s == 3.25e10);
+  CHECK(back.in_process_memory_bytes_per_s == 8.5e9);
   CHECK(back.processes.bytes_per_s == 6.5e9);
   CHECK(back.hosts.latency_s == 1.5e-5);
   // And the text is the same again.
@@ -171,7 +175,7 @@ TEST_CASE("measuring this machine gives a finite, positive rate for everything i
     if (i > 0) CHECK(c.gemm[i].intensity > c.gemm[i - 1].intensity);
   }
   for (double rate : {c.sparse_flops_per_s.one, c.conv_flops_per_s.one, c.memory_bytes_per_s, c.cache_bytes_per_s,
-                      c.rows_bytes_per_s, c.in_process.bytes_per_s}) {
+                      c.rows_bytes_per_s, c.in_process.bytes_per_s, c.in_process_memory_bytes_per_s}) {
     CHECK(rate > 1e7);
     CHECK(std::isfinite(rate));
   }

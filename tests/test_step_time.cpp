@@ -20,6 +20,7 @@ Calibration rates() {
   c.sparse_flops_per_s = {0.5e9, 1e9};
   c.memory_bytes_per_s = 1e9;
   c.cache_bytes_per_s = 4e9;
+  c.cache_bytes = double(1 << 20);
   c.rows_bytes_per_s = 2e9;
   c.conv_flops_per_s = {1e9, 2e9};
   c.call_overhead_s = 0;
@@ -102,6 +103,14 @@ TEST_CASE("an in-process collective: every member's bytes moved in the process's
   CHECK(level(pair, LinkLevel::in_process) == doctest::Approx(1e-5 + 16e6 / 1e9));
   // A group of one member does nothing.
   CHECK(predict_step({}, {{"all_reduce", {3}, 1000000}}, cpu(8, 2), rates(), links()).step_s == 0);
+  // Past the caches the copies run at memory speed: 16 MB moved with a 4 MB cache.
+  LinkModel slow = links();
+  slow.at(LinkLevel::in_process).memory_bytes_per_s = 2.5e8;
+  slow.at(LinkLevel::in_process).cache_bytes = 4e6;
+  const StepTime big = predict_step({}, {{"all_reduce", ranks(0, 8), 1000000}}, cpu(8, 2), rates(), slow);
+  CHECK(level(big, LinkLevel::in_process) == doctest::Approx(1e-5 + 16e6 / 2.5e8));
+  const StepTime small = predict_step({}, {{"all_reduce", ranks(0, 8), 100000}}, cpu(8, 2), rates(), slow);
+  CHECK(level(small, LinkLevel::in_process) == doctest::Approx(1e-5 + 1.6e6 / 1e9));
   // A reduce_scatter reads every member's send and writes one send's worth.
   const StepTime scatter = predict_step({}, {{"reduce_scatter", ranks(0, 8), 8000000}}, cpu(8, 2), rates(), links());
   CHECK(level(scatter, LinkLevel::in_process) == doctest::Approx(1e-5 + 9 * 8e6 / 1e9));
