@@ -93,6 +93,48 @@ void all_reduce_case(int size, size_t count, const Calibration& c) {
          predicted.step_s);
 }
 
+// mnist_core_dp's training step on its mesh {batch: 8} (batch 128: 16 rows a device), its kernels written
+// out by hand until the dry run lists them (784-700-500-10, relu, softmax cross-entropy, Adam on a flat
+// 1/8 share) and its collectives as `dtrain plan` counts them (5 all_gathers, 606.6 KiB; 3 all_reduces,
+// 24.3 KiB). Compare with `bench_train_step --config configs/mnist_core_dp.yaml`.
+void mnist_core_dp_case(const Calibration& c) {
+  const double b = 16;
+  std::vector<kernels::KernelWork> work;
+  const auto matmul = [&](double m, double k, double n) {
+    work.push_back({"gemm", "matmul", 2 * m * k * n, 4 * (m * k + k * n + m * n)});
+  };
+  const auto elementwise = [&](double n, int arrays) { work.push_back({"elementwise", "map", n, 4 * n * arrays}); };
+  const double widths[] = {784, 700, 500, 10};
+  for (int layer = 0; layer < 3; ++layer) {  // forward: matmul, bias, relu
+    matmul(b, widths[layer], widths[layer + 1]);
+    elementwise(b * widths[layer + 1], 3);
+    if (layer < 2) elementwise(b * widths[layer + 1], 2);
+  }
+  work.push_back({"rows", "cross_entropy", 5 * b * 10, 4 * b * 10 * 6});
+  for (int layer = 2; layer >= 0; --layer) {  // backward: dW, db, dx, relu grad
+    matmul(widths[layer], b, widths[layer + 1]);
+    elementwise(b * widths[layer + 1], 2);
+    if (layer > 0) {
+      matmul(b, widths[layer + 1], widths[layer]);
+      elementwise(b * widths[layer], 3);
+    }
+  }
+  const double share = 905010.0 / 8;  // Adam: read value, gradient, 2 slots; write value, 2 slots
+  work.push_back({"updates", "adam", 12 * share, 4 * 7 * share});
+  std::vector<CollectiveCall> calls;
+  const std::vector<int> all{0, 1, 2, 3, 4, 5, 6, 7};
+  for (int i = 0; i < 5; ++i) calls.push_back({"all_gather", all, size_t(606.6 * 1024 / 5)});
+  for (int i = 0; i < 3; ++i) calls.push_back({"all_reduce", all, size_t(24.3 * 1024 / 3)});
+  StepPlacement placement;
+  placement.devices_per_process = 8;
+  placement.threads_per_process = process_cores();
+  const StepTime t = predict_step(work, calls, placement, c, link_model_of(c));
+  fmt::print("{{\"name\": \"mnist_core_dp step by hand (8 devices, batch 128)\", \"predicted_seconds\": {:.6g}, "
+             "\"predicted_compute_seconds\": {:.6g}, \"predicted_in_process_seconds\": {:.6g}, "
+             "\"predicted_examples_per_s\": {:.6g}}}\n",
+             t.step_s, t.compute_s, t.communication_s[size_t(LinkLevel::in_process)], t.examples_per_s(128));
+}
+
 }  // namespace
 
 int main() {
@@ -114,5 +156,6 @@ int main() {
   elementwise_case(4000000, c);
   for (int size : {8, 4, 2})
     for (size_t count : {size_t(16384), size_t(1) << 20}) all_reduce_case(size, count, c);
+  mnist_core_dp_case(c);
   return 0;
 }
