@@ -40,6 +40,9 @@ struct CommandOptions {
   bool json = false;                   // plan --json: one JSON object in place of the tables
   std::vector<std::string> diff_paths; // diff A B: two checkpoints (or with --metrics two run dirs)
   bool metrics = false;                // diff --metrics: compare the runs' logged step losses
+  bool calibrate = false;              // plan --calibrate: measure this machine's rates and cache them
+  std::string cluster_file;            // plan --cluster FILE: plan for the cluster the file describes
+  std::string compare_dir;             // plan --compare RUN_DIR: a run's predictions beside its measurements
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
@@ -59,5 +62,9 @@ int run_predict(const CommandOptions& options);
 int run_inspect(const CommandOptions& options);
 int run_plan(const CommandOptions& options);
 int run_diff(const CommandOptions& options);
+// plan --calibrate, --cluster and --compare (app/plan_time_command.cpp); false from wants_plan_time when
+// none is given.
+bool wants_plan_time(const CommandOptions& options);
+int run_plan_time(const CommandOptions& options);
 
 }  // namespace dtrain

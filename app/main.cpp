@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
   for (const Command& command : kCommands) {
     CLI::App* sub = app.add_subcommand(command.name, command.help);
     const std::string name = command.name;
-    add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval" || name == "plan");
+    // plan --calibrate and --compare need no config: plan's is checked once parsed.
+    add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval");
     if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Replace the checkpoints in the checkpoint dir");
     if (name == "train") {
       sub->add_option("--init-from", options.init_from,
@@ -199,6 +200,15 @@ int main(int argc, char** argv) {
     if (name == "plan")
       sub->add_option("--processes", options.processes, "Plan for `mpirun -np P`: which process holds which devices")
           ->check(CLI::PositiveNumber);
+    if (name == "plan") {
+      sub->add_flag("--calibrate", options.calibrate,
+                    "Measure this machine's kernel and link rates (a few seconds) and cache them for plan's step time");
+      sub->add_option("--cluster", options.cluster_file,
+                      "Plan for the cluster this YAML file describes (hosts, processes, devices, memory, links)");
+      sub->add_option("--compare", options.compare_dir,
+                      "Print a run's predicted vs measured peak memory and examples/s (RUN_DIR/metrics.jsonl)")
+          ->type_name("RUN_DIR");
+    }
     subcommands.emplace_back(sub, &command);
   }
 
@@ -236,6 +246,9 @@ int main(int argc, char** argv) {
         throw dtrain::UsageError(
             "predict: give texts to classify, --file PATH ..., --idx FILE, --npy FILE or --csv FILE (one kind of input)");
       refuse_unused_options(options);
+      if (options.command == "plan" && dtrain::wants_plan_time(options)) return dtrain::run_plan_time(options);
+      if (options.command == "plan" && options.config_path.empty())
+        throw dtrain::UsageError("plan: --config is required (or --calibrate, or --compare RUN_DIR)");
       return command->run(options);
     }
     return fail("no command given", 2);

@@ -78,7 +78,8 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
   if (metrics_ && start.mesh != nullptr) {
     metrics_->write_run(train::RunRow{start.resumed_from.empty() ? "start" : "resume", start.run_id,
                                   start.mesh->describe(), start.mesh->to_string(), start.step, start.epochs_done + 1,
-                                  start.resumed_from, config.file, start.init_from});
+                                  start.resumed_from, config.file, start.init_from, start.predicted_step_seconds,
+                                  start.predicted_examples_per_second, start.predicted_peak_bytes_per_process});
   }
 }
 

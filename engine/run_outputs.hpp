@@ -21,6 +21,8 @@ struct RunStart {
   std::string resumed_from;  // the checkpoint folder a resume continues ("" for `train`)
   int64_t step = 0, epochs_done = 0;
   std::string init_from;     // the checkpoint folder a fine-tuning `train` took its variables from
+  // The dry run's predictions for this run, written into the run row when set (`dtrain plan --compare`).
+  std::optional<double> predicted_step_seconds{}, predicted_examples_per_second{}, predicted_peak_bytes_per_process{};
 };
 
 class RunOutputs {

@@ -1,5 +1,7 @@
 #include "core/train/metrics_log.hpp"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -26,6 +28,12 @@ std::string json_number(double value, int digits) {
 
 }  // namespace
 
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return int64_t(usage.ru_maxrss) * 1024;  // Linux counts KiB
+}
+
 std::string json_string(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
@@ -51,28 +59,36 @@ void MetricsLog::write_line(const std::string& line) {
 void MetricsLog::write(const SplitMetrics& m, std::optional<double> learning_rate) {
   write_line(fmt::format(
       "{{\"split\": {}, \"epoch\": {}, \"step\": {}, \"examples\": {}, \"loss\": {}, \"accuracy\": {}, "
-      "{}\"examples_per_s\": {}, \"seconds\": {}}}",
+      "{}\"examples_per_s\": {}, \"seconds\": {}{}}}",
       json_string(m.split), m.epoch, m.step, m.examples, json_number(m.loss, 9), json_number(m.accuracy, 9),
       learning_rate ? fmt::format("\"learning_rate\": {}, ", json_number(*learning_rate, 6)) : std::string(),
-      json_number(m.examples_per_s, 6), json_number(m.seconds, 6)));
+      json_number(m.examples_per_s, 6), json_number(m.seconds, 6),
+      m.split == "train" ? fmt::format(", \"peak_rss_bytes\": {}", peak_rss_bytes()) : std::string()));
 }
 
 void MetricsLog::write_run(const RunRow& r) {
+  std::string predicted;
+  const auto predict = [&](const char* key, const std::optional<double>& value) {
+    if (value) predicted += fmt::format(", \"{}\": {}", key, json_number(*value, 9));
+  };
+  predict("predicted_step_seconds", r.predicted_step_seconds);
+  predict("predicted_examples_per_second", r.predicted_examples_per_second);
+  predict("predicted_peak_bytes_per_process", r.predicted_peak_bytes_per_process);
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "
-      "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}{}}}",
+      "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}{}{}}}",
       json_string(r.event), json_string(r.run_id), r.epoch, r.step, json_string(r.mesh), json_string(r.mesh_string),
       r.checkpoint.empty() ? "null" : json_string(r.checkpoint), json_string(r.config),
-      r.init_from.empty() ? "" : ", \"init_from\": " + json_string(r.init_from)));
+      r.init_from.empty() ? "" : ", \"init_from\": " + json_string(r.init_from), predicted));
 }
 
 void MetricsLog::write_end(const EndRow& r) {
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": \"end\", \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"stopped\": {}, "
-      "\"best_step\": {}, \"monitor\": {}{}}}",
+      "\"best_step\": {}, \"monitor\": {}{}, \"peak_rss_bytes\": {}}}",
       json_string(r.run_id), r.epoch, r.step, json_string(r.stopped),
       r.best_step < 0 ? "null" : std::to_string(r.best_step), r.monitor.empty() ? "null" : json_string(r.monitor),
-      r.restored_step < 0 ? "" : fmt::format(", \"restored_step\": {}", r.restored_step)));
+      r.restored_step < 0 ? "" : fmt::format(", \"restored_step\": {}", r.restored_step), peak_rss_bytes()));
 }
 
 void MetricsLog::write_steps(const StepsRow& r) {

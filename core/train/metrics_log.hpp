@@ -9,6 +9,10 @@
 //                 "macro_avg", "weighted_avg", "confusion": [[...], ...] (row: true class, column: predicted)})
 //   "validation"  a validation (data.validation_split) during training: its loss and accuracy are Keras'
 //                 val_loss and val_accuracy, at the step (and epoch) it followed
+// "train" rows (a finished epoch) and the "end" row carry "peak_rss_bytes": the process's peak resident memory
+// so far (getrusage's max RSS; under mpirun, process 0's). A "run" row may carry plan's predictions for the
+// run ("predicted_step_seconds", "predicted_examples_per_second", "predicted_peak_bytes_per_process"), which
+// `dtrain plan --compare RUN_DIR` sets beside what was measured.
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
 // A number that is not finite is written as null; every row is flushed as it is written.
 #pragma once
@@ -31,6 +35,8 @@ struct RunRow {
   std::string checkpoint;   // the checkpoint it resumes from ("" for a start)
   std::string config;       // the config file
   std::string init_from;    // a fine-tuning start: the checkpoint its variables came from ("" otherwise)
+  // The dry run's predictions for this run (written when set).
+  std::optional<double> predicted_step_seconds{}, predicted_examples_per_second{}, predicted_peak_bytes_per_process{};
 };
 
 // A "run" row with "event": "end".
@@ -76,6 +82,9 @@ class MetricsLog {
   std::string path_;
   std::ofstream out_;
 };
+
+// This process's peak resident memory so far, in bytes (getrusage's ru_maxrss; 0 where unknown).
+int64_t peak_rss_bytes();
 
 // `text` as a JSON string literal, quotes included.
 std::string json_string(const std::string& text);
