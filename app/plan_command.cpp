@@ -9,12 +9,17 @@
 
 #include "app/commands.hpp"
 #include "engine/data_source.hpp"
+#include "engine/calibration.hpp"
+#include "engine/cluster.hpp"
 #include "engine/dry_step.hpp"
+#include "engine/step_time.hpp"
+#include "core/output_dir.hpp"
 #include "engine/memory_plan.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/checkpoint/format.hpp"
 #include "core/comm/counting.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/bytes_text.hpp"
 #include "core/error.hpp"
@@ -26,6 +31,13 @@
 
 namespace dtrain {
 namespace {
+
+// "850 us", "12.3 ms", "1.42 s".
+std::string seconds_text(double seconds) {
+  if (seconds < 1e-3) return fmt::format("{:.0f} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.3g} ms", seconds * 1e3);
+  return fmt::format("{:.3g} s", seconds);
+}
 
 // Plan's words for people; left out with --json, which prints one JSON object alone.
 bool quiet = false;
@@ -124,6 +136,10 @@ int run_plan(const CommandOptions& options) {
   input_shape.insert(input_shape.end(), example.begin(), example.end());
   const Layout input = trainer.input_layout(int(input_shape.size()));
 
+  // A cluster file: its devices' memory and links (the mesh size was checked against it already).
+  std::optional<Cluster> cluster;
+  const Calibration calibration = current_calibration();
+  if (!options.cluster_file.empty()) cluster = load_cluster(options.cluster_file, calibration);
   // Which process holds which devices: this run's, or those of `mpirun -np P` when --processes P says so.
   Placement placement = engine.placement;
   if (options.processes > 0) {
@@ -190,19 +206,52 @@ int run_plan(const CommandOptions& options) {
   for (const auto& row : rows)
     say("{:<{}} {:<{}} {:<{}} {:<{}} {:<{}} {:>{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
         row[3], widths[3], row[4], widths[4], row[5], widths[5], row[6]);
+  // Compared with this machine's memory per process, or with a cluster's per device.
   const int64_t available = available_memory_bytes();
-  const bool checked = config.mesh.devices != DeviceKind::gpu && available > 0;
-  const bool fits = !checked || memory.per_process() <= double(available);
+  const double device_memory = cluster ? cluster->memory_bytes_per_device : 0;
+  const bool per_device = device_memory > 0;
+  const double have = per_device ? device_memory : double(available);
+  const double need = per_device ? memory.per_device() : memory.per_process();
+  const bool checked = per_device || (!cluster && config.mesh.devices != DeviceKind::gpu && available > 0);
+  const bool fits = !checked || need <= have;
+  const std::string verdict = !checked ? "not compared (GPU devices: their tensors live in GPU memory)"
+                              : fits   ? "fits"
+                                       : fmt::format("does not fit, {} short", bytes_text(need - have));
   say("\nmemory of one training step, run dry (every tensor the engine's step holds, none allocated):\n");
-  say("  per device at the step's peak: {} ({}); {} parameters in all\n", bytes_text(memory.per_device()),
-      memory.items(), built.model->num_parameters());
-  say("  per process ({} device{}{}): {}; this machine has {} available: {}\n", memory.devices_per_process,
-      memory.devices_per_process == 1 ? "" : "s",
+  say("  per device at the step's peak: {} ({}); {} parameters in all{}\n", bytes_text(memory.per_device()),
+      memory.items(), built.model->num_parameters(),
+      per_device ? fmt::format("; a device has {}: {}", bytes_text(device_memory), verdict) : "");
+  say("  per process ({} device{}{}): {}{}\n", memory.devices_per_process, memory.devices_per_process == 1 ? "" : "s",
       memory.host_bytes > 0 ? fmt::format(", and {} of batches read on the host", bytes_text(memory.host_bytes)) : "",
-      bytes_text(memory.per_process()), bytes_text(double(available)),
-      !checked ? "not compared (GPU devices: their tensors live in GPU memory)"
-      : fits   ? "fits"
-               : fmt::format("does not fit, {} short", bytes_text(memory.per_process() - double(available))));
+      bytes_text(memory.per_process()),
+      per_device || cluster ? "" : fmt::format("; this machine has {} available: {}", bytes_text(double(available)), verdict));
+
+  // The step's time: the first device of this process's kernels and collectives, at this machine's rates
+  // (or the cluster's), engine/step_time.hpp.
+  StepPlacement where;
+  LinkModel links = link_model_of(calibration);
+  if (cluster) {
+    where = cluster->placement();
+    links = cluster->links;
+  } else {
+    where.devices = engine.devices;
+    where.devices_per_process = placement.local;
+    where.processes_per_host = placement.processes;  // every process on this machine
+    where.threads_per_process = std::max(1, process_cores() / std::max(1, placement.processes));
+  }
+  const dry_run::DeviceTally& first = step.tally.devices[size_t(placement.first)];
+  const StepTime time = predict_step(first.kernels, step.collectives[size_t(placement.first)], where, calibration, links);
+  double flops = 0;
+  for (const kernels::KernelWork& work : first.kernels) flops += work.flops;
+  std::string communication;
+  for (int level = 0; level < kLinkLevels; ++level)
+    if (time.communication_s[size_t(level)] > 0)
+      communication += fmt::format(", {} {}", link_level_name(LinkLevel(level)), seconds_text(time.communication_s[size_t(level)]));
+  say("\ntime of one training step, predicted: {} ({:.0f} examples/s); compute {} ({:.3g} GFLOP a device, {} kernel "
+      "calls){}; {}\n",
+      seconds_text(time.step_s), time.examples_per_s(config.data.batch_size), seconds_text(time.compute_s), flops / 1e9,
+      first.kernels.size(), communication.empty() ? "" : "; communication" + communication.substr(1),
+      cluster ? "the cluster's rates" : calibration_line(calibration));
 
   // The collectives of this process's first device.
   const std::vector<CollectiveCall>& calls = step.collectives[size_t(placement.first)];
@@ -236,12 +285,20 @@ int run_plan(const CommandOptions& options) {
     fmt::print("{{\"config\": {}, \"mesh\": {}, \"devices\": {}, \"processes\": {}, \"devices_per_process\": {}, "
                "\"fits\": {}, \"available_bytes\": {}, \"peak_bytes_per_process\": {:.0f}, \"peak_bytes_per_device\": {:.0f}, "
                "\"variable_bytes_per_device\": {:.0f}, \"slot_bytes_per_device\": {:.0f}, \"parameters\": {}, "
+               "\"step_seconds\": {:.6g}, \"compute_seconds\": {:.6g}, \"examples_per_second\": {:.6g}, "
+               "\"flops_per_device\": {:.6g}, \"calibrated\": {}, "
                "\"collective_bytes_per_device\": {}, \"collectives\": [{}]}}\n",
                train::json_string(options.config_path), train::json_string(mesh->to_string()), mesh->size(),
                placement.processes, placement.local, fits, available, memory.per_process(), memory.per_device(),
-               memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), all_bytes, collectives);
+               memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), time.step_s, time.compute_s,
+               time.examples_per_s(config.data.batch_size), flops, calibration.calibrated, all_bytes, collectives);
   }
-  if (!fits) check_memory(config, memory);  // exit 2, naming the bytes
+  if (!fits && !per_device) check_memory(config, memory);  // exit 2, naming the bytes
+  if (!fits && per_device)
+    throw_config_error(config.where("mesh"), fmt::format("the run needs {} a device at the step's peak; a device of {} "
+                                                         "has {}, {} short",
+                                                         bytes_text(need), path_text(options.cluster_file),
+                                                         bytes_text(have), bytes_text(need - have)));
   return 0;
 }
 

@@ -1,7 +1,7 @@
-// `dtrain plan --calibrate | --cluster FILE | --compare RUN_DIR`: the step-time side of plan (issue 29), kept
-// apart from plan_command.cpp until the dry run merges them. --calibrate measures and caches this machine's
-// rates; --cluster reads a cluster file and says how dtrain would place the config's mesh on it (then plans
-// the config as usual); --compare prints a run's predictions beside its measurements.
+// `dtrain plan --calibrate | --cluster FILE | --compare RUN_DIR`: the step-time side of plan (issue 29).
+// --calibrate measures and caches this machine's rates; --cluster reads a cluster file and says how dtrain
+// would place the config's mesh on it (then plans the config on it: plan_command.cpp); --compare prints a
+// run's predictions beside its measurements.
 #include <cstdio>
 #include <optional>
 
@@ -54,8 +54,7 @@ int show_cluster(const CommandOptions& options) {
   fmt::print("\n");
   CommandOptions plan = options;
   plan.processes = cluster.processes();
-  plan.cluster_file.clear();
-  return run_plan(plan);
+  return run_plan(plan);  // which reads the cluster again for its memory and links
 }
 
 }  // namespace
