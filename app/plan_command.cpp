@@ -228,19 +228,10 @@ int run_plan(const CommandOptions& options) {
 
   // The step's time: the first device of this process's kernels and collectives, at this machine's rates
   // (or the cluster's), engine/step_time.hpp.
-  StepPlacement where;
-  LinkModel links = link_model_of(calibration);
-  if (cluster) {
-    where = cluster->placement();
-    links = cluster->links;
-  } else {
-    where.devices = engine.devices;
-    where.devices_per_process = placement.local;
-    where.processes_per_host = placement.processes;  // every process on this machine
-    where.threads_per_process = std::max(1, process_cores() / std::max(1, placement.processes));
-  }
   const dry_run::DeviceTally& first = step.tally.devices[size_t(placement.first)];
-  const StepTime time = predict_step(first.kernels, step.collectives[size_t(placement.first)], where, calibration, links);
+  const StepTime time = cluster ? predict_step(first.kernels, step.collectives[size_t(placement.first)],
+                                               cluster->placement(), calibration, cluster->links)
+                                : predict_on_this_machine(step, placement, engine.devices, calibration);
   double flops = 0;
   for (const kernels::KernelWork& work : first.kernels) flops += work.flops;
   std::string communication;

@@ -101,7 +101,9 @@ int run_resume(const CommandOptions& options) {
                                  "was trained with: the data changed",
                                  config.data.path, data.vectorizer->mode(), index.folder));
   }
-  RunOutputs outputs(config, data.vectorizer, RunStart{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""});
+  RunStart start{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""};
+  add_predictions(start, engine, config);
+  RunOutputs outputs(config, data.vectorizer, start);
   train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}", index.folder,
                                         saved.step, checkpoint::position_text(saved), describe_mesh_string(saved.mesh),
                                         mesh_line(engine)));

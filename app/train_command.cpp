@@ -53,7 +53,9 @@ int run_train(const CommandOptions& options) {
 
   LoadedData data = load_data(config, true, inherited);
   check_output_classes(config, *built.model, data.num_classes);
-  RunOutputs outputs(config, data.vectorizer, RunStart{run_id, mesh, "", 0, 0, init ? init->index.folder : ""});
+  RunStart start{run_id, mesh, "", 0, 0, init ? init->index.folder : ""};
+  add_predictions(start, engine, config);
+  RunOutputs outputs(config, data.vectorizer, start);
   train::print_line(stdout, fmt::format("dtrain: {} parameters on mesh {}; {} training and {} test examples",
                                         built.model->num_parameters(), mesh_line(engine), data.train->num_examples(),
                                         data.test->num_examples()));

@@ -267,14 +267,14 @@ Engine build_engine(const Config& config, train::TrainOptions options, std::opti
   engine.example = config.data.example_shape();
   engine.built = build_model(config, engine.mesh, engine.example);
   if (memory) {  // the engine's own step run dry first: nothing is allocated for a config that cannot fit
-    std::optional<DryStep> step;
     try {
-      step = dry_step(config, *memory);
+      engine.dry = std::make_shared<const DryStep>(dry_step(config, *memory));
     } catch (const std::exception&) {
       // A step that fails fails the run too, which says why at its place (a loss that does not suit the model is
       // named after this check); the layouts' count stands in for the step's peaks meanwhile.
     }
-    check_memory(config, memory_plan(config, *engine.built.model, engine.placement, *memory, step ? &*step : nullptr));
+    engine.memory = memory_plan(config, *engine.built.model, engine.placement, *memory, engine.dry.get());
+    check_memory(config, *engine.memory);
   }
   engine.trainer = std::make_unique<train::Trainer>(*engine.built.model, engine.mesh, input_specs(config), std::move(options));
   try {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/config.hpp"
+#include "engine/dry_step.hpp"
 #include "engine/memory_plan.hpp"
 #include "core/comm/mpi/hierarchical.hpp"
 #include "core/nn/model.hpp"
@@ -52,6 +53,10 @@ struct Engine {
   Shape example;  // one example without the batch axis
   BuiltModel built;
   std::unique_ptr<train::Trainer> trainer;
+  // The memory check's count, with the dry step it ran (absent when build_engine was asked not to check, or
+  // the dry step failed): what the run's "run" row records as plan's predictions.
+  std::optional<MemoryPlan> memory;
+  std::shared_ptr<const DryStep> dry;
 };
 // `memory`: what the run holds, checked against the memory there is before anything is allocated
 // (engine/memory_plan.hpp); nullopt: not checked (plan prints the count first, then checks).

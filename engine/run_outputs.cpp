@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/calibration.hpp"
+#include "engine/step_time.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 #include "core/output_dir.hpp"
@@ -143,6 +145,14 @@ void RunOutputs::print_summary(const train::TrainResult& result, const Config& c
                                       result.restored_step});
     fmt::print("metrics: {}\n", metrics_->path());
   }
+}
+
+void add_predictions(RunStart& start, const Engine& engine, const Config& config) {
+  if (!engine.memory || !engine.dry) return;
+  start.predicted_peak_bytes_per_process = engine.memory->per_process();
+  const StepTime time = predict_on_this_machine(*engine.dry, engine.placement, engine.devices, current_calibration());
+  start.predicted_step_seconds = time.step_s;
+  start.predicted_examples_per_second = time.examples_per_s(config.data.batch_size);
 }
 
 }  // namespace dtrain

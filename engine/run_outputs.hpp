@@ -25,6 +25,10 @@ struct RunStart {
   std::optional<double> predicted_step_seconds{}, predicted_examples_per_second{}, predicted_peak_bytes_per_process{};
 };
 
+// Plan's predictions for this run (engine.memory and its dry step, at this machine's calibrated rates) in
+// `start`, for the run row: `dtrain plan --compare RUN_DIR` puts them beside what the run measured.
+void add_predictions(RunStart& start, const Engine& engine, const Config& config);
+
 class RunOutputs {
  public:
   RunOutputs(const Config& config, const std::optional<data::TextVectorizer>& vectorizer, const RunStart& start);

@@ -6,7 +6,9 @@
 #include <set>
 #include <string_view>
 
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "engine/dry_step.hpp"
 
 namespace dtrain {
 namespace {
@@ -196,6 +198,20 @@ StepTime predict_step(const std::vector<kernels::KernelWork>& per_device_kernels
   }
   time.step_s = time.compute_s + time.communication_total_s();
   return time;
+}
+
+StepTime predict_on_this_machine(const DryStep& dry, const Placement& placement, Place::Kind devices,
+                                 const Calibration& calibration) {
+  StepPlacement where;
+  where.devices = devices;
+  where.devices_per_process = placement.local;
+  where.processes_per_host = placement.processes;
+  where.threads_per_process = std::max(1, process_cores() / std::max(1, placement.processes));
+  const size_t first = size_t(placement.first);
+  DTRAIN_CHECK(first < dry.tally.devices.size() && first < dry.collectives.size(),
+               "[plan] the dry step ran {} devices, not device {}", dry.tally.devices.size(), first);
+  return predict_step(dry.tally.devices[first].kernels, dry.collectives[first], where, calibration,
+                      link_model_of(calibration));
 }
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/comm/counting.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/kernels/kernel_work.hpp"
 #include "core/place.hpp"
 #include "engine/calibration.hpp"
@@ -76,6 +77,12 @@ struct StepTime {
 StepTime predict_step(const std::vector<kernels::KernelWork>& per_device_kernels,
                       const std::vector<CollectiveCall>& per_device_collectives, const StepPlacement& placement,
                       const Calibration& calibration, const LinkModel& links);
+
+// The step of `dry` (engine/dry_step.hpp) with the devices of `placement` on this machine's processes (every
+// process on this host), at `calibration`'s rates: what plan prints and a run's "run" row records.
+struct DryStep;
+StepTime predict_on_this_machine(const DryStep& dry, const Placement& placement, Place::Kind devices,
+                                 const Calibration& calibration);
 
 // One kernel's seconds on one CPU device whose GEMMs use `gemm_threads` threads (no call overhead).
 double cpu_kernel_seconds(const kernels::KernelWork& work, int gemm_threads, const Calibration& calibration);
