@@ -40,7 +40,7 @@ struct Calibration {
   double cache_bytes = 4 << 20;     // a kernel moving up to this many bytes runs from the caches (2 x L2)
   double rows_bytes_per_s = 0;      // the row kernels (softmax), one thread
   ThreadRates conv_flops_per_s;
-  double call_overhead_s = 0;       // a kernel call on 16 floats
+  double call_overhead_s = 0;       // the engine's work around a kernel call (autograd, tensors, dispatch): calibration.cpp
   // In-process collectives (8 ranks on fibers): latency per call, and bytes every member reads and
   // writes in all, per second (the process's cores share the copying).
   LinkRate in_process;

@@ -56,10 +56,10 @@ constexpr int64_t kTextRowNonzeros = 128;
 
 }  // namespace
 
-DryStep dry_step(const Config& config, MemoryUse use, bool dry) {
+DryStep dry_step(const Config& config, MemoryUse use, bool dry, int64_t steps) {
   train::TrainOptions one_step = train_options(config);
-  one_step.epochs = 1;
-  one_step.max_steps = 1;
+  one_step.epochs = steps;  // one batch an epoch (the zeros are one batch long)
+  one_step.max_steps = steps;
   one_step.eval_every_epoch = false;
   one_step.devices = Place::Kind::Cpu;
   one_step.in_process = true;

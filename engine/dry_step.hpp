@@ -18,7 +18,8 @@ struct DryStep {
 };
 
 // Every rank of the config's mesh in this process, on CPU places (a GPU mesh's step takes the same tensors).
-// `dry` false runs the same step for real (tests compare the two).
-DryStep dry_step(const Config& config, MemoryUse use = MemoryUse::train, bool dry = true);
+// `dry` false runs the same step for real (tests compare the two; calibration times it); `steps` training
+// steps in all (the tally and the collectives cover all of them).
+DryStep dry_step(const Config& config, MemoryUse use = MemoryUse::train, bool dry = true, int64_t steps = 1);
 
 }  // namespace dtrain
