@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Predicted vs measured, for every shipped config that trains on the real data (../shared/data): peak memory
+# per process (the plan's prediction beside the VmHWM of each `dtrain train` process) and examples/s, as
+# 1 process and as `mpirun -np 2`. Prints the CPU, one JSON line per run, then a table (bench/plan_memory_summary.py).
+#   bench/plan_memory_vs_measured.sh [build_dir]      env: STEPS (default 60), CONFIGS ("imdb_dp mnist_mp ...")
+# The prediction: `dtrain plan --json`'s peak_bytes_per_process and examples_per_second where plan has them,
+# else bench_plan_memory (engine/process_memory + engine/memory_plan); examples/s is then "-".
+set -euo pipefail
+
+build_dir="${1:-build}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+dtrain="$(cd "$build_dir" && pwd)/dtrain"
+helper="$(cd "$build_dir" && pwd)/bench_plan_memory"
+shared="$root/../shared/data"
+steps="${STEPS:-60}"
+[[ -x "$dtrain" && -x "$helper" ]] || { echo "plan_memory_vs_measured.sh: build dtrain and bench_plan_memory in $build_dir first" >&2; exit 2; }
+[[ -d "$shared/mnist" && -f "$shared/aclImdb_v1.tar.gz" ]] || { echo "plan_memory_vs_measured.sh: no real data at $shared" >&2; exit 2; }
+if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+tar -xzf "$shared/aclImdb_v1.tar.gz" -C "$tmp"
+cd "$root"
+
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
+configs="${CONFIGS:-$(ls configs/*.yaml | xargs -n1 basename | sed 's/\.yaml$//' | tr '\n' ' ')}"
+results="$tmp/results.jsonl"
+: >"$results"
+for name in $configs; do
+  case "$(grep -m1 -E '^ *dataset:' "configs/$name.yaml" | awk '{print $2}')" in
+    imdb) path="$tmp/aclImdb" ;;
+    mnist) path="$shared/mnist" ;;
+    *) echo "skipped: $name (its data is not in $shared)"; continue ;;
+  esac
+  sets=(--set data.path="$path" --set train.max_steps="$steps" --set train.log_every=$((steps / 3))
+        --set checkpoint.every=never)
+  for processes in 1 2; do
+    run="$tmp/$name.np$processes"
+    mkdir -p "$run"
+    # The prediction first: plan --json when it predicts the process's peak, else the helper.
+    predicted="$("$dtrain" plan --config "configs/$name.yaml" "${sets[@]}" --processes "$processes" --json 2>/dev/null || true)"
+    if ! grep -q '"peak_bytes_per_process"' <<<"$predicted"; then
+      predicted="$("$helper" --config "configs/$name.yaml" "${sets[@]}" --processes "$processes")"
+    fi
+    # Each process's VmHWM: GNU time's maximum resident set size of that process (KiB).
+    command=(/usr/bin/time -f %M -o "$run/rss" "$dtrain" train --config "configs/$name.yaml" "${sets[@]}" --run-dir "$run/out")
+    if [[ $processes == 1 ]]; then
+      timeout 300 "${command[@]}" >"$run/log" 2>&1 </dev/null || echo "warning: $name np1 failed: $(tail -1 "$run/log")" >&2
+      mv "$run/rss" "$run/rss.0" 2>/dev/null || true
+    else
+      # shellcheck disable=SC2016  # the rank is the child's variable
+      timeout 300 mpirun -np 2 --oversubscribe --bind-to none bash -c '"${@/%rss/rss.$OMPI_COMM_WORLD_RANK}"' _ \
+        "${command[@]}" >"$run/log" 2>&1 </dev/null || echo "warning: $name np2 failed: $(tail -1 "$run/log")" >&2
+    fi
+    python3 "$here/plan_memory_summary.py" row "$name" "$processes" "$run" <<<"$predicted" | tee -a "$results"
+  done
+done
+python3 "$here/plan_memory_summary.py" table <"$results"
