@@ -146,8 +146,8 @@ IdxHeader idx_header(const std::string& path) {
 
 // One split of an IDX folder as data/idx.cpp loads it: the file read whole, inflated into a buffer that
 // starts at 4x the packed size and doubles, the pixels made floats, then the slice copied out.
-// Returns the held block's name.
-std::string load_idx(HeapModel& heap, const Config& config, const std::string& split_text, const std::string& tag,
+// Returns the held blocks' names.
+std::vector<std::string> load_idx(HeapModel& heap, const Config& config, const std::string& split_text, const std::string& tag,
                      const Where& where, std::vector<MemoryItem>& items) {
   const std::string name = data::split_name(split_text);
   const data::IdxFiles files = data::find_idx_split(config.data.path, name);
@@ -175,14 +175,14 @@ std::string load_idx(HeapModel& heap, const Config& config, const std::string& s
   const double kept = double(slice.end - slice.begin);
   if (kept == double(header.count)) {
     items.push_back({tag, (pixels + double(header.count)) * 4});
-    return tag;
+    return {tag + " pixels", tag + " labels"};
   }
   const double per_example = pixels / double(header.count) * 4 + 4;
   heap.alloc(tag + " slice", kept * per_example, Thread::main);
   heap.free(tag + " pixels");
   heap.free(tag + " labels");
   items.push_back({tag, kept * per_example});
-  return tag + " slice";
+  return {tag + " slice"};
 }
 
 // A text split's files (aclImdb's <split>/{neg,pos}, a text folder's <split>/<class>): their sizes, sliced.
@@ -329,14 +329,14 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
   const DataConfig& data = config.data;
 
   if (data.dataset == Dataset::mnist) {
-    const std::string train = load_idx(heap, config, data.train_split, "train split", config.where("data.train_split"), items);
+    const std::vector<std::string> train = load_idx(heap, config, data.train_split, "train split", config.where("data.train_split"), items);
     heap.next_phase();
     if (data.validation_fraction > 0) {  // Dataset::slice copies both parts
       const double whole = items.back().bytes;
       const double kept = whole * (1 - data.validation_fraction);
       heap.alloc("validation split", whole - kept, Thread::main);
       heap.alloc("train kept", kept, Thread::main);
-      heap.free(train);
+      for (const std::string& block : train) heap.free(block);
       items.back().bytes = kept;
       items.push_back({"validation split", whole - kept});
     } else if (!data.validation_split.empty()) {
