@@ -2,7 +2,7 @@
 # Predicted vs measured, for every shipped config that trains on the real data (../shared/data): peak memory
 # per process (the plan's prediction beside the VmHWM of each `dtrain train` process) and examples/s, as
 # 1 process and as `mpirun -np 2`. Prints the CPU, one JSON line per run, then a table (bench/plan_memory_summary.py).
-#   bench/plan_memory_vs_measured.sh [build_dir]      env: STEPS (default 60), CONFIGS ("imdb_dp mnist_mp ...")
+#   bench/plan_memory_vs_measured.sh [build_dir]   env: STEPS (default 60), CONFIGS ("imdb_dp mnist_mp ..."), SHARED_DATA
 # The prediction: `dtrain plan --json`'s peak_bytes_per_process and examples_per_second where plan has them,
 # else bench_plan_memory (engine/process_memory + engine/memory_plan); examples/s is then "-".
 set -euo pipefail
@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 dtrain="$(cd "$build_dir" && pwd)/dtrain"
 helper="$(cd "$build_dir" && pwd)/bench_plan_memory"
-shared="$root/../shared/data"
+shared="${SHARED_DATA:-$root/../shared/data}"  # beside the source tree (or set SHARED_DATA)
 steps="${STEPS:-60}"
 [[ -x "$dtrain" && -x "$helper" ]] || { echo "plan_memory_vs_measured.sh: build dtrain and bench_plan_memory in $build_dir first" >&2; exit 2; }
 [[ -d "$shared/mnist" && -f "$shared/aclImdb_v1.tar.gz" ]] || { echo "plan_memory_vs_measured.sh: no real data at $shared" >&2; exit 2; }
@@ -22,6 +22,25 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 tar -xzf "$shared/aclImdb_v1.tar.gz" -C "$tmp"
 cd "$root"
+# A tiny data set of each kind (256 examples a split): the same config trained on it peaks at about the
+# runtime, the threads and the device tensors alone, which splits a gap between the devices and the rest.
+python3 - "$tmp/tiny" <<'PY'
+import os, random, struct, sys
+root = sys.argv[1]
+os.makedirs(f"{root}/mnist")
+for split in ("train", "t10k"):
+    with open(f"{root}/mnist/{split}-images-idx3-ubyte", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, 256, 28, 28) + bytes((i * 7) % 256 for i in range(256 * 784)))
+    with open(f"{root}/mnist/{split}-labels-idx1-ubyte", "wb") as f:
+        f.write(struct.pack(">II", 0x801, 256) + bytes(i % 10 for i in range(256)))
+rng = random.Random(0)
+for split in ("train", "test"):
+    for label in ("neg", "pos"):
+        os.makedirs(f"{root}/aclImdb/{split}/{label}")
+        for i in range(128):
+            words = [f"w{int(3000 ** rng.random())}" for _ in range(rng.randint(40, 400))]
+            open(f"{root}/aclImdb/{split}/{label}/{i}_5.txt", "w").write(" ".join(words))
+PY
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
 configs="${CONFIGS:-$(ls configs/*.yaml | xargs -n1 basename | sed 's/\.yaml$//' | tr '\n' ' ')}"
@@ -33,8 +52,12 @@ for name in $configs; do
     mnist) path="$shared/mnist" ;;
     *) echo "skipped: $name (its data is not in $shared)"; continue ;;
   esac
-  sets=(--set data.path="$path" --set train.max_steps="$steps" --set train.log_every=$((steps / 3))
+  steps_here=$steps
+  [[ $name == imdb_transformer ]] && steps_here=$((steps / 3))  # ~1 s a step here: keep the run under a minute
+  sets=(--set data.path="$path" --set train.max_steps="$steps_here" --set train.log_every=$((steps_here / 3))
         --set checkpoint.every=never)
+  tiny_path="$tmp/tiny/$(basename "$path")"
+  tiny_sets=(--set data.path="$tiny_path" --set train.max_steps=4 --set checkpoint.every=never)
   for processes in 1 2; do
     run="$tmp/$name.np$processes"
     mkdir -p "$run"
@@ -52,6 +75,15 @@ for name in $configs; do
       # shellcheck disable=SC2016  # the rank is the child's variable
       timeout 300 mpirun -np 2 --oversubscribe --bind-to none bash -c '"${@/%rss/rss.$OMPI_COMM_WORLD_RANK}"' _ \
         "${command[@]}" >"$run/log" 2>&1 </dev/null || echo "warning: $name np2 failed: $(tail -1 "$run/log")" >&2
+    fi
+    # The tiny run, as the real one.
+    tiny=(/usr/bin/time -f %M -o "$run/tiny_rss" "$dtrain" train --config "configs/$name.yaml" "${tiny_sets[@]}" --run-dir "$run/tiny")
+    if [[ $processes == 1 ]]; then
+      "${tiny[@]}" >"$run/tiny_log" 2>&1 </dev/null && mv "$run/tiny_rss" "$run/tiny_rss.0" || true
+    else
+      # shellcheck disable=SC2016
+      timeout 300 mpirun -np 2 --oversubscribe --bind-to none bash -c '"${@/%tiny_rss/tiny_rss.$OMPI_COMM_WORLD_RANK}"' _ \
+        "${tiny[@]}" >"$run/tiny_log" 2>&1 </dev/null || true
     fi
     python3 "$here/plan_memory_summary.py" row "$name" "$processes" "$run" <<<"$predicted" | tee -a "$results"
   done

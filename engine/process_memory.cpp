@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <thread>
 
@@ -46,34 +47,77 @@ constexpr double kFiberBytes = 64.0 * 1024;
 // A std::string's own size plus the heap block of a long one's text: 32 + a malloc header (16).
 constexpr double kStringOverhead = 48;
 
-// glibc's allocator, as far as VmHWM cares (mallopt(3): M_MMAP_THRESHOLD is dynamic): a block at or above
-// the mmap threshold gets pages of its own, returned when freed, and freeing it raises the threshold to its
-// size (at most 32 MiB); smaller blocks of the main thread come from the heap, whose freed holes stay
-// resident (the loaders free them under live data, so the heap is not trimmed). Blocks of worker threads
-// (the text loaders' and fit's, the ranks' fibers) are in per-thread arenas: what they free is reused by the
-// next phase's blocks and returned after it (measured: IMDB int mode's fit, 171 MB of heap, stays resident
-// while the 50 MB of training ids are made, and is gone by the test split's ids).
+// glibc's allocator as dtrain sets it (core/tensor.cpp: mallopt M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD
+// 512 MiB, so that a step's tensors are not handed back and faulted in again): a block below 256 MiB comes
+// from an arena's heap, and what is freed there stays resident, to be reused by later blocks that fit; the
+// heap grows at its top when none does. VmHWM is then each arena's top, not the live bytes: MNIST's loading
+// frees its inflated files (36 MB) but the test split's pixels (31 MB) fit none of the holes, and RSS polled
+// every 2 ms never fell while loading (128 MiB after it, for 87 MiB of data; this model: 125 MiB).
+// Two arenas are modelled: the main thread's and one for the worker threads (the loaders' threads end
+// before the fibers' start, whose blocks then reuse their arena).
+class Arena {
+ public:
+  // The block's offset in the arena.
+  double alloc(double bytes) {
+    // Best fit among the free segments (glibc's large bins are searched best-fit first).
+    auto best = segments_.end();
+    for (auto it = segments_.begin(); it != segments_.end(); ++it)
+      if (it->free && it->bytes >= bytes && (best == segments_.end() || it->bytes < best->bytes)) best = it;
+    if (best == segments_.end()) {
+      if (!segments_.empty() && segments_.back().free) {  // the top chunk grows
+        best = std::prev(segments_.end());
+        best->bytes = bytes;
+      } else {
+        best = segments_.insert(segments_.end(), Segment{top(), bytes, false});
+      }
+    }
+    if (best->bytes > bytes) segments_.insert(std::next(best), Segment{best->offset + bytes, best->bytes - bytes, true});
+    best->bytes = bytes;
+    best->free = false;
+    high_ = std::max(high_, top_used());
+    return best->offset;
+  }
+  void free(double offset) {
+    auto it = std::find_if(segments_.begin(), segments_.end(), [&](const Segment& s) { return s.offset == offset && !s.free; });
+    DTRAIN_CHECK(it != segments_.end(), "[process_memory] no block at {}", offset);
+    it->free = true;
+    if (auto next = std::next(it); next != segments_.end() && next->free) {
+      it->bytes += next->bytes;
+      segments_.erase(next);
+    }
+    if (it != segments_.begin()) {
+      if (auto previous = std::prev(it); previous->free) {
+        previous->bytes += it->bytes;
+        segments_.erase(it);
+      }
+    }
+  }
+  // Resident bytes: every page the heap ever reached (freed ones are not trimmed).
+  double resident() const { return high_; }
+
+ private:
+  struct Segment {
+    double offset, bytes;
+    bool free;
+  };
+  double top() const { return segments_.empty() ? 0 : segments_.back().offset + segments_.back().bytes; }
+  double top_used() const {
+    for (auto it = segments_.rbegin(); it != segments_.rend(); ++it)
+      if (!it->free) return it->offset + it->bytes;
+    return 0;
+  }
+  std::list<Segment> segments_;
+  double high_ = 0;
+};
+
 class HeapModel {
  public:
   enum class Thread { main, worker };
 
   void alloc(const std::string& name, double bytes, Thread thread) {
-    // Worker threads' blocks are never modelled as mapped: the fit's tables, ids and rows, grown step by step,
-    // stay resident after they are freed (measured: IMDB int mode's fit with 1 range under mpirun -np 2, whose
-    // blocks pass 32 MiB, still adds its whole working set to VmHWM).
-    Block block{bytes, thread, thread == Thread::main && bytes >= threshold_};
-    if (block.mapped) {
-      mapped_ += bytes;
-    } else if (thread == Thread::main) {
-      main_live_ += bytes;
-      main_high_ = std::max(main_high_, main_live_);
-    } else {
-      double reuse = std::min(bytes, previous_pool_);
-      previous_pool_ -= reuse;
-      const double more = std::min(bytes - reuse, current_pool_);
-      current_pool_ -= more;
-      worker_live_ += bytes;
-    }
+    Block block{bytes, thread, bytes >= kMmapThreshold, 0};
+    if (block.mapped) mapped_ += bytes;
+    else block.offset = arena(thread).alloc(bytes);
     blocks_.emplace(name, block);
     peak_ = std::max(peak_, resident());
   }
@@ -82,22 +126,10 @@ class HeapModel {
     DTRAIN_CHECK(it != blocks_.end(), "[process_memory] no block '{}'", name);
     const Block block = it->second;
     blocks_.erase(it);
-    if (block.mapped) {
-      mapped_ -= block.bytes;
-      threshold_ = std::min(kMaxThreshold, std::max(threshold_, block.bytes));
-    } else if (block.thread == Thread::main) {
-      main_live_ -= block.bytes;
-    } else {
-      worker_live_ -= block.bytes;
-      current_pool_ += block.bytes;
-    }
+    if (block.mapped) mapped_ -= block.bytes;
+    else arena(block.thread).free(block.offset);
   }
-  // A loading step ends: what workers freed before the previous step is returned.
-  void next_phase() {
-    previous_pool_ = current_pool_;
-    current_pool_ = 0;
-  }
-  double resident() const { return main_high_ + mapped_ + worker_live_ + previous_pool_ + current_pool_; }
+  double resident() const { return main_.resident() + worker_.resident() + mapped_; }
   double peak() const { return peak_; }
 
  private:
@@ -105,16 +137,23 @@ class HeapModel {
     double bytes;
     Thread thread;
     bool mapped;
+    double offset;
   };
-  static constexpr double kMaxThreshold = 32 * MiB;
-  double threshold_ = 128 * 1024;
-  double mapped_ = 0, main_live_ = 0, main_high_ = 0, worker_live_ = 0;
-  double previous_pool_ = 0, current_pool_ = 0;
-  double peak_ = 0;
+  static constexpr double kMmapThreshold = 256 * MiB;
+  Arena& arena(Thread thread) { return thread == Thread::main ? main_ : worker_; }
+  Arena main_, worker_;
+  double mapped_ = 0, peak_ = 0;
   std::map<std::string, Block> blocks_;
 };
 
 using Thread = HeapModel::Thread;
+
+// The arena of a loader range's blocks. data/parallel.hpp runs range 0 on the calling thread, but the
+// loaders' blocks are modelled as one block an item, far coarser than the real ones (strings, tables and
+// vectors grown by doubling, freed in pieces between live ones): modelled in the main arena, the fit's freed
+// blocks become one hole that takes the later token ids whole, which the real fragmented holes do not
+// (IMDB int mode: 0.76 of VmHWM under mpirun -np 2 that way, 1.15 with every range in the worker arena).
+Thread thread_of_range(int) { return Thread::worker; }
 
 double file_bytes(const std::string& path) {
   std::error_code error;
@@ -261,9 +300,13 @@ double sum_nonzeros(const TextFiles& files, double vocabulary) {
 double corpus_tokens(double bytes) { return 121364.0 * std::pow(bytes / 33.13e6, 0.6); }
 
 // The texts as read (data/text_folder.cpp, on worker threads): each file's text and path as strings.
-void read_texts(HeapModel& heap, const std::string& tag, const TextFiles& files) {
-  heap.alloc(tag + " texts", files.total() + files.path_bytes + double(files.bytes.size()) * kStringOverhead,
-             Thread::worker);
+void read_texts(HeapModel& heap, const std::string& tag, const TextFiles& files, int ranges) {
+  const double bytes = files.total() + files.path_bytes + double(files.bytes.size()) * kStringOverhead;
+  for (int r = 0; r < ranges; ++r) heap.alloc(tag + " texts " + std::to_string(r), bytes / ranges, thread_of_range(r));
+}
+
+void free_texts(HeapModel& heap, const std::string& tag, int ranges) {
+  for (int r = 0; r < ranges; ++r) heap.free(tag + " texts " + std::to_string(r));
 }
 
 // The vectorizer fit (data/tfidf.cpp fit_transform: int mode runs it too and keeps only the vocabulary),
@@ -277,9 +320,9 @@ void fit_vectorizer(HeapModel& heap, const TextFiles& files, double vocabulary, 
   const double rows = sum_nonzeros(files, vocabulary) * 8 + double(files.bytes.size() + 1) * 8;
   for (int r = 0; r < ranges; ++r) {
     const std::string k = std::to_string(r);
-    heap.alloc("fit token ids " + k, text / ranges / 5 * 4, Thread::worker);
-    heap.alloc("fit counter " + k, 22.45e6 * std::pow(text / ranges / 16.57e6, 0.6), Thread::worker);
-    heap.alloc("fit rows " + k, (keeps_rows ? 0.9 : 1.9) * rows / ranges + vocabulary * 4, Thread::worker);
+    heap.alloc("fit token ids " + k, text / ranges / 5 * 4, thread_of_range(r));
+    heap.alloc("fit counter " + k, 22.45e6 * std::pow(text / ranges / 16.57e6, 0.6), thread_of_range(r));
+    heap.alloc("fit rows " + k, (keeps_rows ? 0.9 : 1.9) * rows / ranges + vocabulary * 4, thread_of_range(r));
   }
 }
 
@@ -305,11 +348,11 @@ double vectorize(HeapModel& heap, const Config& config, const std::string& tag, 
   }
   const double rows = sum_nonzeros(files, vocabulary) * 8 + (examples + 1) * 8 + examples * 4;
   if (after_fit) {  // fit_transform's rows are the training rows (already counted by fit_vectorizer)
-    heap.alloc(tag, rows, Thread::worker);
+    heap.alloc(tag, rows, Thread::main);
     return rows;
   }
   heap.alloc(tag + " building", 0.9 * rows, Thread::worker);  // the doubling's slack, freed at the append
-  heap.alloc(tag, rows, Thread::worker);
+  heap.alloc(tag, rows, Thread::main);
   heap.free(tag + " building");
   return rows;
 }
@@ -331,7 +374,6 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
 
   if (data.dataset == Dataset::mnist) {
     const std::vector<std::string> train = load_idx(heap, config, data.train_split, "train split", config.where("data.train_split"), items);
-    heap.next_phase();
     if (data.validation_fraction > 0) {  // Dataset::slice copies both parts
       const double whole = items.back().bytes;
       const double kept = whole * (1 - data.validation_fraction);
@@ -343,7 +385,6 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
     } else if (!data.validation_split.empty()) {
       load_idx(heap, config, data.validation_split, "validation split", config.where("data.validation_split"), items);
     }
-    heap.next_phase();
     load_idx(heap, config, data.test_split, "test split", config.where("data.test_split"), items);
   } else if (data.dataset == Dataset::imdb || data.dataset == Dataset::text_folder) {
     const int ranges = cores;  // data/parallel.hpp default_threads(): the process's cores
@@ -363,13 +404,11 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
     // tokens less "" (data/text_ids.cpp fits TF-IDF on max_tokens - 1).
     const double distinct = corpus_tokens(train_text);
     const double columns = std::min(double(ids ? settings.max_tokens - 1 : settings.max_tokens), distinct + 1);
-    read_texts(heap, "train", train);
-    heap.next_phase();
+    read_texts(heap, "train", train, ranges);
     fit_vectorizer(heap, train, columns, ranges, !ids);
     double train_rows = 0;
     if (!ids) train_rows = vectorize(heap, config, "train split", train, columns, ranges, true);
     end_fit(heap, ranges);
-    heap.next_phase();
     if (ids) train_rows = vectorize(heap, config, "train split", train, columns, ranges, true);
     items.push_back({"train split", train_rows});
     // The vocabulary's strings and idf weights, and its lookup table (16 bytes a slot, at most half full).
@@ -377,22 +416,20 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
     heap.alloc("vectorizer", vocabulary_bytes, Thread::main);
     items.push_back({"vectorizer", vocabulary_bytes});
     if (!validation.bytes.empty()) {
-      read_texts(heap, "validation", validation);
+      read_texts(heap, "validation", validation, ranges);
       items.push_back({"validation split", vectorize(heap, config, "validation split", validation, columns, ranges, false)});
-      heap.free("validation texts");
+      free_texts(heap, "validation", ranges);
     }
-    heap.free("train texts");
-    heap.next_phase();
+    free_texts(heap, "train", ranges);
     TextFiles test = text_files(config, data.test_split, config.where("data.test_split"));
-    read_texts(heap, "test", test);
+    read_texts(heap, "test", test, ranges);
     items.push_back({"test split", vectorize(heap, config, "test split", test, columns, ranges, false)});
-    heap.free("test texts");
+    free_texts(heap, "test", ranges);
   } else {
     // arrays, csv and image folders: not estimated here (their loaders' memory is not modelled yet).
     items.push_back({"data set (not estimated for dataset " + to_string(data.dataset) + ")", 0});
   }
   const double loading_peak = heap.peak();
-  heap.next_phase();
 
   // Training: the ranks' tensors and the threads' buffers, allocated by the fibers' threads.
   const int threads = std::min(devices, cores);
