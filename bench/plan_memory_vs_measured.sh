@@ -57,7 +57,8 @@ for name in $configs; do
   sets=(--set data.path="$path" --set train.max_steps="$steps_here" --set train.log_every=$((steps_here / 3))
         --set checkpoint.every=never)
   tiny_path="$tmp/tiny/$(basename "$path")"
-  tiny_sets=(--set data.path="$tiny_path" --set train.max_steps=4 --set checkpoint.every=never)
+  tiny_sets=(--set data.path="$tiny_path" --set data.train_split=train --set data.test_split=test --set train.max_steps=4
+             --set checkpoint.every=never)
   for processes in 1 2; do
     run="$tmp/$name.np$processes"
     mkdir -p "$run"
