@@ -43,7 +43,9 @@ for split in ("train", "test"):
 PY
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
-configs="${CONFIGS:-$(ls configs/*.yaml | xargs -n1 basename | sed 's/\.yaml$//' | tr '\n' ' ')}"
+default_configs=""
+for file in configs/*.yaml; do default_configs+="$(basename "$file" .yaml) "; done
+configs="${CONFIGS:-$default_configs}"
 results="$tmp/results.jsonl"
 : >"$results"
 for name in $configs; do
@@ -80,7 +82,7 @@ for name in $configs; do
     # The tiny run, as the real one.
     tiny=(/usr/bin/time -f %M -o "$run/tiny_rss" "$dtrain" train --config "configs/$name.yaml" "${tiny_sets[@]}" --run-dir "$run/tiny")
     if [[ $processes == 1 ]]; then
-      "${tiny[@]}" >"$run/tiny_log" 2>&1 </dev/null && mv "$run/tiny_rss" "$run/tiny_rss.0" || true
+      if "${tiny[@]}" >"$run/tiny_log" 2>&1 </dev/null; then mv "$run/tiny_rss" "$run/tiny_rss.0"; fi
     else
       # shellcheck disable=SC2016
       timeout 300 mpirun -np 2 --oversubscribe --bind-to none bash -c '"${@/%tiny_rss/tiny_rss.$OMPI_COMM_WORLD_RANK}"' _ \
