@@ -211,7 +211,7 @@ int run_plan(const CommandOptions& options) {
   const double device_memory = cluster ? cluster->memory_bytes_per_device : 0;
   const bool per_device = device_memory > 0;
   const double have = per_device ? device_memory : double(available);
-  const double need = per_device ? memory.per_device() : memory.per_process();
+  const double need = per_device ? memory.per_device() : memory.process_peak();
   const bool checked = per_device || (!cluster && config.mesh.devices != DeviceKind::gpu && available > 0);
   const bool fits = !checked || need <= have;
   const std::string verdict = !checked ? "not compared (GPU devices: their tensors live in GPU memory)"
@@ -221,10 +221,20 @@ int run_plan(const CommandOptions& options) {
   say("  per device at the step's peak: {} ({}); {} parameters in all{}\n", bytes_text(memory.per_device()),
       memory.items(), built.model->num_parameters(),
       per_device ? fmt::format("; a device has {}: {}", bytes_text(device_memory), verdict) : "");
-  say("  per process ({} device{}{}): {}{}\n", memory.devices_per_process, memory.devices_per_process == 1 ? "" : "s",
+  say("  per process ({} device{}{}): {}\n", memory.devices_per_process, memory.devices_per_process == 1 ? "" : "s",
       memory.host_bytes > 0 ? fmt::format(", and {} of batches read on the host", bytes_text(memory.host_bytes)) : "",
-      bytes_text(memory.per_process()),
-      per_device || cluster ? "" : fmt::format("; this machine has {} available: {}", bytes_text(double(available)), verdict));
+      bytes_text(memory.per_process()));
+  if (memory.process_peak_bytes > 0) {
+    std::string items;
+    for (const MemoryItem& item : memory.process_items)
+      if (item.bytes > 0 && item.name != "device tensors") items += fmt::format("{}{} {}", items.empty() ? "" : ", ", item.name, bytes_text(item.bytes));
+    say("  the rest of the process (engine/process_memory.hpp): {}\n", items);
+  } else {
+    say("  the rest of the process (runtime, data set) is not counted: {} is not there to size\n", config.data.path);
+  }
+  if (!per_device && !cluster)
+    say("  peak per process, predicted: {}; this machine has {} available: {}\n", bytes_text(memory.process_peak()),
+        bytes_text(double(available)), verdict);
 
   // The step's time: the first device of this process's kernels and collectives, at this machine's rates
   // (or the cluster's), engine/step_time.hpp.
@@ -280,7 +290,7 @@ int run_plan(const CommandOptions& options) {
                "\"flops_per_device\": {:.6g}, \"calibrated\": {}, "
                "\"collective_bytes_per_device\": {}, \"collectives\": [{}]}}\n",
                train::json_string(options.config_path), train::json_string(mesh->to_string()), mesh->size(),
-               placement.processes, placement.local, fits, available, memory.per_process(), memory.per_device(),
+               placement.processes, placement.local, fits, available, memory.process_peak(), memory.per_device(),
                memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), time.step_s, time.compute_s,
                time.examples_per_s(config.data.batch_size), flops, calibration.calibrated, all_bytes, collectives);
   }

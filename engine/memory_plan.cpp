@@ -65,6 +65,13 @@ MemoryPlan memory_plan(const Config& config, const nn::Model& model, const Place
     }
     plan.host_bytes = step->tally.host.peak_bytes / double(std::max(1, placement.processes));
   }
+  try {
+    const ProcessMemory process = process_memory(config, placement.processes, plan.per_process());
+    plan.process_items = process.items;
+    plan.process_peak_bytes = process.peak_bytes;
+  } catch (const std::exception&) {
+    // The data is not there to size: the loaders say so when a run reads it; plan counts the devices alone.
+  }
   return plan;
 }
 
@@ -92,7 +99,7 @@ int64_t available_memory_bytes() {
 void check_memory(const Config& config, const MemoryPlan& plan) {
   if (config.mesh.devices == DeviceKind::gpu) return;
   const int64_t available = available_memory_bytes();
-  if (available <= 0 || plan.per_process() <= double(available)) return;
+  if (available <= 0 || plan.process_peak() <= double(available)) return;
   const VariableMemory* largest = nullptr;
   for (const VariableMemory& row : plan.variables)
     if (!largest || row.bytes > largest->bytes) largest = &row;
@@ -100,9 +107,12 @@ void check_memory(const Config& config, const MemoryPlan& plan) {
                                   ? fmt::format("{} devices x {}: ", plan.devices_per_process, bytes_text(plan.per_device()))
                                   : "";
   throw_config_error(largest ? variable_where(config, largest->info->path) : config.where("model"),
-                     fmt::format("the run needs {} per process ({}{}); this machine has {} available, {} short{}",
-                                 bytes_text(plan.per_process()), devices, plan.items(), bytes_text(double(available)),
-                                 bytes_text(plan.per_process() - double(available)),
+                     fmt::format("the run needs {} per process ({}{}{}); this machine has {} available, {} short{}",
+                                 bytes_text(plan.process_peak()), devices, plan.items(),
+                                 plan.process_peak_bytes > plan.per_process()
+                                     ? fmt::format("; the data, runtime and threads {}", bytes_text(plan.process_peak_bytes - plan.per_process()))
+                                     : "",
+                                 bytes_text(double(available)), bytes_text(plan.process_peak() - double(available)),
                                  largest ? fmt::format(" (the largest variable: {} {}, {} a device)", largest->info->path,
                                                        shape_string(largest->info->shape), bytes_text(largest->bytes))
                                          : ""));

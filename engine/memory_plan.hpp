@@ -13,6 +13,7 @@
 #include "app/config.hpp"
 #include "core/comm/mpi/hierarchical.hpp"
 #include "core/nn/model.hpp"
+#include "engine/process_memory.hpp"
 #include "core/optim/optimizer.hpp"
 
 namespace dtrain {
@@ -44,9 +45,16 @@ struct MemoryPlan {
   // Bytes the step allocates outside any device (batch readers), per process.
   double host_bytes = 0;
   bool dry = false;  // the peaks are the dry step's; else the counted items stand for them
+  // The rest of the process (engine/process_memory.hpp: runtime, threads, the data set as loaded, the
+  // vectorizer) and the predicted peak resident memory with it; empty and 0 when the data is not there to
+  // size (plan reads none).
+  std::vector<MemoryItem> process_items;
+  double process_peak_bytes = 0;
   double counted() const { return variable_bytes + gradient_bytes + slot_bytes + input_bytes; }
   double per_device() const { return dry ? device_peak_bytes : counted(); }
   double per_process() const { return dry ? devices_peak_bytes + host_bytes : counted() * devices_per_process; }
+  // What the process needs at its peak: the devices' tensors and the rest of the process when sized.
+  double process_peak() const { return std::max(per_process(), process_peak_bytes); }
   // "variables 1.50 GiB, gradients 1.50 GiB, adam slots 0 B, input batch 4.0 KiB, other tensors at the step's
   // peak 12.0 KiB"
   std::string items() const;
