@@ -278,6 +278,9 @@ int run_plan(const CommandOptions& options) {
   }
   if (!totals.empty()) say("  {:<15}      {:<40} {:>4}        {:>12}\n", "total", "", calls.size(), bytes_text(double(all_bytes)));
   if (options.json) {
+    std::string items;  // the process's items by name (the device tensors among them)
+    for (const MemoryItem& item : memory.process_items)
+      items += fmt::format("{}{}: {:.0f}", items.empty() ? "" : ", ", train::json_string(item.name), item.bytes);
     std::string collectives;
     for (const auto& call : calls)
       collectives += fmt::format("{}{{\"kind\": {}, \"ranks\": [{}], \"bytes\": {}, \"across_processes\": {}}}",
@@ -288,11 +291,11 @@ int run_plan(const CommandOptions& options) {
                "\"variable_bytes_per_device\": {:.0f}, \"slot_bytes_per_device\": {:.0f}, \"parameters\": {}, "
                "\"step_seconds\": {:.6g}, \"compute_seconds\": {:.6g}, \"examples_per_second\": {:.6g}, "
                "\"flops_per_device\": {:.6g}, \"calibrated\": {}, "
-               "\"collective_bytes_per_device\": {}, \"collectives\": [{}]}}\n",
+               "\"collective_bytes_per_device\": {}, \"items\": {{{}}}, \"collectives\": [{}]}}\n",
                train::json_string(options.config_path), train::json_string(mesh->to_string()), mesh->size(),
                placement.processes, placement.local, fits, available, memory.process_peak(), memory.per_device(),
                memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), time.step_s, time.compute_s,
-               time.examples_per_s(config.data.batch_size), flops, calibration.calibrated, all_bytes, collectives);
+               time.examples_per_s(config.data.batch_size), flops, calibration.calibrated, all_bytes, items, collectives);
   }
   if (!fits && !per_device) check_memory(config, memory);  // exit 2, naming the bytes
   if (!fits && per_device)

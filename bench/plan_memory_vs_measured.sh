@@ -3,18 +3,16 @@
 # per process (the plan's prediction beside the VmHWM of each `dtrain train` process) and examples/s, as
 # 1 process and as `mpirun -np 2`. Prints the CPU, one JSON line per run, then a table (bench/plan_memory_summary.py).
 #   bench/plan_memory_vs_measured.sh [build_dir]   env: STEPS (default 60), CONFIGS ("imdb_dp mnist_mp ..."), SHARED_DATA
-# The prediction: `dtrain plan --json`'s peak_bytes_per_process and examples_per_second where plan has them,
-# else bench_plan_memory (engine/process_memory + engine/memory_plan); examples/s is then "-".
+# The prediction: `dtrain plan --json`'s peak_bytes_per_process, its items and examples_per_second.
 set -euo pipefail
 
 build_dir="${1:-build}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 dtrain="$(cd "$build_dir" && pwd)/dtrain"
-helper="$(cd "$build_dir" && pwd)/bench_plan_memory"
 shared="${SHARED_DATA:-$root/../shared/data}"  # beside the source tree (or set SHARED_DATA)
 steps="${STEPS:-60}"
-[[ -x "$dtrain" && -x "$helper" ]] || { echo "plan_memory_vs_measured.sh: build dtrain and bench_plan_memory in $build_dir first" >&2; exit 2; }
+[[ -x "$dtrain" ]] || { echo "plan_memory_vs_measured.sh: build dtrain in $build_dir first" >&2; exit 2; }
 [[ -d "$shared/mnist" && -f "$shared/aclImdb_v1.tar.gz" ]] || { echo "plan_memory_vs_measured.sh: no real data at $shared" >&2; exit 2; }
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
@@ -64,11 +62,8 @@ for name in $configs; do
   for processes in 1 2; do
     run="$tmp/$name.np$processes"
     mkdir -p "$run"
-    # The prediction first: plan --json when it predicts the process's peak, else the helper.
+    # The prediction first.
     predicted="$("$dtrain" plan --config "configs/$name.yaml" "${sets[@]}" --processes "$processes" --json 2>/dev/null || true)"
-    if ! grep -q '"peak_bytes_per_process"' <<<"$predicted"; then
-      predicted="$("$helper" --config "configs/$name.yaml" "${sets[@]}" --processes "$processes")"
-    fi
     # Each process's VmHWM: GNU time's maximum resident set size of that process (KiB).
     command=(/usr/bin/time -f %M -o "$run/rss" "$dtrain" train --config "configs/$name.yaml" "${sets[@]}" --run-dir "$run/out")
     if [[ $processes == 1 ]]; then
