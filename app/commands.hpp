@@ -38,6 +38,7 @@ struct CommandOptions {
   int processes = 0;                   // plan --processes P: plan for `mpirun -np P` (0: this run's count)
   bool echo = false;                   // plan --echo: print every config key's resolved value first
   bool json = false;                   // plan --json: one JSON object in place of the tables
+  bool search = false;                 // plan --search: other meshes and layouts, ranked by predicted step time
   std::vector<std::string> diff_paths; // diff A B: two checkpoints (or with --metrics two run dirs)
   bool metrics = false;                // diff --metrics: compare the runs' logged step losses
   bool calibrate = false;              // plan --calibrate: measure this machine's rates and cache them

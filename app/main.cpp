@@ -195,6 +195,10 @@ int main(int argc, char** argv) {
     }
     if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")
+      sub->add_flag("--search", options.search,
+                    "Try other mesh shapes and weight layouts for the same devices; print the five fastest that fit "
+                    "(predicted) as --set lines");
+    if (name == "plan")
       sub->add_flag("--json", options.json,
                     "Print one JSON object (fits, peak_bytes_per_process, peak_bytes_per_device, collectives, ...) for scripts");
     if (name == "plan")

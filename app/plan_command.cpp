@@ -12,6 +12,7 @@
 #include "engine/calibration.hpp"
 #include "engine/cluster.hpp"
 #include "engine/dry_step.hpp"
+#include "engine/layout_search.hpp"
 #include "engine/step_time.hpp"
 #include "core/output_dir.hpp"
 #include "engine/memory_plan.hpp"
@@ -106,7 +107,29 @@ std::string dataset_text(const Config& config) {
 
 }  // namespace
 
+// plan --search: the config's own plan, then the fastest candidates as --set lines.
+int print_search(const CommandOptions& options) {
+  const Calibration calibration = current_calibration();
+  const SearchResult result = search_layouts(options.config_path, options.overrides, options.processes, calibration);
+  const auto line = [](const SearchCandidate& c) {
+    return fmt::format("{:>10}  {:>9.0f} examples/s  peak {:>10} a process  mesh {}", seconds_text(c.step_seconds),
+                       c.examples_per_second, bytes_text(c.peak_bytes_per_process), c.mesh);
+  };
+  fmt::print("the config as given: {}\n", line(result.config));
+  fmt::print("searched {} plans ({} more refused by the engine: shapes the mesh does not divide); {}\n", result.evaluated,
+             result.refused, calibration_line(calibration));
+  fmt::print("the fastest that fit, predicted:\n");
+  for (size_t i = 0; i < result.best.size(); ++i) {
+    const SearchCandidate& c = result.best[i];
+    fmt::print("{}. {}  ({:.2f}x the config's speed)\n", i + 1, line(c), result.config.step_seconds / c.step_seconds);
+    for (const std::string& set : c.overrides) fmt::print("     --set \"{}\"\n", set);
+  }
+  if (result.best.empty()) fmt::print("  none fits this machine\n");
+  return 0;
+}
+
 int run_plan(const CommandOptions& options) {
+  if (options.search) return print_search(options);
   Config config = options.load_config();
   quiet = options.json;
   if (options.echo) say("{}\n", describe_config(config));
