@@ -128,7 +128,8 @@ SearchResult search_layouts(const std::string& config_path, const std::vector<st
   // The kernels (rank >= 2 trainable variables) and the config's own layouts of them.
   Layouts start;
   for (const nn::VariableInfo& info : engine.built.model->variables()) {
-    if (!info.trainable || info.shape.size() < 2) continue;
+    // A bias follows its kernel's layout: not a choice of its own.
+    if (!info.trainable || info.shape.size() < 2 || info.choice.reason.rfind("follows", 0) == 0) continue;
     start[info.path] = info.choice.layout.specs();
   }
   std::vector<SearchCandidate> found;

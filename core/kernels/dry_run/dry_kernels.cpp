@@ -13,6 +13,7 @@
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/kernels/embedding/embedding.hpp"
 #include "core/kernels/gemm/gemm.hpp"
+#include "core/kernels/gemm/gemm_blocked.hpp"
 #include "core/kernels/layer_norm/layer_norm.hpp"
 #include "core/kernels/metrics/metrics.hpp"
 #include "core/kernels/pool/pool.hpp"
@@ -150,12 +151,13 @@ class DryGemm final : public GemmKernels {
   using GemmKernels::gemm;
   void gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, const float*, int64_t, const float*, float,
             float*) const override {
-    note("gemm", "gemm", 2.0 * m * n * k, double(m) * k + double(k) * n + double(m) * n);
+    note("gemm", "gemm", gemm_tile_flops(m, n, k), double(m) * k + double(k) * n + double(m) * n);
   }
   void gemm_sparse(const CompressedRows& a_rows, const float*, bool, int64_t n, float, const float*, float,
                    float*) const override {
     const double nonzeros = double(a_rows.nonzeros());
-    note("gemm", "gemm_sparse", 2.0 * nonzeros * n, 2.0 * nonzeros + nonzeros * n + double(a_rows.rows) * n);
+    note("gemm", "gemm_sparse", sparse_vector_flops(a_rows.nonzeros(), n),
+         2.0 * nonzeros + nonzeros * n + double(a_rows.rows) * n);
   }
 };
 

@@ -6,6 +6,18 @@
 
 namespace dtrain::kernels {
 
+// The blocked kernel computes C in whole register tiles of kGemmTileRows x kGemmTileCols, and the sparse one
+// C's rows in vectors of kSparseVectorFloats: a product's work is its m and n rounded up to them (a narrow
+// product wastes the tile's lanes). The dry run counts a GEMM's work so, and calibration its rates.
+inline constexpr int64_t kGemmTileRows = 6, kGemmTileCols = 16, kSparseVectorFloats = 8;
+inline int64_t rounded_up(int64_t value, int64_t step) { return (value + step - 1) / step * step; }
+inline double gemm_tile_flops(int64_t m, int64_t n, int64_t k) {
+  return 2.0 * double(rounded_up(m, kGemmTileRows)) * double(rounded_up(n, kGemmTileCols)) * double(k);
+}
+inline double sparse_vector_flops(int64_t nonzeros, int64_t n) {
+  return 2.0 * double(nonzeros) * double(rounded_up(n, kSparseVectorFloats));
+}
+
 // True when this build compiled the AVX2/FMA kernel (-march with AVX2 and FMA).
 bool gemm_blocked_available();
 
