@@ -121,7 +121,11 @@ Tensor Tensor::clone() const {
   t.size_ = size_;
   t.data_ = allocate(size_, place_);
   t.place_ = place_;
-  if (size_ == 0 || dry_run::active()) return t;
+  if (size_ == 0) return t;
+  if (dry_run::active()) {
+    dry_run::record(kernels::KernelWork{"copy", "clone", 0, 8.0 * double(size_)});
+    return t;
+  }
   if (place_.is_cpu())
     std::memcpy(t.data_.get(), data_.get(), size_ * sizeof(float));
   else
@@ -169,7 +173,10 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 void Tensor::fill(float value) {
-  if (dry_run::active()) return;  // a dry run's values are never read: its pages stay untouched
+  if (dry_run::active()) {  // a dry run's values are never read: its pages stay untouched, the work is noted
+    dry_run::record(kernels::KernelWork{"elementwise", "fill", 0, 4.0 * double(size_)});
+    return;
+  }
   if (place_.is_cpu())
     std::fill(data_.get(), data_.get() + size_, value);
   else

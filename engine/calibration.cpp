@@ -125,6 +125,21 @@ double elementwise_bytes_per_s(size_t count) {
   return 12.0 * double(count) / s;
 }
 
+// A [16, 1, 16] -> [16, 500, 16] broadcast (a sequence pool's gradient): elements written per second.
+double broadcast_elements_per_s() {
+  kernels::BroadcastWalk walk;
+  walk.rank = 3;
+  const int64_t out[3] = {16, 500, 16}, in_strides[3] = {16, 0, 1};
+  for (int axis = 0; axis < 3; ++axis) {
+    walk.out_shape[axis] = out[axis];
+    walk.in_strides[axis] = in_strides[axis];
+  }
+  const std::vector<float> x = filled(16 * 16, 1.0f);
+  std::vector<float> y(size_t(16 * 500 * 16));
+  const auto& kernels = kernels::cpu_kernels<kernels::ElementwiseKernels>();
+  return double(y.size()) / median_seconds([&] { kernels.broadcast(x.data(), y.data(), walk); });
+}
+
 // Softmax's kernels on [256, 1000]: max, exponentials, divide: about 20 bytes per element moved.
 double rows_bytes_per_s() {
   const int64_t rows = 256, classes = 1000;
@@ -320,6 +335,7 @@ Calibration default_calibration() {
   c.memory_bytes_per_s = 10e9;
   c.cache_bytes_per_s = 40e9;
   c.rows_bytes_per_s = 5e9;
+  c.broadcast_elements_per_s = 1e9;
   c.conv_flops_per_s = {20e9, 20e9 * cores};
   c.call_overhead_s = 50e-9;
   c.in_process = {5e-6, 10e9};
@@ -344,6 +360,7 @@ Calibration measure_calibration() {
   c.memory_bytes_per_s = elementwise_bytes_per_s(size_t(8) << 20);
   c.cache_bytes_per_s = elementwise_bytes_per_s(size_t(16) << 10);
   c.rows_bytes_per_s = rows_bytes_per_s();
+  c.broadcast_elements_per_s = broadcast_elements_per_s();
   c.call_overhead_s = call_overhead_s(c);
   c.in_process = measure_in_process(c.threads, &c.in_process_memory_bytes_per_s);
   measure_processes(c);
@@ -367,12 +384,12 @@ std::string calibration_json(const Calibration& c) {
   return fmt::format(
       "{{\"format\": {}, \"calibrated\": {}, \"cpu_model\": {}, \"build_id\": {}, \"threads\": {}, \"gemm\": [{}], "
       "\"sparse_flops_per_s\": {}, \"memory_bytes_per_s\": {}, \"cache_bytes_per_s\": {}, \"cache_bytes\": {}, "
-      "\"rows_bytes_per_s\": {}, "
+      "\"rows_bytes_per_s\": {}, \"broadcast_elements_per_s\": {}, "
       "\"conv_flops_per_s\": {}, \"call_overhead_s\": {}, \"in_process\": {}, \"in_process_memory_bytes_per_s\": {}, "
       "\"processes\": {}, \"hosts\": {}}}\n",
       kFormat, c.calibrated ? "true" : "false", train::json_string(c.cpu_model), train::json_string(c.build_id),
       c.threads, gemm, rates_json(c.sparse_flops_per_s), number(c.memory_bytes_per_s), number(c.cache_bytes_per_s),
-      number(c.cache_bytes), number(c.rows_bytes_per_s), rates_json(c.conv_flops_per_s), number(c.call_overhead_s), link_json(c.in_process),
+      number(c.cache_bytes), number(c.rows_bytes_per_s), number(c.broadcast_elements_per_s), rates_json(c.conv_flops_per_s), number(c.call_overhead_s), link_json(c.in_process),
       number(c.in_process_memory_bytes_per_s), link_json(c.processes), link_json(c.hosts));
 }
 
@@ -401,6 +418,7 @@ Calibration parse_calibration_json(const std::string& text, const std::string& s
   c.cache_bytes_per_s = r.real(root, "cache_bytes_per_s");
   c.cache_bytes = r.real(root, "cache_bytes");
   c.rows_bytes_per_s = r.real(root, "rows_bytes_per_s");
+  c.broadcast_elements_per_s = r.real(root, "broadcast_elements_per_s");
   c.conv_flops_per_s = r.rates(root, "conv_flops_per_s");
   c.call_overhead_s = r.real(root, "call_overhead_s");
   c.in_process = r.link(root, "in_process");
@@ -498,6 +516,7 @@ std::string calibration_text(const Calibration& c) {
   text += fmt::format("  elementwise           {} from memory, {} in cache (up to {}; 1 thread)\n",
                       gbytes(c.memory_bytes_per_s), gbytes(c.cache_bytes_per_s), bytes_text(c.cache_bytes));
   text += fmt::format("  rows (softmax)        {} (1 thread)\n", gbytes(c.rows_bytes_per_s));
+  text += fmt::format("  broadcast             {:.2f} G elements/s (1 thread)\n", c.broadcast_elements_per_s / 1e9);
   text += fmt::format("  engine, per kernel    {:.2f} us (a step's work besides its kernels, per kernel call)\n", c.call_overhead_s * 1e6);
   const auto link = [&](const char* what, const LinkRate& r) {
     if (r.bytes_per_s <= 0) return fmt::format("  {:<21} not measured\n", what);

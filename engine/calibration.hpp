@@ -39,6 +39,7 @@ struct Calibration {
   double cache_bytes_per_s = 0;     // elementwise kernels on cache-resident arrays, one thread
   double cache_bytes = 4 << 20;     // a kernel moving up to this many bytes runs from the caches (2 x L2)
   double rows_bytes_per_s = 0;      // the row kernels (softmax), one thread
+  double broadcast_elements_per_s = 0;  // the broadcast kernel's strided walk, elements written, one thread
   ThreadRates conv_flops_per_s;
   double call_overhead_s = 0;       // the engine's work around a kernel call (autograd, tensors, dispatch): calibration.cpp
   // In-process collectives (8 ranks on fibers): latency per call, and bytes every member reads and

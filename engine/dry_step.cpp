@@ -9,7 +9,8 @@ namespace dtrain {
 namespace {
 
 // Zeros of the config's example shape; every label is class 0; text batches list `row_nonzeros` non-zeros
-// a row (so the sparse products note their work), all of value 0.
+// a row (so the sparse products note their work), all of value 0, spread evenly over the columns as a text's
+// words are over a vocabulary (so each column block of a sharded product gets its share).
 class ZerosSource : public train::BatchSource {
  public:
   ZerosSource(Shape example, int64_t examples, bool sparse, int64_t row_nonzeros)
@@ -36,7 +37,8 @@ class ZerosSource : public train::BatchSource {
     for (int64_t r = 0; r <= rows->rows; ++r) rows->row_starts[size_t(r)] = r * per_row;
     rows->entries.resize(size_t(rows->rows * per_row));
     for (int64_t r = 0; r < rows->rows; ++r)
-      for (int64_t j = 0; j < per_row; ++j) rows->entries[size_t(r * per_row + j)] = SparseEntry{int32_t(j), 0.0f};
+      for (int64_t j = 0; j < per_row; ++j)
+        rows->entries[size_t(r * per_row + j)] = SparseEntry{int32_t(j * rows->cols / per_row), 0.0f};
     return rows;
   }
   void fill_labels(std::span<const int64_t>, int64_t row_begin, int64_t row_end, float* out) const override {

@@ -98,6 +98,9 @@ double StepTime::communication_total_s() const {
 
 double cpu_kernel_seconds(const kernels::KernelWork& work, int gemm_threads, const Calibration& c) {
   const std::string_view family = work.family;
+  // The broadcast walks its output element by element: its own rate (its flops count the elements).
+  if (family == "elementwise" && std::string_view(work.name) == "broadcast" && c.broadcast_elements_per_s > 0)
+    return work.flops / c.broadcast_elements_per_s;
   const double memory = over(work.bytes, bandwidth(work, c));
   double arithmetic = 0;
   if (family == "gemm" && std::strstr(work.name, "sparse") != nullptr) {

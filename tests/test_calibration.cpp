@@ -42,6 +42,7 @@ Calibration distinct_values() {
   c.cache_bytes_per_s = 7.25e10;
   c.cache_bytes = 3 << 20;
   c.rows_bytes_per_s = 4.5e9;
+  c.broadcast_elements_per_s = 6.25e8;
   c.conv_flops_per_s = {6.5e10, 1.5e11};
   c.call_overhead_s = 3.5e-8;
   c.in_process = {4.5e-5, 3.25e10};
@@ -73,6 +74,7 @@ TEST_CASE("a calibration reads back from its JSON exactly") {
   CHECK(back.cache_bytes_per_s == 7.25e10);
   CHECK(back.cache_bytes == 3 << 20);
   CHECK(back.rows_bytes_per_s == 4.5e9);
+  CHECK(back.broadcast_elements_per_s == 6.25e8);
   CHECK(back.conv_flops_per_s.one == 6.5e10);
   CHECK(back.conv_flops_per_s.all == 1.5e11);
   CHECK(back.call_overhead_s == 3.5e-8);

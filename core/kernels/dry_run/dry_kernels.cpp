@@ -133,7 +133,7 @@ class DryElementwise final : public ElementwiseKernels {
   void broadcast(const float*, float*, const BroadcastWalk& walk) const override {
     double n = 1;
     for (int axis = 0; axis < walk.rank; ++axis) n *= double(walk.out_shape[axis]);
-    note("elementwise", "broadcast", 0.0, 2.0 * n);
+    note("elementwise", "broadcast", n, 2.0 * n);  // flops: the elements walked
   }
   void fill(float*, int64_t n, float) const override { note("elementwise", "fill", 0.0, double(n)); }
 };
