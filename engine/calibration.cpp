@@ -67,6 +67,17 @@ std::vector<float> filled(size_t count, float base) {
   return values;
 }
 
+// `flops` over run's median time, with the kernels on one thread and on `threads`.
+template <class Run>
+ThreadRates rates_of(double flops, Run&& run, int threads) {
+  ThreadRates rates;
+  kernels::set_gemm_threads(1);
+  rates.one = flops / median_seconds(run);
+  kernels::set_gemm_threads(threads);
+  rates.all = flops / median_seconds(run);
+  return rates;
+}
+
 GemmPoint measure_gemm(int64_t m, int64_t n, int64_t k, int threads) {
   const std::vector<float> a = filled(size_t(m * k), 0.5f), b = filled(size_t(k * n), 0.25f);
   std::vector<float> c(size_t(m * n));
@@ -77,10 +88,7 @@ GemmPoint measure_gemm(int64_t m, int64_t n, int64_t k, int threads) {
   GemmPoint point;
   point.shape = fmt::format("{}x{}x{}", m, k, n);
   point.intensity = flops / bytes;
-  kernels::set_gemm_threads(1);
-  point.flops_per_s.one = flops / median_seconds(run);
-  kernels::set_gemm_threads(threads);
-  point.flops_per_s.all = flops / median_seconds(run);
+  point.flops_per_s = rates_of(flops, run, threads);
   return point;
 }
 
@@ -107,12 +115,7 @@ ThreadRates measure_sparse(int threads) {
   const auto& gemm = kernels::cpu_kernels<kernels::GemmKernels>();
   const double flops = kernels::sparse_vector_flops(rows.nonzeros(), n);
   const auto run = [&] { gemm.gemm_sparse(rows, dense.data(), false, n, 1.0f, b.data(), 0.0f, c.data()); };
-  ThreadRates rates;
-  kernels::set_gemm_threads(1);
-  rates.one = flops / median_seconds(run);
-  kernels::set_gemm_threads(threads);
-  rates.all = flops / median_seconds(run);
-  return rates;
+  return rates_of(flops, run, threads);
 }
 
 // y = a + b over `count` floats: 12 bytes per element moved.
@@ -190,12 +193,7 @@ ThreadRates measure_conv(int threads) {
   const auto& conv = kernels::cpu_kernels<kernels::ConvKernels>();
   const double flops = 2.0 * double(g.batch * 28 * 28) * double(cout) * double(9 * g.channels);
   const auto run = [&] { conv.conv2d(x.data(), w.data(), g, cout, y.data()); };
-  ThreadRates rates;
-  kernels::set_gemm_threads(1);
-  rates.one = flops / median_seconds(run);
-  kernels::set_gemm_threads(threads);
-  rates.all = flops / median_seconds(run);
-  return rates;
+  return rates_of(flops, run, threads);
 }
 
 // 8 ranks on fibers, as the engine runs a mesh of 8 CPU devices: all_reduce of a small and a large payload,

@@ -9,17 +9,15 @@
 
 #include "core/error.hpp"
 #include "data/idx.hpp"
+#include "tests/idx_bytes.hpp"
 #include "tests/temp_folder.hpp"
 #include "tests/usage_error.hpp"
 
 using namespace dtrain::data;
+using dtrain::testing::put_u32;
 namespace fs = std::filesystem;
 
 namespace {
-
-void put_u32(std::string& bytes, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(char((value >> shift) & 0xff));
-}
 
 std::string images_bytes(uint32_t count, uint32_t rows, uint32_t cols, uint32_t magic = 0x803) {
   std::string bytes;

@@ -12,18 +12,16 @@
 #include "engine/model_builder.hpp"
 #include "data/dataset.hpp"
 #include "data/idx.hpp"
+#include "tests/idx_bytes.hpp"
 #include "tests/temp_folder.hpp"
 #include "tests/usage_error.hpp"
 
 using namespace dtrain;
 using dtrain::testing::thrown;
+using dtrain::testing::put_u32;
 namespace fs = std::filesystem;
 
 namespace {
-
-void put_u32(std::string& bytes, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(char((value >> shift) & 0xff));
-}
 
 // count images of rows x cols and their labels (label i is labels[i % labels.size()]).
 void write_split(const fs::path& folder, const std::string& prefix, uint32_t count, std::vector<uint8_t> labels,

@@ -11,6 +11,7 @@
 
 #include "app/config.hpp"
 #include "engine/data_source.hpp"
+#include "tests/idx_bytes.hpp"
 #include "tests/config_errors.hpp"
 #include "data/imdb.hpp"
 #include "tests/temp_folder.hpp"
@@ -20,10 +21,6 @@ using namespace dtrain::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-void put_u32(std::string& bytes, uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(char((value >> shift) & 0xff));
-}
 
 // `count` 28x28 images whose first pixel is the example's index (so an example says where it came from),
 // labels index % 10.

@@ -3,15 +3,7 @@
 # a run with another learning rate, of a damaged checkpoint and a missing dir; `diff --metrics` of their logs.
 # Usage: diff_cli.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
-lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
-source "$lib/tally.sh"
-
-dtrain=$(realpath "$1")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-source "$lib/cli.sh"            # expect, check, latest
+source "$(dirname "${BASH_SOURCE[0]}")/lib/start.sh" "$@"  # $lib, $dtrain, $work (the cwd), expect, check, latest
 source "$lib/mnist_fixture.sh"  # data/, h5python and config()
 source "$lib/reseal.sh"         # reseal, can_reseal
 config one "{batch: 1}" "[batch, unsharded]" "{}"
