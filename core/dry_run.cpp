@@ -6,6 +6,10 @@
 #include <mutex>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
@@ -35,6 +39,16 @@ int current_rank() {
   const auto* device = static_cast<const DeviceContext*>(fibers::local(fibers::Slot::Device));
   return device ? device->rank : -1;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+// Only from the first poisoned byte on: clearing the whole range's shadow would make an eighth of it resident.
+void unpoison(void* memory, size_t bytes) {
+  if (void* first = __asan_region_is_poisoned(memory, bytes))
+    __asan_unpoison_memory_region(first, bytes - size_t(static_cast<char*>(first) - static_cast<char*>(memory)));
+}
+#else
+void unpoison(void*, size_t) {}
+#endif
 
 size_t page_rounded(size_t bytes) {
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
@@ -74,6 +88,9 @@ std::shared_ptr<float[]> allocate(size_t count) {
   // Address space only: the pages are made when first written, and nothing in a dry run writes them.
   void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) throw std::bad_alloc();
+  // AddressSanitizer may still hold this range's shadow from its own allocator's earlier use of the addresses:
+  // the memory is ours now.
+  unpoison(memory, mapped);
   const int rank = current_rank();
   int generation = 0;
   {
