@@ -93,7 +93,7 @@ GemmPoint measure_gemm(int64_t m, int64_t n, int64_t k, int threads) {
 }
 
 // A TF-IDF-like batch: 128 rows of 20000 columns, 1% non-zeros, times [20000, 64].
-ThreadRates measure_sparse(int threads) {
+ThreadRates measure_sparse(int threads, double* scanned_bytes_per_s) {
   const int64_t m = 128, k = 20000, n = 64, per_row = 200;
   CompressedRows rows;
   rows.rows = m;
@@ -115,7 +115,18 @@ ThreadRates measure_sparse(int threads) {
   const auto& gemm = kernels::cpu_kernels<kernels::GemmKernels>();
   const double flops = kernels::sparse_vector_flops(rows.nonzeros(), n);
   const auto run = [&] { gemm.gemm_sparse(rows, dense.data(), false, n, 1.0f, b.data(), 0.0f, c.data()); };
-  return rates_of(flops, run, threads);
+  const ThreadRates rates = rates_of(flops, run, threads);
+  if (scanned_bytes_per_s != nullptr) {
+    // The same A found sparse by a scan, as a gradient x^T g over a dense-stored batch is: [k, m] x [m, n].
+    std::vector<float> gradient(size_t(k * n));
+    kernels::set_gemm_threads(1);
+    const double scanned_s = median_seconds(
+        [&] { gemm.gemm(true, false, k, n, m, 1.0f, dense.data(), b.data(), 0.0f, gradient.data()); });
+    kernels::set_gemm_threads(threads);
+    const double scan_bytes = 4.0 * double(m * k) + 16.0 * double(rows.nonzeros());
+    *scanned_bytes_per_s = scan_bytes / std::max(1e-9, scanned_s - flops / rates.one);
+  }
+  return rates;
 }
 
 // y = a + b over `count` floats: 12 bytes per element moved.
@@ -330,6 +341,7 @@ Calibration default_calibration() {
             {"128x784x700", 47.6, {40e9, 40e9 * cores}},
             {"1024x1024x1024", 170.7, {60e9, 60e9 * cores}}};
   c.sparse_flops_per_s = {2e9, 2e9 * cores};
+  c.scanned_bytes_per_s = 2e9;
   c.memory_bytes_per_s = 10e9;
   c.cache_bytes_per_s = 40e9;
   c.rows_bytes_per_s = 5e9;
@@ -351,7 +363,7 @@ Calibration measure_calibration() {
   c.gemm = {measure_gemm(16, 700, 784, c.threads), measure_gemm(128, 700, 784, c.threads),
             measure_gemm(1024, 1024, 1024, c.threads)};
   std::sort(c.gemm.begin(), c.gemm.end(), [](const GemmPoint& a, const GemmPoint& b) { return a.intensity < b.intensity; });
-  c.sparse_flops_per_s = measure_sparse(c.threads);
+  c.sparse_flops_per_s = measure_sparse(c.threads, &c.scanned_bytes_per_s);
   c.conv_flops_per_s = measure_conv(c.threads);
   kernels::set_gemm_threads(before);
   if (const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0) c.cache_bytes = 2.0 * double(l2);
@@ -381,12 +393,12 @@ std::string calibration_json(const Calibration& c) {
                         train::json_string(p.shape), number(p.intensity), rates_json(p.flops_per_s));
   return fmt::format(
       "{{\"format\": {}, \"calibrated\": {}, \"cpu_model\": {}, \"build_id\": {}, \"threads\": {}, \"gemm\": [{}], "
-      "\"sparse_flops_per_s\": {}, \"memory_bytes_per_s\": {}, \"cache_bytes_per_s\": {}, \"cache_bytes\": {}, "
+      "\"sparse_flops_per_s\": {}, \"scanned_bytes_per_s\": {}, \"memory_bytes_per_s\": {}, \"cache_bytes_per_s\": {}, \"cache_bytes\": {}, "
       "\"rows_bytes_per_s\": {}, \"broadcast_elements_per_s\": {}, "
       "\"conv_flops_per_s\": {}, \"call_overhead_s\": {}, \"in_process\": {}, \"in_process_memory_bytes_per_s\": {}, "
       "\"processes\": {}, \"hosts\": {}}}\n",
       kFormat, c.calibrated ? "true" : "false", train::json_string(c.cpu_model), train::json_string(c.build_id),
-      c.threads, gemm, rates_json(c.sparse_flops_per_s), number(c.memory_bytes_per_s), number(c.cache_bytes_per_s),
+      c.threads, gemm, rates_json(c.sparse_flops_per_s), number(c.scanned_bytes_per_s), number(c.memory_bytes_per_s), number(c.cache_bytes_per_s),
       number(c.cache_bytes), number(c.rows_bytes_per_s), number(c.broadcast_elements_per_s), rates_json(c.conv_flops_per_s), number(c.call_overhead_s), link_json(c.in_process),
       number(c.in_process_memory_bytes_per_s), link_json(c.processes), link_json(c.hosts));
 }
@@ -412,6 +424,7 @@ Calibration parse_calibration_json(const std::string& text, const std::string& s
                      path_text(source));
   for (const YAML::Node& p : gemm) c.gemm.push_back({r.text(p, "shape"), r.real(p, "intensity"), r.rates(p, "flops_per_s")});
   c.sparse_flops_per_s = r.rates(root, "sparse_flops_per_s");
+  c.scanned_bytes_per_s = r.real(root, "scanned_bytes_per_s");
   c.memory_bytes_per_s = r.real(root, "memory_bytes_per_s");
   c.cache_bytes_per_s = r.real(root, "cache_bytes_per_s");
   c.cache_bytes = r.real(root, "cache_bytes");
@@ -510,6 +523,8 @@ std::string calibration_text(const Calibration& c) {
   for (const GemmPoint& p : c.gemm)
     text += fmt::format("  gemm {:<16} {} (intensity {:.1f} flop/byte)\n", p.shape, threads(p.flops_per_s), p.intensity);
   text += fmt::format("  sparse gemm           {} (2 x non-zeros x columns)\n", threads(c.sparse_flops_per_s));
+  text += fmt::format("  sparse A found by scan {} (its scan, compression and transposition; 1 thread)\n",
+                      gbytes(c.scanned_bytes_per_s));
   text += fmt::format("  conv 3x3              {}\n", threads(c.conv_flops_per_s));
   text += fmt::format("  elementwise           {} from memory, {} in cache (up to {}; 1 thread)\n",
                       gbytes(c.memory_bytes_per_s), gbytes(c.cache_bytes_per_s), bytes_text(c.cache_bytes));

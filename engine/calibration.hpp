@@ -35,6 +35,9 @@ struct Calibration {
   int threads = 1;                  // the cores the all-thread rates used (process_cores())
   std::vector<GemmPoint> gemm;      // ascending intensity
   ThreadRates sparse_flops_per_s;   // the sparse GEMM, counting 2 * non-zeros * columns of B
+  // A dense-stored sparse A: the scan for its non-zeros, their compression and transposition, per byte of A
+  // (and 16 a non-zero), one thread; the products then at sparse_flops_per_s.
+  double scanned_bytes_per_s = 0;
   double memory_bytes_per_s = 0;    // elementwise kernels on arrays past the caches, one thread
   double cache_bytes_per_s = 0;     // elementwise kernels on cache-resident arrays, one thread
   double cache_bytes = 4 << 20;     // a kernel moving up to this many bytes runs from the caches (2 x L2)

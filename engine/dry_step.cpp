@@ -9,8 +9,9 @@ namespace dtrain {
 namespace {
 
 // Zeros of the config's example shape; every label is class 0; text batches list `row_nonzeros` non-zeros
-// a row (so the sparse products note their work), all of value 0, spread evenly over the columns as a text's
-// words are over a vocabulary (so each column block of a sharded product gets its share).
+// a row, of value 1, spread evenly over the columns as a text's words are over a vocabulary (so each column
+// block of a sharded product gets its share, and a product over the dense block finds it as sparse as the
+// CPU GEMM finds a real one: core/kernels/dry_run/).
 class ZerosSource : public train::BatchSource {
  public:
   ZerosSource(Shape example, int64_t examples, bool sparse, int64_t row_nonzeros)
@@ -38,7 +39,7 @@ class ZerosSource : public train::BatchSource {
     rows->entries.resize(size_t(rows->rows * per_row));
     for (int64_t r = 0; r < rows->rows; ++r)
       for (int64_t j = 0; j < per_row; ++j)
-        rows->entries[size_t(r * per_row + j)] = SparseEntry{int32_t(j * rows->cols / per_row), 0.0f};
+        rows->entries[size_t(r * per_row + j)] = SparseEntry{int32_t(j * rows->cols / per_row), 1.0f};
     return rows;
   }
   void fill_labels(std::span<const int64_t>, int64_t row_begin, int64_t row_end, float* out) const override {

@@ -103,7 +103,9 @@ double cpu_kernel_seconds(const kernels::KernelWork& work, int gemm_threads, con
     return work.flops / c.broadcast_elements_per_s;
   const double memory = over(work.bytes, bandwidth(work, c));
   double arithmetic = 0;
-  if (family == "gemm" && std::strstr(work.name, "sparse") != nullptr) {
+  if (family == "gemm" && std::string_view(work.name) == "gemm_scanned") {
+    return over(work.flops, c.sparse_flops_per_s.at(gemm_threads, c.threads)) + over(work.bytes, c.scanned_bytes_per_s);
+  } else if (family == "gemm" && std::strstr(work.name, "sparse") != nullptr) {
     arithmetic = over(work.flops, c.sparse_flops_per_s.at(gemm_threads, c.threads));
   } else if (family == "gemm" || family == "attention") {
     const double intensity = work.bytes > 0 ? work.flops / work.bytes : 1e9;

@@ -38,6 +38,7 @@ Calibration distinct_values() {
   c.threads = 6;
   c.gemm = {{"16x784x700", 7.5, {1.25e10, 3.5e10}}, {"1024x1024x1024", 170.5, {4.125e10, 2.0625e11}}};
   c.sparse_flops_per_s = {1.5e9, 2.5e9};
+  c.scanned_bytes_per_s = 3.5e9;
   c.memory_bytes_per_s = 9.75e9;
   c.cache_bytes_per_s = 7.25e10;
   c.cache_bytes = 3 << 20;
@@ -70,6 +71,7 @@ TEST_CASE("a calibration reads back from its JSON exactly") {
   }
   CHECK(back.sparse_flops_per_s.one == 1.5e9);
   CHECK(back.sparse_flops_per_s.all == 2.5e9);
+  CHECK(back.scanned_bytes_per_s == 3.5e9);
   CHECK(back.memory_bytes_per_s == 9.75e9);
   CHECK(back.cache_bytes_per_s == 7.25e10);
   CHECK(back.cache_bytes == 3 << 20);

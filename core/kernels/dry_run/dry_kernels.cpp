@@ -14,6 +14,7 @@
 #include "core/kernels/embedding/embedding.hpp"
 #include "core/kernels/gemm/gemm.hpp"
 #include "core/kernels/gemm/gemm_blocked.hpp"
+#include "core/kernels/gemm/gemm_sparse.hpp"
 #include "core/kernels/layer_norm/layer_norm.hpp"
 #include "core/kernels/metrics/metrics.hpp"
 #include "core/kernels/pool/pool.hpp"
@@ -147,10 +148,30 @@ class DryEmbedding final : public EmbeddingKernels {
   }
 };
 
+// The non-zeros of A's stored values (m x k, or k x m when transposed, `lda` apart), or -1 past a size worth
+// scanning. In a dry run only a batch read from the data holds any (a text batch's non-zeros); every other
+// tensor is untouched zeros, which stand for dense values.
+int64_t stored_nonzeros(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda) {
+  const int64_t rows = trans_a ? k : m, cols = trans_a ? m : k;
+  if (a == nullptr || rows * cols > (int64_t(1) << 22)) return -1;
+  int64_t nonzeros = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) nonzeros += a[r * lda + c] != 0.0f;
+  return nonzeros;
+}
+
 class DryGemm final : public GemmKernels {
   using GemmKernels::gemm;
-  void gemm(bool, bool, int64_t m, int64_t n, int64_t k, float, const float*, int64_t, const float*, float,
-            float*) const override {
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float*, float, float*) const override {
+    // The CPU GEMM scans a dense A for non-zeros and multiplies a sparse one by its non-zeros (gemm_sparse.hpp):
+    // the scan, compression and transposition, then the products.
+    const int64_t nonzeros = stored_nonzeros(trans_a, m, k, a, lda);
+    if (!trans_b && alpha != 0.0f && gemm_sparse_available() && nonzeros > 0 &&
+        nonzeros <= max_sparse_nonzeros(m, k)) {
+      note("gemm", "gemm_scanned", sparse_vector_flops(nonzeros, n), double(m) * k + 4.0 * double(nonzeros));
+      return;
+    }
     note("gemm", "gemm", gemm_tile_flops(m, n, k), double(m) * k + double(k) * n + double(m) * n);
   }
   void gemm_sparse(const CompressedRows& a_rows, const float*, bool, int64_t n, float, const float*, float,
