@@ -179,13 +179,16 @@ TEST_CASE("measuring this machine gives a finite, positive rate for everything i
     if (i > 0) CHECK(c.gemm[i].intensity > c.gemm[i - 1].intensity);
   }
   for (double rate : {c.sparse_flops_per_s.one, c.conv_flops_per_s.one, c.memory_bytes_per_s, c.cache_bytes_per_s,
-                      c.rows_bytes_per_s, c.in_process.bytes_per_s, c.in_process_memory_bytes_per_s}) {
+                      c.rows_bytes_per_s, c.in_process.bytes_per_s, c.in_process_memory_bytes_per_s,
+                      c.broadcast_elements_per_s, c.scanned_bytes_per_s}) {
     CHECK(rate > 1e7);
     CHECK(std::isfinite(rate));
   }
   CHECK(c.in_process.latency_s >= 0);
   CHECK(c.in_process.latency_s < 0.01);
-  CHECK(c.call_overhead_s > 0);
+  // The engine's work around a kernel call: 0 when the kernels' priced time covers a tiny step (a slow build).
+  CHECK(c.call_overhead_s >= 0);  // false for NaN
+  CHECK(c.call_overhead_s < 1e-3);
   CHECK(calibration_text(c).find("gemm 128x784x700") != std::string::npos);
 }
 
