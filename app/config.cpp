@@ -18,6 +18,7 @@
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/article.hpp"
+#include "core/bitwise.hpp"
 #include "core/error.hpp"
 #include "core/output_dir.hpp"
 #include "core/nn/layout_map.hpp"
@@ -1198,6 +1199,43 @@ void check_accumulation(Reader& reader, const Config& config) {
                                      batch / k, batch, k, batch_dim, shards));
 }
 
+// train.bitwise covers the sums of the ops it has a canonical order for (core/bitwise.hpp), on CPU meshes
+// whose dims can shard a summed axis into nodes of its tree; anything else is refused here, not run with
+// bits that depend on the mesh.
+void check_bitwise(Reader& reader, const Config& config) {
+  if (!config.train.bitwise) return;
+  const std::string path = "train.bitwise";
+  if (config.mesh.devices == DeviceKind::gpu)
+    reader.fail_at(path, "the canonical order runs on CPU meshes only (mesh.devices: gpu is not covered yet)");
+  for (const MeshDimConfig& dim : config.mesh.dims)
+    if (dim.size > bitwise::kLeaves || (dim.size & (dim.size - 1)) != 0)
+      reader.fail_at(path, fmt::format("mesh dim '{}' has {} devices: the canonical order cuts each summed axis into "
+                                       "{} leaves, so a mesh dim must have 1, 2, 4 or 8",
+                                       dim.name, dim.size, bitwise::kLeaves));
+  if (config.train.accumulation_steps > 1)
+    reader.fail_at(path, "train.accumulation_steps > 1 is not covered yet (micro-batches are not leaves of the order)");
+  if (config.train.clip.global_norm > 0)
+    reader.fail_at(path, "train.clip.global_norm is not covered yet (its norm sums every variable's shards)");
+  const auto check_layers = [&](const std::vector<LayerConfig>& layers) {
+    for (const LayerConfig& layer : layers) {
+      switch (layer.kind) {
+        case LayerKind::conv2d:
+        case LayerKind::embedding:
+        case LayerKind::layer_norm:
+        case LayerKind::multi_head_attention:
+        case LayerKind::position_embedding:
+          reader.fail_at(path, fmt::format("layer '{}' ({}) is not covered yet: its kernels sum over the batch "
+                                           "in an order of their own",
+                                           layer.name, kLayerKinds[size_t(layer.kind)]));
+        default:
+          break;
+      }
+    }
+  };
+  check_layers(config.model);
+  for (const BlockConfig& block : config.blocks) check_layers(block.layers);
+}
+
 // `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;
 // init_skip needs an init_from.
 void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& options) {
@@ -1274,6 +1312,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   read_keys(reader, top, config);
   apply_init_flags(reader, config.train, options);
   check_accumulation(reader, config);
+  check_bitwise(reader, config);
   if (!reader.given("run_dir")) config.run_dir = "runs/" + file_stem(file);
   if (!options.run_dir.empty()) {
     config.run_dir = options.run_dir;

@@ -610,6 +610,7 @@ struct TrainConfig {
   std::int64_t validation_every_steps = 0;  // 0: epoch
   std::optional<EarlyStoppingConfig> early_stopping;
   std::optional<ReduceLrOnPlateauConfig> reduce_lr_on_plateau;
+  bool bitwise = false;
   template <class V> void visit(V& v) {
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
     v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
@@ -627,6 +628,8 @@ struct TrainConfig {
     v(early_stopping, "early_stopping", Sub{}, "Keras' EarlyStopping {monitor, patience, min_delta, mode, restore_best_weights}", kOmitDefault);
     v(reduce_lr_on_plateau, "reduce_lr_on_plateau", Sub{},
       "Keras' ReduceLROnPlateau {monitor, factor, patience, min_delta, cooldown, min_lr, mode}", kOmitDefault);
+    v(bitwise, "bitwise", Bool{}, "every sum in one canonical order: the same bits on any mesh and process count",
+      kOmitDefault);
   }
 };
 

@@ -375,6 +375,7 @@ train::TrainOptions train_options(const Config& config) {
   options.eval_every_epoch = config.train.eval_every_epoch;
   options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
   options.accumulation_steps = config.train.accumulation_steps;
+  options.bitwise = config.train.bitwise;
   options.validation = validation_options(config);
   options.prefetch = config.data.prefetch;
   const OptimizerConfig optimizer = config.train.optimizer;

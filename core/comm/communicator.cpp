@@ -1,8 +1,13 @@
 #include "core/comm/communicator.hpp"
 
+#include <algorithm>
 #include <functional>
+#include <vector>
 
+#include "core/bitwise.hpp"
+#include "core/dry_run.hpp"
 #include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace dtrain {
 
@@ -25,7 +30,49 @@ void Communicator::check_apart(const char* method, ConstBufferView send, ConstBu
 
 void Communicator::all_reduce(const Group& group, BufferView data, ReduceOp op) {
   check("all_reduce", "data", data, data.count);
+  if (op == ReduceOp::Sum && group.size() > 1 && bitwise::active()) return canonical_all_reduce(group, data);
   do_all_reduce(group, data.data, data.count, op);
+}
+
+// Under train.bitwise each member's data is one node of the canonical tree (bitwise.hpp), and the members'
+// nodes combine in that tree: every member gets each other member's values (small sums), or a
+// group.size()-th of them (all_to_all), adds them in the tree's order, and the chunks are gathered again.
+// As many bytes as a ring all-reduce for large sums; the same bits on every member and on any split of
+// the members into processes.
+void Communicator::canonical_all_reduce(const Group& group, BufferView data) {
+  DTRAIN_CHECK(data.place.is_cpu(), "[comm] train.bitwise sums on host buffers only, not at {}", data.place.describe());
+  const size_t members = size_t(group.size()), count = data.count;
+  const bool dry = dry_run::active();  // a dry run counts the collectives and touches no scratch
+  std::vector<const float*> parts(members);
+  if (count <= kCanonicalGatherFloats) {
+    Tensor all = Tensor::uninitialized({int64_t(members * count)});
+    do_all_gather(group, data.data, all.data(), count);
+    for (size_t j = 0; j < members; ++j) parts[j] = all.data() + j * count;
+    if (!dry) bitwise::combine_members(parts.data(), int(members), data.data, count);
+    return;
+  }
+  const size_t chunk = (count + members - 1) / members;
+  Tensor send = Tensor::uninitialized({int64_t(members * chunk)}), received = Tensor::uninitialized(send.shape());
+  Tensor mine = Tensor::uninitialized({int64_t(chunk)}), gathered = Tensor::uninitialized(send.shape());
+  if (!dry) {
+    std::copy_n(data.data, count, send.data());
+    std::fill(send.data() + count, send.data() + send.size(), 0.0f);
+  }
+  do_all_to_all(group, send.data(), received.data(), chunk);
+  for (size_t j = 0; j < members; ++j) parts[j] = received.data() + j * chunk;
+  if (!dry) bitwise::combine_members(parts.data(), int(members), mine.data(), chunk);
+  do_all_gather(group, mine.data(), gathered.data(), chunk);
+  if (!dry) std::copy_n(gathered.data(), count, data.data);
+}
+
+void Communicator::canonical_reduce_scatter(const Group& group, ConstBufferView send, BufferView recv) {
+  DTRAIN_CHECK(send.place.is_cpu(), "[comm] train.bitwise sums on host buffers only, not at {}", send.place.describe());
+  const size_t members = size_t(group.size()), count = recv.count;
+  Tensor received = Tensor::uninitialized({int64_t(members * count)});
+  do_all_to_all(group, send.data, received.data(), count);
+  std::vector<const float*> parts(members);
+  for (size_t j = 0; j < members; ++j) parts[j] = received.data() + j * count;
+  if (!dry_run::active()) bitwise::combine_members(parts.data(), int(members), recv.data, count);
 }
 
 void Communicator::all_gather(const Group& group, ConstBufferView send, BufferView recv) {
@@ -54,6 +101,7 @@ void Communicator::reduce_scatter(const Group& group, ConstBufferView send, Buff
   check("reduce_scatter", "recv", recv, recv.count);
   check("reduce_scatter", "send", send, size_t(group.size()) * recv.count);
   check_apart("reduce_scatter", send, recv);
+  if (group.size() > 1 && bitwise::active()) return canonical_reduce_scatter(group, send, recv);
   do_reduce_scatter(group, send.data, recv.data, recv.count);
 }
 

@@ -59,7 +59,8 @@ class Communicator {
   virtual std::string backend() const = 0;
   virtual Place place() const = 0;     // where this rank's buffers live: every buffer given must be there
 
-  // In place: data[i] = op over members of data[i].
+  // In place: data[i] = op over members of data[i]. Under a bitwise::Scope, sums take the canonical
+  // order (each member's data is a node of its tree; reduce_scatter likewise).
   void all_reduce(const Group& group, BufferView data, ReduceOp op);
   // recv (group.size() * send.count floats) = concatenation of every member's send, in member order.
   void all_gather(const Group& group, ConstBufferView send, BufferView recv);
@@ -108,6 +109,10 @@ class Communicator {
   void check(const char* method, const char* which, ConstBufferView buffer, size_t expected) const;
   // Throws "[comm] ..." when send and recv share memory (no method but the in-place ones allows it).
   void check_apart(const char* method, ConstBufferView send, ConstBufferView recv) const;
+  // Sums in train.bitwise's canonical order (core/bitwise.hpp), on any backend's gathers and all_to_all.
+  static constexpr size_t kCanonicalGatherFloats = 4096;  // below: gather every member's values whole
+  void canonical_all_reduce(const Group& group, BufferView data);
+  void canonical_reduce_scatter(const Group& group, ConstBufferView send, BufferView recv);
 };
 
 }  // namespace dtrain

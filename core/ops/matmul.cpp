@@ -1,4 +1,6 @@
 // matmul: local GEMM on shards; SPMD rule picks shardings for M, K, N; vjp is two more matmuls.
+#include "core/bitwise.hpp"
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm.hpp"
@@ -10,6 +12,27 @@ namespace {
 // The layout of a 2-D operand stored transposed or not, for the mesh dims of its logical rows and cols.
 Layout physical(int rows, int cols, bool transposed, MeshPtr mesh) {
   return transposed ? Layout::of_dims({cols, rows}, mesh) : Layout::of_dims({rows, cols}, mesh);
+}
+
+// train.bitwise: the local product as the canonical tree over K's leaves (core/bitwise.hpp), each leaf one
+// GEMM on its slice of K (the dense kernel entry, which picks a kernel with the same bits for the slice
+// whatever the mesh); a sharded K's nodes are combined over its mesh dim at once.
+Tensor canonical_product(const Tensor& la, const Tensor& lb, bool transpose_a, bool transpose_b, int64_t k,
+                         int64_t k_offset, const char* what) {
+  const int a_cols = transpose_a ? 0 : 1;
+  const int64_t lm = la.dim(1 - a_cols), lk = la.dim(a_cols), ln = lb.dim(transpose_b ? 0 : 1);
+  const bitwise::LeafSpan span = bitwise::leaves_of(k, k_offset, lk, what);
+  const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");
+  return bitwise::tree_sum(k, span, {lm, ln}, la.place(), [&](int leaf, Tensor& out) {
+    const int64_t from = bitwise::leaf_start(k, leaf) - k_offset;
+    const int64_t depth = bitwise::leaf_start(k, leaf + 1) - bitwise::leaf_start(k, leaf);
+    // A's leaf: columns [from, from + depth) of A (rows lk apart), or its rows when A is stored transposed.
+    const float* a = transpose_a ? la.buffer() + from * lm : la.buffer() + from;
+    // B's leaf must be packed: its rows, or a copy of its columns when B is stored transposed.
+    Tensor b_leaf = transpose_b ? slice_block(lb, {0, from}, {ln, depth}) : lb.slice_view(from * ln, {depth, ln});
+    gemm.gemm(transpose_a, transpose_b, lm, ln, depth, 1.0f, a, transpose_a ? lm : lk, b_leaf.buffer(), 0.0f,
+              out.buffer());
+  });
 }
 
 }  // namespace
@@ -44,6 +67,13 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   const int64_t lm = la.dim(a_rows), lk = la.dim(a_cols), ln = lb.dim(b_cols);
   DTRAIN_CHECK(la.place() == lb.place(), "[matmul] operands at {} and {}", la.place().describe(),
                lb.place().describe());
+  if (bitwise::active()) {
+    const DeviceContext& device = current_device();
+    const int64_t k_offset = k_dim >= 0 ? a.local_offset(device.rank)[a_cols] : 0;
+    Tensor sum = canonical_product(la, lb, transpose_a, transpose_b, k, k_offset, "matmul");
+    if (k_dim >= 0) device.comm->all_reduce(device.group_along(k_dim), view_of(sum), ReduceOp::Sum);
+    return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh), sum);
+  }
   Tensor out = Tensor::uninitialized({lm, ln}, la.place());
   const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");
   if (la.compressed_rows() != nullptr && !transpose_a)  // a batch that came with its non-zeros

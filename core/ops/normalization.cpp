@@ -5,6 +5,7 @@
 // the forward pass is one all_gather of each rank's (count, mean, M2) per feature, merged in member order
 // with Chan's parallel formula (as stable as two passes, and bit-identical on every rank), and the
 // backward pass is one all_reduce of the per-feature sums of g and g * x_hat.
+#include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -36,11 +37,36 @@ struct GlobalStatistics {
   Tensor mean, variance, inverse_std;  // [features] each, at the input's place
 };
 
-GlobalStatistics global_statistics(const Tensor& x, const Group& group, float epsilon) {
+// This rank's rows of the batch as train.bitwise cuts them (core/bitwise.hpp): [offset, offset + rows) of
+// `batch`, and the leaves they are.
+struct BatchRows {
+  int64_t batch = 0, offset = 0;
+  bitwise::LeafSpan leaves;
+  int64_t leaf_rows(int leaf) const { return bitwise::leaf_start(batch, leaf + 1) - bitwise::leaf_start(batch, leaf); }
+  int64_t leaf_offset(int leaf) const { return bitwise::leaf_start(batch, leaf) - offset; }  // in this rank's rows
+};
+
+BatchRows batch_rows(const DTensor& x) {
+  BatchRows rows{x.global_shape()[0], x.layout().is_sharded(0) ? x.local_offset(current_device().rank)[0] : 0, {}};
+  rows.leaves = bitwise::leaves_of(rows.batch, rows.offset, x.local().dim(0), "batch_norm");
+  return rows;
+}
+
+GlobalStatistics global_statistics(const Tensor& x, const Group& group, float epsilon, const BatchRows* leaves) {
   const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(x.place(), "batch_norm");
   const int64_t rows = x.dim(0), features = x.dim(1);
-  Tensor mine = Tensor::uninitialized({kernels::packed_statistics_size(features)}, x.place());
-  bn.local_statistics(x.buffer(), rows, features, mine.buffer());
+  const int64_t packed = kernels::packed_statistics_size(features);
+  // Each part's (count, mean, M2): this rank's rows, or under train.bitwise each of its leaves, merged in
+  // leaf order with every other rank's (the same merge on a mesh of one device).
+  const int parts = leaves != nullptr ? leaves->leaves.last - leaves->leaves.first : 1;
+  Tensor mine = Tensor::uninitialized({parts * packed}, x.place());
+  if (leaves == nullptr) {
+    bn.local_statistics(x.buffer(), rows, features, mine.buffer());
+  } else {
+    for (int leaf = leaves->leaves.first; leaf < leaves->leaves.last; ++leaf)
+      bn.local_statistics(x.buffer() + leaves->leaf_offset(leaf) * features, leaves->leaf_rows(leaf), features,
+                          mine.buffer() + (leaf - leaves->leaves.first) * packed);
+  }
   Tensor all = mine;
   if (group.size() > 1) {
     all = Tensor::uninitialized({group.size() * mine.size()}, x.place());
@@ -48,7 +74,7 @@ GlobalStatistics global_statistics(const Tensor& x, const Group& group, float ep
   }
   GlobalStatistics stats{Tensor::uninitialized({features}, x.place()), Tensor::uninitialized({features}, x.place()),
                          Tensor::uninitialized({features}, x.place())};
-  bn.merge_statistics(all.buffer(), group.size(), features, epsilon, stats.mean.buffer(), stats.variance.buffer(),
+  bn.merge_statistics(all.buffer(), group.size() * parts, features, epsilon, stats.mean.buffer(), stats.variance.buffer(),
                       stats.inverse_std.buffer());
   return stats;
 }
@@ -69,7 +95,9 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
   const double total = double(x.global_shape()[0]);
 
   const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(local.place(), "batch_norm");
-  const GlobalStatistics stats = global_statistics(local, batch_group(x.layout()), epsilon);
+  const bool canonical = bitwise::active();
+  const BatchRows leaves = canonical ? batch_rows(x) : BatchRows{};
+  const GlobalStatistics stats = global_statistics(local, batch_group(x.layout()), epsilon, canonical ? &leaves : nullptr);
   const Tensor inverse_std = stats.inverse_std;
   Tensor out = Tensor::uninitialized(local.shape(), local.place());
   bn.normalize(local.buffer(), rows, features, stats.mean.buffer(), inverse_std.buffer(), out.buffer());
@@ -82,8 +110,16 @@ NormalizedBatch normalize_batch(const Var& x_in, float epsilon) {
     const Tensor& xhat = normalized.local();
     const auto& bn = kernels::kernels_for<kernels::BatchNormKernels>(gl.place(), "batch_norm");
     // [sum of g | sum of g * x_hat] per feature, then their means in place.
-    Tensor sums = Tensor::uninitialized({2 * features}, gl.place());
-    bn.gradient_sums(gl.buffer(), xhat.buffer(), rows, features, sums.buffer());
+    Tensor sums;
+    if (canonical) {
+      sums = bitwise::tree_sum(leaves.batch, leaves.leaves, {2 * features}, gl.place(), [&](int leaf, Tensor& out) {
+        const int64_t from = leaves.leaf_offset(leaf) * features;
+        bn.gradient_sums(gl.buffer() + from, xhat.buffer() + from, leaves.leaf_rows(leaf), features, out.buffer());
+      });
+    } else {
+      sums = Tensor::uninitialized({2 * features}, gl.place());
+      bn.gradient_sums(gl.buffer(), xhat.buffer(), rows, features, sums.buffer());
+    }
     const Group& group = batch_group(normalized.layout());
     if (group.size() > 1) current_device().comm->all_reduce(group, view_of(sums), ReduceOp::Sum);
     bn.divide(sums.buffer(), sums.size(), total);

@@ -2,6 +2,9 @@
 // over its mesh dim (the other ranks hold the other summands). The vjp broadcasts the gradient back.
 #include <algorithm>
 
+#include "core/bitwise.hpp"
+#include "core/comm/tensor_view.hpp"
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
@@ -32,10 +35,53 @@ Tensor sum_axis(const Tensor& t, int axis) {
   return out;
 }
 
+// train.bitwise: one axis summed in the canonical order (core/bitwise.hpp), the sum over each leaf by
+// sum_axis on its slice; a sharded axis's nodes combine over its mesh dim at once. The axis stays, extent 1.
+DTensor canonical_sum_axis(const DTensor& a, int axis) {
+  const Tensor& t = a.local();
+  const int64_t n = a.global_shape()[axis];
+  const DeviceContext& device = current_device();
+  const bool sharded = a.layout().is_sharded(axis);
+  const int64_t offset = sharded ? a.local_offset(device.rank)[axis] : 0;
+  const bitwise::LeafSpan span = bitwise::leaves_of(n, offset, t.dim(axis), "reduce_sum");
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= t.dim(i);
+  for (int i = axis + 1; i < t.rank(); ++i) inner *= t.dim(i);
+  Shape shape = t.shape();
+  shape[axis] = 1;
+  const auto& kernels = kernels::kernels_for<kernels::ElementwiseKernels>(t.place(), "reduce_sum");
+  Tensor sum = bitwise::tree_sum(n, span, shape, t.place(), [&](int leaf, Tensor& out) {
+    Shape from(size_t(t.rank()), 0), extent = t.shape();
+    from[axis] = bitwise::leaf_start(n, leaf) - offset;
+    extent[axis] = bitwise::leaf_start(n, leaf + 1) - bitwise::leaf_start(n, leaf);
+    const Tensor slice = outer == 1 ? t.slice_view(from[axis] * inner, extent) : slice_block(t, from, extent);
+    kernels.sum_axis(slice.buffer(), out.buffer(), outer, extent[axis], inner);
+  });
+  Layout layout = a.layout();
+  if (sharded) {
+    device.comm->all_reduce(device.group_along(a.layout().dim_at(axis)), view_of(sum), ReduceOp::Sum);
+    layout = layout.with_spec(axis, kUnsharded);
+  }
+  Shape global = a.global_shape();
+  global[axis] = 1;
+  return DTensor(global, layout, sum);
+}
+
 }  // namespace
 
-DTensor reduce_sum(const DTensor& a, Axes axes, bool keep_dims) {
-  axes = normalized_axes(axes, a.rank(), "reduce_sum");
+DTensor reduce_sum(const DTensor& a_in, Axes axes, bool keep_dims) {
+  axes = normalized_axes(axes, a_in.rank(), "reduce_sum");
+  if (bitwise::active()) {
+    DTensor a = resolve_partial(a_in);
+    for (int axis : axes) a = canonical_sum_axis(a, axis);
+    if (keep_dims) return a;
+    Shape kept;
+    for (int i = 0; i < a.rank(); ++i)
+      if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(a.global_shape()[i]);
+    const Layout layout = a.layout().erase(axes);
+    return DTensor(kept, layout, a.local().reshaped(layout.local_shape(kept)));
+  }
+  const DTensor& a = a_in;
   Tensor local = a.local();
   for (int axis : axes) local = sum_axis(local, axis);
   PartialDims partial = a.partial();

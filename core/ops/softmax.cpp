@@ -2,6 +2,7 @@
 // over a mesh dim, the row max and the row sums are all-reduced over that dim, so no rank gathers logits.
 #include <cmath>
 
+#include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -17,6 +18,10 @@ void reduce_over_classes(const Layout& layout, Tensor& t, ReduceOp op) {
   if (dim == kUnsharded) return;
   DeviceContext& device = current_device();
   const Group& group = device.group_along(dim);
+  DTRAIN_CHECK(!(bitwise::active() && op == ReduceOp::Sum && group.size() > 1),
+               "[softmax] train.bitwise does not cover a class axis sharded over mesh dim '{}': its row sums would "
+               "depend on the mesh (leave the last layer's kernel unsharded on its columns)",
+               dim);
   if (group.size() > 1) device.comm->all_reduce(group, view_of(t), op);
 }
 

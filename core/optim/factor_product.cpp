@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/dry_run.hpp"
 #include "core/error.hpp"
@@ -25,7 +26,9 @@ void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x
   }
   // The kind of x is the same on every member (the batch source decides it), so all take the same
   // collectives. The non-zeros are multiplied on the host (the CPU's sparse kernel).
-  if (x.compressed_rows() != nullptr && x.place().is_cpu() && kernels::gemm_sparse_available())
+  if (bitwise::active())
+    rows_canonical(comm, group, x, g, blocks[size_t(group.index)], out);
+  else if (x.compressed_rows() != nullptr && x.place().is_cpu() && kernels::gemm_sparse_available())
     rows_from_compressed(comm, group, x, g, blocks, out);
   else
     rows_from_dense(comm, group, x, g, blocks[size_t(group.index)], out);
@@ -41,6 +44,26 @@ void FactorProduct::rows_from_dense(Communicator& comm, const Group& group, cons
   kernels::kernels_for<kernels::GemmKernels>(x.place(), "optimizer")
       .gemm(true, false, block.last - block.first, g.dim(1), batch, 1.0f, x_all.get() + block.first, a, g_all.get(),
             0.0f, out);
+}
+
+// train.bitwise: the same product as the canonical tree over the global batch's leaves (core/bitwise.hpp),
+// a GEMM per leaf: the bits of a mesh of one device, where the weight's gradient is a matmul over the batch.
+void FactorProduct::rows_canonical(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
+                                   RowBlock block, float* out) {
+  const int64_t batch = x.dim(0) * group.size(), a = x.dim(1), n = g.dim(1);
+  std::shared_ptr<const float[]> x_all = comm.all_gather_shared(group, view_of(x));
+  std::shared_ptr<const float[]> g_all = comm.all_gather_shared(group, view_of(g));
+  const int64_t rows = block.last - block.first;
+  if (rows == 0) return;
+  const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(x.place(), "optimizer");
+  const Tensor sum = bitwise::tree_sum(batch, {}, {rows, n}, x.place(), [&](int leaf, Tensor& leaf_out) {
+    const int64_t from = bitwise::leaf_start(batch, leaf);
+    const int64_t depth = bitwise::leaf_start(batch, leaf + 1) - from;
+    gemm.gemm(true, false, rows, n, depth, 1.0f, x_all.get() + from * a + block.first, a, g_all.get() + from * n, 0.0f,
+              leaf_out.buffer());
+  });
+  DTRAIN_CHECK(x.place().is_cpu(), "[optimizer] train.bitwise runs on CPU meshes only, not at {}", x.place().describe());
+  if (!dry_run::active()) std::copy_n(sum.buffer(), sum.size(), out);
 }
 
 namespace {

@@ -33,6 +33,8 @@ class FactorProduct {
  private:
   void rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, RowBlock block,
                        float* out);
+  void rows_canonical(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, RowBlock block,
+                      float* out);
   void rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                             std::span<const RowBlock> blocks, float* out);
 

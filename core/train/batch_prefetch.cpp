@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <csignal>
 
+#include "core/bitwise.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 
 namespace dtrain::train {
 
 int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial) {
+  // Under train.bitwise the partial batch must run on every mesh or on none: its leaves must divide it.
+  if (bitwise::active()) shards = bitwise::kLeaves;
   const int64_t remainder = examples % batch_size;
   const bool run_partial = remainder > 0 && remainder % shards == 0;
   *dropped_partial = remainder > 0 && !run_partial;

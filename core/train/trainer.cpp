@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/bitwise.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -331,6 +332,7 @@ Layout Trainer::input_layout(int rank) const {
 }
 
 void Trainer::run_ranks(const std::function<void(DeviceContext&)>& fn) const {
+  const bitwise::Scope canonical(options_.bitwise);
   if (options_.in_process)
     run_spmd_in_process_on(mesh_, options_.devices, fn);
   else

@@ -55,6 +55,9 @@ struct TrainOptions {
   // Every rank of the mesh in this process, whatever the process count: a dry run (engine/dry_step.hpp)
   // simulates the whole mesh in each process of an mpirun job.
   bool in_process = false;
+  // train.bitwise: every sum in the canonical order of core/bitwise.hpp (the same bits on any mesh and
+  // process count); a last partial batch runs only when the order's leaves divide it.
+  bool bitwise = false;
 };
 
 // Where a run stands: enough to continue it exactly.

@@ -25,7 +25,7 @@ namespace {
 
 constexpr int64_t kTileRows = kGemmTileRows;  // rows of C in one register tile (MR)
 constexpr int64_t kTileCols = kGemmTileCols;  // columns of C in one register tile: two 8-float vectors (NR)
-constexpr int64_t kDepthBlock = 256; // k per packed panel: a 16-column B panel is 16 KiB, fits L1 (KC)
+constexpr int64_t kDepthBlock = kGemmDepthBlock; // k per packed panel: a 16-column B panel is 16 KiB, fits L1 (KC)
 constexpr int64_t kRowBlock = 144;   // rows of A packed at once: 144 KiB, fits L2 (MC)
 constexpr int64_t kColBlock = 2048;  // columns of B packed at once: 2 MiB, stays in L3 (NC)
 // Up to this many rows of C, a row-major B is read in place rather than packed.

@@ -10,6 +10,10 @@ namespace dtrain::kernels {
 // C's rows in vectors of kSparseVectorFloats: a product's work is its m and n rounded up to them (a narrow
 // product wastes the tile's lanes). The dry run counts a GEMM's work so, and calibration its rates.
 inline constexpr int64_t kGemmTileRows = 6, kGemmTileCols = 16, kSparseVectorFloats = 8;
+// k per packed panel (KC). Up to it, the blocked kernel sums k in one FMA chain per element, as the sparse
+// one does (zeros skipped add nothing): the two give the same bits (train.bitwise relies on it).
+inline constexpr int64_t kGemmDepthBlock = 256;
+inline constexpr int64_t kBitwiseEitherKernelDepth = kGemmDepthBlock;
 inline int64_t rounded_up(int64_t value, int64_t step) { return (value + step - 1) / step * step; }
 inline double gemm_tile_flops(int64_t m, int64_t n, int64_t k) {
   return 2.0 * double(rounded_up(m, kGemmTileRows)) * double(rounded_up(n, kGemmTileCols)) * double(k);

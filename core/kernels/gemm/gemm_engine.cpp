@@ -22,6 +22,7 @@
 #include <Eigen/Core>
 #include <atomic>
 
+#include "core/bitwise.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_blocked.hpp"
 #include "core/kernels/gemm/gemm_sparse.hpp"
@@ -100,14 +101,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* b, float beta, float* c) {
   check_shape("gemm", m, n, k);
   DTRAIN_CHECK(lda >= (trans_a ? m : k), "[gemm] lda {} is shorter than A's stored rows ({})", lda, trans_a ? m : k);
-  if (try_gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads())) return;
+  // The sparse kernel sums k in one chain; the blocked one in panels of up to 256, each added to C. Up to
+  // one panel both give the same bits; past it, under train.bitwise, the choice must not depend on how
+  // dense a mesh's slice of A is, so the blocked kernel runs.
+  const bool either_kernel = !bitwise::active() || k <= kBitwiseEitherKernelDepth;
+  if (either_kernel && try_gemm_sparse(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads())) return;
   gemm_dense(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
 }
 
 void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n, float alpha, const float* b, float beta,
           float* c) {
   check_shape("gemm", a_rows.rows, n, a_rows.cols);
-  if (try_gemm_compressed_rows(a_rows, trans_b, n, alpha, b, beta, c, gemm_threads())) return;
+  if ((!bitwise::active() || a_rows.cols <= kBitwiseEitherKernelDepth) &&
+      try_gemm_compressed_rows(a_rows, trans_b, n, alpha, b, beta, c, gemm_threads())) return;
   gemm_dense(false, trans_b, a_rows.rows, n, a_rows.cols, alpha, a, a_rows.cols, b, beta, c);
 }
 

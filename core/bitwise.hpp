@@ -1,0 +1,62 @@
+// train.bitwise: every sum in a step follows one canonical order fixed by global indices, so any mesh and
+// any number of processes give the bits of one device.
+//
+// The order: an axis of extent n that is summed over (a contraction's K, the batch of a bias gradient or a
+// loss, BatchNorm's batch) is cut into kLeaves leaves, leaf i = [n * i / kLeaves, n * (i + 1) / kLeaves). A
+// leaf's sum is the kernel's own sum over that slice (its order depends on the slice alone). Leaves combine
+// in the balanced binary tree over [0, kLeaves) (halves, then halves of those), skipping empty leaves. A
+// device whose shard of the axis is a node of that tree computes the node; the members of the group that
+// shard the axis combine their nodes in the same tree (Communicator::all_reduce under a Scope), so a mesh
+// of 1, 2, 4 or 8 shards adds the same numbers in the same order. Partial sums never outlive the op that
+// made them: scaling a pending sum before combining it would round differently.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "core/tensor.hpp"
+
+namespace dtrain::bitwise {
+
+inline constexpr int kLeaves = 8;
+
+namespace detail {
+extern std::atomic<bool> active;
+}
+// Whether this process computes in the canonical order now (set by the trainer for train.bitwise).
+inline bool active() { return detail::active.load(std::memory_order_relaxed); }
+
+// While alive, sums follow the canonical order when `on` (the previous setting comes back after).
+class Scope {
+ public:
+  explicit Scope(bool on);
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Where leaf `leaf` of an axis of extent n starts (leaf == kLeaves: n).
+inline int64_t leaf_start(int64_t n, int leaf) { return n * leaf / kLeaves; }
+
+// The leaves [first, last) that make up the slice [offset, offset + count) of an axis of extent n.
+struct LeafSpan {
+  int first = 0, last = kLeaves;
+};
+// Throws "[bitwise] ..." (naming `what`) unless the slice is a node of the canonical tree: a mesh dim of a
+// size that is not a power of two dividing kLeaves shards the axis.
+LeafSpan leaves_of(int64_t n, int64_t offset, int64_t count, const char* what);
+
+// The canonical sum over the leaves of `span`: leaf_value(i, out) writes leaf i's partial (out has
+// `shape`, at `place`); empty leaves (extent 0) are skipped. Returns the node's value (zeros when every leaf
+// is empty). Additions run on the place's elementwise kernels.
+Tensor tree_sum(int64_t n, LeafSpan span, const Shape& shape, const Place& place,
+                const std::function<void(int leaf, Tensor& out)>& leaf_value);
+
+// Host side: data[i] = the canonical sum over members of parts[member][i] (one tree node each, in member
+// order; the member count a power of two).
+void combine_members(const float* const* parts, int members, float* out, size_t count);
+
+}  // namespace dtrain::bitwise
