@@ -1,0 +1,187 @@
+// train.bitwise (core/bitwise.hpp): the leaves of a summed axis and the tree they combine in; the
+// communicator's canonical sums over members; the shipped dense, BatchNorm and model/spatial-parallel configs
+// trained on several meshes give the same bits as one device (and without train.bitwise they do not, so the
+// comparison can fail); what the order does not cover is refused at its key.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "core/bitwise.hpp"
+#include "core/comm/tensor_view.hpp"
+#include "tests/config_errors.hpp"
+#include "tests/training_fixture.hpp"
+
+using namespace dtrain;
+using namespace dtrain::testing;
+
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Leaf i's value: magnitudes far apart, so that each grouping of the additions rounds differently.
+float leaf_value(int leaf, size_t element) {
+  static const float base[bitwise::kLeaves] = {1.0e8f, 3.0f, -1.0e8f, 0.1f, 7.5e3f, -2.2e-3f, 1.7e7f, 5.0e-1f};
+  return base[leaf] * float(1 + element % 7);  // one rounding: no contraction can change it
+}
+
+// The canonical tree over leaves [lo, hi), written out by hand for 8 leaves.
+float tree_by_hand(size_t e) {
+  auto v = [&](int i) { return leaf_value(i, e); };
+  return ((v(0) + v(1)) + (v(2) + v(3))) + ((v(4) + v(5)) + (v(6) + v(7)));
+}
+
+}  // namespace
+
+TEST_CASE("leaves: the slices of 1, 2, 4 and 8 shards are nodes of the tree; other shard counts are refused") {
+  for (int shards : {1, 2, 4, 8}) {
+    for (int j = 0; j < shards; ++j) {
+      const bitwise::LeafSpan span = bitwise::leaves_of(64, j * 64 / shards, 64 / shards, "test");
+      CHECK(span.first == j * 8 / shards);
+      CHECK(span.last == (j + 1) * 8 / shards);
+      CHECK(bitwise::leaf_start(64, span.first) == j * 64 / shards);
+    }
+  }
+  // An axis shorter than the leaves: empty leaves, and shards still start on leaf bounds.
+  CHECK(bitwise::leaves_of(4, 2, 2, "test").first == 4);
+  CHECK(bitwise::leaves_of(4, 2, 2, "test").last == 8);
+  CHECK_THROWS_WITH_AS(bitwise::leaves_of(48, 16, 16, "op"), doctest::Contains("op: the slice [16, 32) of an axis of 48"),
+                       Error);
+  CHECK_THROWS_AS(bitwise::leaves_of(64, 0, 4, "op"), Error);  // 16 shards
+  CHECK_THROWS_AS(bitwise::leaves_of(64, 3, 8, "op"), Error);  // not on a shard's bound
+}
+
+TEST_CASE("tree_sum adds the leaves in the balanced tree, skipping empty leaves") {
+  const int64_t elements = 5;
+  const auto leaf = [&](int i, Tensor& out) {
+    for (int64_t e = 0; e < elements; ++e) out.data()[e] = leaf_value(i, size_t(e));
+  };
+  const Tensor all = bitwise::tree_sum(64, {0, 8}, {elements}, Place::cpu(), leaf);
+  bool differs_from_a_chain = false;
+  for (int64_t e = 0; e < elements; ++e) {
+    CHECK(all.data()[e] == tree_by_hand(size_t(e)));
+    float chain = 0;
+    for (int i = 0; i < bitwise::kLeaves; ++i) chain += leaf_value(i, size_t(e));
+    differs_from_a_chain |= chain != all.data()[e];
+  }
+  CHECK(differs_from_a_chain);  // the values do tell the orders apart
+  // A node: leaves [4, 8) only.
+  const Tensor right = bitwise::tree_sum(64, {4, 8}, {elements}, Place::cpu(), leaf);
+  CHECK(right.data()[0] == (leaf_value(4, 0) + leaf_value(5, 0)) + (leaf_value(6, 0) + leaf_value(7, 0)));
+  // An axis of 3: leaves 2, 5 and 7 hold its elements, the others are empty and add nothing.
+  const Tensor three = bitwise::tree_sum(3, {0, 8}, {1}, Place::cpu(), [&](int i, Tensor& out) {
+    CHECK((i == 2 || i == 5 || i == 7));
+    out.data()[0] = leaf_value(i, 0);
+  });
+  CHECK(three.data()[0] == leaf_value(2, 0) + (leaf_value(5, 0) + leaf_value(7, 0)));
+}
+
+TEST_CASE("canonical all_reduce and reduce_scatter: members' tree nodes combine into the one-device tree, small and large") {
+  for (int members : {2, 4, 8}) {
+    for (size_t count : {size_t(10), size_t(5003)}) {  // below and above the gathered size
+      CAPTURE(members);
+      CAPTURE(count);
+      std::vector<float> expected(count);
+      for (size_t e = 0; e < count; ++e) expected[e] = tree_by_hand(e);
+      std::mutex mutex;
+      std::vector<std::vector<float>> reduced(static_cast<size_t>(members)), scattered(static_cast<size_t>(members));
+      const bitwise::Scope canonical(true);
+      run_spmd(make_mesh({"x"}, {members}), [&](DeviceContext& device) {
+        // This member's node: the tree over its leaves (8 / members of them).
+        const int per = bitwise::kLeaves / members;
+        const bitwise::LeafSpan span{device.rank * per, (device.rank + 1) * per};
+        Tensor node = bitwise::tree_sum(64, span, {int64_t(count)}, Place::cpu(), [&](int i, Tensor& out) {
+          for (size_t e = 0; e < count; ++e) out.data()[e] = leaf_value(i, e);
+        });
+        const Group& group = device.group({"x"});
+        // reduce_scatter: member j gets elements [j * chunk, (j + 1) * chunk) of the sum.
+        const size_t chunk = count / size_t(members);
+        Tensor part = Tensor::uninitialized({int64_t(chunk)});
+        device.comm->reduce_scatter(group, host_view(node.data(), chunk * size_t(members)),
+                                    host_view(part.data(), chunk));
+        device.comm->all_reduce(group, view_of(node), ReduceOp::Sum);
+        std::lock_guard lock(mutex);
+        reduced[size_t(device.rank)].assign(node.data(), node.data() + count);
+        scattered[size_t(device.rank)].assign(part.data(), part.data() + chunk);
+      });
+      for (int j = 0; j < members; ++j) {
+        CHECK(same_bits(reduced[size_t(j)], expected));
+        const size_t chunk = count / size_t(members);
+        CHECK(same_bits(scattered[size_t(j)], std::vector<float>(expected.begin() + long(size_t(j) * chunk),
+                                                                  expected.begin() + long(size_t(j + 1) * chunk))));
+      }
+    }
+  }
+}
+
+namespace {
+
+std::vector<double> bitwise_losses(const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
+                                   int64_t steps, bool on = true) {
+  overrides.push_back(on ? "train.bitwise=true" : "train.bitwise=false");
+  return step_losses(file, overrides, data, steps);
+}
+
+}  // namespace
+
+TEST_CASE("train.bitwise: the IMDB tutorial's configs give one device's bits on every mesh, a partial batch included") {
+  // 10 batches and a partial one of 40 (its leaves divide it) per epoch, the configs' 2 epochs.
+  data::Dataset reviews = generated(64 * 10 + 40, 1200, 2, true);
+  const std::vector<double> one = bitwise_losses("imdb_dp.yaml", {"mesh.dims={batch: 1}"}, reviews, 22);
+  REQUIRE(one.size() == 22);
+  check_learns(one, "imdb_dp {batch: 1}");
+  CHECK(bitwise_losses("imdb_dp.yaml", {}, reviews, 22) == one);
+  CHECK(bitwise_losses("imdb_dp.yaml", {"mesh.dims={batch: 2}"}, reviews, 22) == one);
+  CHECK(bitwise_losses("imdb_mp.yaml", {}, reviews, 22) == one);
+  CHECK(bitwise_losses("imdb_mp.yaml", {"mesh.dims={batch: 1, model: 8}"}, reviews, 22) == one);
+  CHECK(bitwise_losses("imdb_sp.yaml", {}, reviews, 22) == one);
+  CHECK(bitwise_losses("imdb_sp.yaml", {"mesh.dims={batch: 1, feature: 4, model: 2}"}, reviews, 22) == one);
+  // Without it the sums over devices round differently: the comparison above can fail.
+  CHECK(bitwise_losses("imdb_dp.yaml", {}, reviews, 22, false) !=
+        bitwise_losses("imdb_dp.yaml", {"mesh.dims={batch: 1}"}, reviews, 22, false));
+  // Adam on the same data.
+  const std::vector<double> adam = bitwise_losses("imdb_dp_adam.yaml", {"mesh.dims={batch: 1}"}, reviews, 22);
+  CHECK(bitwise_losses("imdb_dp_adam.yaml", {}, reviews, 22) == adam);
+  CHECK(bitwise_losses("imdb_dp_adam.yaml", {"mesh.dims={batch: 4}"}, reviews, 22) == adam);
+}
+
+TEST_CASE("train.bitwise: the MNIST MLPs give one device's bits on data- and model-parallel meshes") {
+  data::Dataset images = generated(128 * 12, 784, 10, false);
+  const std::vector<std::string> flat{"data.image_shape=flat", "data.layout=[batch, unsharded]"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), flat.begin(), flat.end());
+    return extra;
+  };
+  const std::vector<double> one = bitwise_losses("mnist_mp.yaml", with({"mesh.dims={batch: 1, model: 1}"}), images, 24);
+  REQUIRE(one.size() == 24);
+  check_learns(one, "mnist_mp {1}");
+  CHECK(bitwise_losses("mnist_mp.yaml", with({}), images, 24) == one);
+  CHECK(bitwise_losses("mnist_mp.yaml", with({"mesh.dims={batch: 1, model: 8}"}), images, 24) == one);
+  CHECK(bitwise_losses("mnist_mp.yaml", with({"mesh.dims={batch: 8, model: 1}"}), images, 24) == one);
+  const std::vector<double> core = bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}"}, images, 24);
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {}, images, 24) == core);
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 2}"}, images, 24) == core);
+}
+
+TEST_CASE("train.bitwise refuses, at its key, what the canonical order does not cover") {
+  const std::string base = R"(mesh: {dims: {batch: 8}}
+data: {dataset: mnist, path: data, batch_size: 48, image_shape: flat}
+model:
+  - {dense: 10}
+train: {epochs: 1, optimizer: sgd, bitwise: true}
+)";
+  CHECK(error_of(base).empty());
+  check_error(replace(base, "{batch: 8}", "{batch: 6}"), "true", {"mesh dim 'batch' has 6 devices", "1, 2, 4 or 8"}, "bitwise");
+  check_error(replace(base, "{batch: 8}", "{batch: 16}"), "true", {"mesh dim 'batch' has 16 devices"}, "bitwise");
+  check_error(replace(base, "bitwise: true", "bitwise: true, accumulation_steps: 2"), "true", {"accumulation_steps"},
+              "bitwise");
+  check_error(replace(base, "bitwise: true", "bitwise: true, clip: {global_norm: 1.0}"), "true", {"global_norm"}, "bitwise");
+  check_error(replace(base, "{dims: {batch: 8}}", "{dims: {batch: 8}, devices: gpu}"), "true", {"CPU meshes only"}, "bitwise");
+  check_error(replace(replace(base, "image_shape: flat", "image_shape: [28, 28, 1]"), "- {dense: 10}",
+                      "- {conv2d: 4, kernel_size: 3}\n  - {flatten: {}}\n  - {dense: 10}"),
+              "true", {"layer 'conv2d1' (conv2d) is not covered yet"}, "bitwise");
+  // Off, the same config is fine.
+  CHECK(error_of(replace(replace(base, "{batch: 8}", "{batch: 6}"), "bitwise: true", "bitwise: false")).empty());
+}
