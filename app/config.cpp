@@ -1220,7 +1220,6 @@ void check_bitwise(Reader& reader, const Config& config) {
     for (const LayerConfig& layer : layers) {
       switch (layer.kind) {
         case LayerKind::conv2d:
-        case LayerKind::embedding:
         case LayerKind::layer_norm:
         case LayerKind::multi_head_attention:
         case LayerKind::position_embedding:

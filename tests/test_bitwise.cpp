@@ -165,6 +165,18 @@ TEST_CASE("train.bitwise: the MNIST MLPs give one device's bits on data- and mod
   CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 2}"}, images, 24) == core);
 }
 
+TEST_CASE("train.bitwise: imdb_embedding (table rows or columns on model, dropout) gives one device's bits") {
+  data::Dataset reviews = generated_token_ids(64 * 30, 500, 10000);
+  const std::vector<double> one =
+      bitwise_losses("imdb_embedding.yaml", {"mesh.dims={batch: 1}", "layouts={}"}, reviews, 30);
+  REQUIRE(one.size() == 30);
+  check_learns(one, "imdb_embedding {batch: 1}");
+  CHECK(bitwise_losses("imdb_embedding.yaml", {"mesh.dims={batch: 8}", "layouts={}"}, reviews, 30) == one);
+  CHECK(bitwise_losses("imdb_embedding.yaml", {}, reviews, 30) == one);
+  CHECK(bitwise_losses("imdb_embedding.yaml", {"layouts={embedding1/embeddings: [unsharded, model]}"}, reviews, 30) == one);
+  CHECK(bitwise_losses("imdb_embedding.yaml", {"mesh.dims={batch: 1, model: 8}"}, reviews, 30) == one);
+}
+
 TEST_CASE("train.bitwise refuses, at its key, what the canonical order does not cover") {
   const std::string base = R"(mesh: {dims: {batch: 8}}
 data: {dataset: mnist, path: data, batch_size: 48, image_shape: flat}

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/bitwise.hpp"
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/embedding/embedding.hpp"
@@ -35,6 +37,29 @@ Shape output_shape(const DTensor& ids, const DTensor& table) {
   Shape shape = ids.global_shape();
   shape.push_back(table.global_shape()[1]);
   return shape;
+}
+
+// train.bitwise: the table's gradient as the canonical tree over the batch's leaves (core/bitwise.hpp), each
+// leaf the kernel's scatter-add of that leaf's examples in order; the batch's nodes combine over its mesh dim.
+DTensor canonical_table_grad(const DTensor& g, const DTensor& ids, const DTensor& table, int64_t first_row) {
+  for (int axis = 1; axis < ids.rank(); ++axis)
+    DTRAIN_CHECK(!ids.layout().is_sharded(axis),
+                 "[embedding] train.bitwise covers ids sharded on their batch axis only, not {}", ids.describe());
+  const Tensor &t = table.local(), &id = ids.local(), &gl = g.local();
+  const int64_t batch = ids.global_shape()[0], rows = id.dim(0), per_example = rows > 0 ? id.size() / rows : 0;
+  const DeviceContext& device = current_device();
+  const bool sharded = ids.layout().is_sharded(0);
+  const int64_t offset = sharded ? ids.local_offset(device.rank)[0] : 0;
+  const bitwise::LeafSpan span = bitwise::leaves_of(batch, offset, rows, "embedding");
+  const auto& kernels = embedding_kernels(t, "embedding");
+  Tensor sum = bitwise::tree_sum(batch, span, t.shape(), t.place(), [&](int leaf, Tensor& out) {
+    const int64_t from = (bitwise::leaf_start(batch, leaf) - offset) * per_example;
+    const int64_t count = (bitwise::leaf_start(batch, leaf + 1) - bitwise::leaf_start(batch, leaf)) * per_example;
+    kernels.scatter_add(gl.buffer() + from * t.dim(1), id.buffer() + from, count, t.dim(0), t.dim(1), first_row,
+                        out.buffer());
+  });
+  if (sharded) device.comm->all_reduce(device.group_along(ids.layout().dim_at(0)), view_of(sum), ReduceOp::Sum);
+  return DTensor(table.global_shape(), table.layout(), sum);
 }
 
 }  // namespace
@@ -73,8 +98,9 @@ DTensor embedding_table_grad(const DTensor& grad, const DTensor& ids, const DTen
                "[embedding] ids {} are not in the lookup's layout for a table {}", ids.describe(), table.describe());
   DTensor g = redistribute(grad, output_layout(ids.layout(), table.layout()));
   const Tensor &t = table.local(), &id = ids.local();
-  Tensor out = Tensor::uninitialized(t.shape(), t.place());
   const int64_t first_row = table.local_offset(current_device().rank)[0];
+  if (bitwise::active()) return canonical_table_grad(g, ids, table, first_row);
+  Tensor out = Tensor::uninitialized(t.shape(), t.place());
   embedding_kernels(t, "embedding").scatter_add(g.local().buffer(), id.buffer(), id.size(), t.dim(0), t.dim(1),
                                                 first_row, out.buffer());
   PartialDims partial;  // each rank added the gradients of its own ids only
