@@ -1219,7 +1219,6 @@ void check_bitwise(Reader& reader, const Config& config) {
   const auto check_layers = [&](const std::vector<LayerConfig>& layers) {
     for (const LayerConfig& layer : layers) {
       switch (layer.kind) {
-        case LayerKind::conv2d:
         case LayerKind::layer_norm:
         case LayerKind::multi_head_attention:
         case LayerKind::position_embedding:
