@@ -1214,8 +1214,6 @@ void check_bitwise(Reader& reader, const Config& config) {
                                        dim.name, dim.size, bitwise::kLeaves));
   if (config.train.accumulation_steps > 1)
     reader.fail_at(path, "train.accumulation_steps > 1 is not covered yet (micro-batches are not leaves of the order)");
-  if (config.train.clip.global_norm > 0)
-    reader.fail_at(path, "train.clip.global_norm is not covered yet (its norm sums every variable's shards)");
   const auto check_layers = [&](const std::vector<LayerConfig>& layers) {
     for (const LayerConfig& layer : layers) {
       switch (layer.kind) {

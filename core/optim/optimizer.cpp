@@ -4,13 +4,16 @@
 #include <cmath>
 #include <utility>
 
+#include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
+#include "core/dry_run.hpp"
 #include "core/error.hpp"
 #include "core/kernels/clip/clip.hpp"
 #include "core/kernels/copy/copy.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
+#include "core/optim/exact_squares.hpp"
 #include "core/optim/parallel_update.hpp"
 
 namespace dtrain::optim {
@@ -384,6 +387,36 @@ bool counts_replicated_shard(const Layout& layout, int rank) {
 
 float Optimizer::global_norm_factor(std::span<const std::pair<Entry*, DTensor>> whole) {
   DeviceContext& device = current_device();
+  if (bitwise::active()) {
+    last_global_norm_ = std::sqrt(exact_squares(whole));
+  } else {
+    last_global_norm_ = std::sqrt(double(squares_in_any_order(whole)));
+  }
+  return last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
+}
+
+// train.bitwise: every rank's squares summed exactly (exact_squares.hpp), so the norm does not depend on how
+// the mesh shards the gradients.
+double Optimizer::exact_squares(std::span<const std::pair<Entry*, DTensor>> whole) {
+  DeviceContext& device = current_device();
+  ExactSquares mine;
+  for (const FlatBuffer& flat : flats_)
+    if (flat.stepped && !dry_run::active()) mine.add(flat.gradient_shard.data(), flat.shard.size);
+  for (const auto& [entry, grad] : whole)
+    if (counts_replicated_shard(entry->layout, device.rank) && !dry_run::active())
+      mine.add(grad.local().data(), grad.local().size());
+  const Group& everyone = device.group(device.mesh->dim_names());
+  std::vector<float> words(ExactSquares::kWords), all(ExactSquares::kWords * size_t(everyone.size()));
+  mine.to_words(words.data());
+  all_gather_host(device, everyone, words.data(), all.data(), words.size());
+  ExactSquares sum;
+  for (int member = 0; member < everyone.size(); ++member)
+    sum.add(ExactSquares::from_words(all.data() + size_t(member) * ExactSquares::kWords));
+  return sum.total();
+}
+
+float Optimizer::squares_in_any_order(std::span<const std::pair<Entry*, DTensor>> whole) {
+  DeviceContext& device = current_device();
   double squares = 0;
   for (const FlatBuffer& flat : flats_) {  // every rank's shard is its own
     if (!flat.stepped) continue;
@@ -397,8 +430,7 @@ float Optimizer::global_norm_factor(std::span<const std::pair<Entry*, DTensor>> 
   }
   float total = float(squares);
   all_reduce_host(device, device.group(device.mesh->dim_names()), &total, 1, ReduceOp::Sum);
-  last_global_norm_ = std::sqrt(double(total));
-  return last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
+  return total;
 }
 
 void Optimizer::apply(nn::Parameters& params, std::span<DTensor* const> also_sum) {

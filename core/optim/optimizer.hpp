@@ -183,6 +183,8 @@ class Optimizer {
   void update_and_gather(FlatBuffer& flat, nn::Parameters& params);
   // clip_.global_norm's factor, from the flat shards and the summed whole gradients.
   float global_norm_factor(std::span<const std::pair<Entry*, DTensor>> whole);
+  double exact_squares(std::span<const std::pair<Entry*, DTensor>> whole);        // train.bitwise
+  float squares_in_any_order(std::span<const std::pair<Entry*, DTensor>> whole);  // summed over the mesh
   void take_back_gathered_slots();
   void run_update(const Place& place, float* out, const float* in, const float* grad, const std::vector<float*>& slots,
                   int64_t size);
