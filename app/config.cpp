@@ -1199,9 +1199,9 @@ void check_accumulation(Reader& reader, const Config& config) {
                                      batch / k, batch, k, batch_dim, shards));
 }
 
-// train.bitwise covers the sums of the ops it has a canonical order for (core/bitwise.hpp), on CPU meshes
-// whose dims can shard a summed axis into nodes of its tree; anything else is refused here, not run with
-// bits that depend on the mesh.
+// train.bitwise needs CPU meshes whose dims can shard a summed axis into nodes of its tree (core/bitwise.hpp)
+// and no micro-batches; refused here rather than run with bits that depend on the mesh. (An op whose sums it
+// does not order on some layout refuses at run time: softmax or layer norm over sharded features.)
 void check_bitwise(Reader& reader, const Config& config) {
   if (!config.train.bitwise) return;
   const std::string path = "train.bitwise";
@@ -1214,22 +1214,6 @@ void check_bitwise(Reader& reader, const Config& config) {
                                        dim.name, dim.size, bitwise::kLeaves));
   if (config.train.accumulation_steps > 1)
     reader.fail_at(path, "train.accumulation_steps > 1 is not covered yet (micro-batches are not leaves of the order)");
-  const auto check_layers = [&](const std::vector<LayerConfig>& layers) {
-    for (const LayerConfig& layer : layers) {
-      switch (layer.kind) {
-        case LayerKind::layer_norm:
-        case LayerKind::multi_head_attention:
-        case LayerKind::position_embedding:
-          reader.fail_at(path, fmt::format("layer '{}' ({}) is not covered yet: its kernels sum over the batch "
-                                           "in an order of their own",
-                                           layer.name, kLayerKinds[size_t(layer.kind)]));
-        default:
-          break;
-      }
-    }
-  };
-  check_layers(config.model);
-  for (const BlockConfig& block : config.blocks) check_layers(block.layers);
 }
 
 // `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;

@@ -84,7 +84,10 @@ std::string metrics_diff_report(const MetricsDiff& diff) {
   }
   if (diff.only_a > 0) text += fmt::format("{} steps logged by A only\n", diff.only_a);
   if (diff.only_b > 0) text += fmt::format("{} steps logged by B only\n", diff.only_b);
-  text += diff.identical() ? "verdict: identical\n" : "verdict: different\n";
+  if (diff.common_steps == 0)
+    text += "verdict: nothing to compare\n";
+  else
+    text += diff.identical() ? "verdict: identical\n" : "verdict: different\n";
   return text;
 }
 

@@ -27,7 +27,8 @@ struct MetricsDiff {
   int64_t only_a = 0, only_b = 0;              // steps logged by one run alone
   int64_t last_a = -1, last_b = -1;            // each run's last logged step (-1: none)
 
-  bool identical() const { return !first_differing_step && only_a == 0 && only_b == 0; }
+  // Two runs with no step in common are not shown identical (a CI script must not pass on nothing compared).
+  bool identical() const { return !first_differing_step && only_a == 0 && only_b == 0 && common_steps > 0; }
 };
 
 MetricsDiff diff_metrics(const StepLosses& a, const StepLosses& b);

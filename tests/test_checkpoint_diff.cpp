@@ -216,5 +216,11 @@ TEST_CASE("diff --metrics names the first step whose logged loss differs, or the
   CHECK(ac.only_b == 1);
   CHECK_FALSE(ac.identical());
   CHECK(metrics_diff_report(ac).find("losses identical over the 4 steps both logged") != std::string::npos);
+  // Runs that logged no step (a failed run, say) compare as nothing, never as identical.
+  write("empty", {});
+  const StepLosses empty = read_step_losses((dir / "empty").string());
+  const MetricsDiff none = diff_metrics(empty, empty);
+  CHECK_FALSE(none.identical());
+  CHECK(metrics_diff_report(none).find("verdict: nothing to compare") != std::string::npos);
   CHECK_THROWS_AS(read_step_losses((dir / "missing").string()), UsageError);
 }

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "core/bitwise.hpp"
+#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/attention/attention.hpp"
@@ -42,6 +44,9 @@ struct Operand {
   int free_begin() const { return contract_first ? split : 0; }
   int free_count() const { return rank() - contracted_count(); }
 };
+
+Tensor canonical_product(const char* op, const DTensor& a, const Operand& a_in, const DTensor& b, const Operand& b_in,
+                         const std::vector<int>& a_dims, int64_t m, int64_t n);
 
 // out[free(a)..., free(b)...] = sum over the contracted axes of a * b: the general product behind contract
 // and both of its gradients. The rule: a's free axes keep their sharding; each contracted pair takes a's
@@ -102,11 +107,63 @@ DTensor product(const char* op, const Operand& a_in, const Operand& b_in) {
       out_dims.push_back(dims[size_t(axis)]);
     }
   }
+  if (bitwise::active())
+    return DTensor(shape, layout_of(out_dims, mesh),
+                   canonical_product(op, a, a_in, b, b_in, a_dims, m, n).reshaped(local));
   Tensor out = Tensor::uninitialized(local, la.place());
   // a as a matrix is [m, k] (or [k, m] stored when its contracted group comes first); b is [k, n] (or [n, k]).
   kernels::kernels_for<kernels::GemmKernels>(la.place(), op)
       .gemm(a_in.contract_first, !b_in.contract_first, m, n, k, 1.0f, la.buffer(), lb.buffer(), 0.0f, out.buffer());
   return DTensor(shape, layout_of(out_dims, mesh), out, partial);
+}
+
+// train.bitwise's product (core/bitwise.hpp): nested canonical trees over the contracted axes, the first
+// outermost, each block of leaves one GEMM on packed copies of its slices; a sharded axis's nodes combine
+// over its mesh dim before the axis outside it adds them. The result is whole (never partial).
+Tensor canonical_product(const char* op, const DTensor& a, const Operand& a_in, const DTensor& b, const Operand& b_in,
+                         const std::vector<int>& a_dims, int64_t m, int64_t n) {
+  const DeviceContext& device = current_device();
+  const Tensor &la = a.local(), &lb = b.local();
+  const int count = a_in.contracted_count();
+  struct Axis {
+    int64_t extent, offset;
+    int dim;
+    bitwise::LeafSpan span;
+  };
+  std::vector<Axis> axes;
+  const Shape a_offset = a.local_offset(device.rank);
+  for (int i = 0; i < count; ++i) {
+    const int axis = a_in.contracted_begin() + i, dim = a_dims[size_t(axis)];
+    const int64_t extent = a.global_shape()[axis], offset = dim >= 0 ? a_offset[axis] : 0;
+    axes.push_back({extent, offset, dim, bitwise::leaves_of(extent, offset, la.dim(axis), op)});
+  }
+  const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), op);
+  Shape from(size_t(count), 0), extent(size_t(count), 0);  // the block's local slice of each contracted axis
+  const auto slice = [&](const Tensor& t, int first_contracted) {
+    Shape at(size_t(t.rank()), 0), size = t.shape();
+    for (int i = 0; i < count; ++i) at[size_t(first_contracted + i)] = from[size_t(i)], size[size_t(first_contracted + i)] = extent[size_t(i)];
+    return slice_block(t, at, size);
+  };
+  std::function<Tensor(int)> level = [&](int i) -> Tensor {
+    if (i == count) {
+      int64_t depth = 1;
+      for (int64_t e : extent) depth *= e;
+      Tensor out = Tensor::uninitialized({m, n}, la.place());
+      const Tensor a_block = slice(la, a_in.contracted_begin()), b_block = slice(lb, b_in.contracted_begin());
+      gemm.gemm(a_in.contract_first, !b_in.contract_first, m, n, depth, 1.0f, a_block.buffer(), b_block.buffer(), 0.0f,
+                out.buffer());
+      return out;
+    }
+    const Axis& axis = axes[size_t(i)];
+    Tensor node = bitwise::tree_sum(axis.extent, axis.span, {m, n}, la.place(), [&](int leaf, Tensor& out) {
+      from[size_t(i)] = bitwise::leaf_start(axis.extent, leaf) - axis.offset;
+      extent[size_t(i)] = bitwise::leaf_start(axis.extent, leaf + 1) - bitwise::leaf_start(axis.extent, leaf);
+      out = level(i + 1);
+    });
+    if (axis.dim >= 0) device.comm->all_reduce(device.group_along(axis.dim), view_of(node), ReduceOp::Sum);
+    return node;
+  };
+  return level(0);
 }
 
 }  // namespace
@@ -258,7 +315,26 @@ Var attention(const Var& q_in, const Var& k_in, const Var& v_in, const std::opti
     Tensor d_probabilities = Tensor::uninitialized(probabilities.shape(), place);
     batched_gemm(gp, vp, d_probabilities, pairs, false, true, queries, keys, value_dim, 1.0f);
     Tensor dvp = Tensor::uninitialized({batch, heads, keys, value_dim}, place);
-    batched_gemm(attended, gp, dvp, pairs, true, false, keys, value_dim, queries, 1.0f);
+    const bool canonical = bitwise::active();
+    // dK and dV sum over the queries; under train.bitwise in the canonical tree over the queries' leaves, each
+    // leaf one GEMM (the query dim's nodes combine where the gradients are summed, in redistribute's vjp).
+    const bitwise::LeafSpan query_leaves =
+        canonical ? bitwise::leaves_of(qs[1], mask.query_offset, queries, "attention") : bitwise::LeafSpan{};
+    const auto over_queries = [&](const Tensor& a, const Tensor& b, Tensor& c, int64_t n, float alpha) {
+      if (!canonical) return batched_gemm(a, b, c, pairs, true, false, keys, n, queries, alpha);
+      const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(place, "attention");
+      Tensor flat = c.reshaped({c.size()});  // the same buffer
+      for (int64_t p = 0; p < pairs; ++p) {
+        const Tensor node = bitwise::tree_sum(qs[1], query_leaves, {keys, n}, place, [&](int leaf, Tensor& out) {
+          const int64_t first = bitwise::leaf_start(qs[1], leaf) - mask.query_offset;
+          const int64_t rows = bitwise::leaf_start(qs[1], leaf + 1) - bitwise::leaf_start(qs[1], leaf);
+          gemm.gemm(true, false, keys, n, rows, alpha, a.buffer() + (p * queries + first) * keys, keys,
+                    b.buffer() + (p * queries + first) * n, 0.0f, out.buffer());
+        });
+        insert_block(flat, {p * keys * n}, node.reshaped({keys * n}), false);
+      }
+    };
+    over_queries(attended, gp, dvp, value_dim, 1.0f);
     if (keep)
       elementwise.binary(kernels::BinaryOp::Multiply, d_probabilities.buffer(), keep->buffer(), d_probabilities.buffer(),
                          1, d_probabilities.size());
@@ -271,7 +347,7 @@ Var attention(const Var& q_in, const Var& k_in, const Var& v_in, const std::opti
     if (masked) mask_kernels.fill_masked(mask, id_buffer, 0.0f, d_probabilities.buffer());
     Tensor dqp = Tensor::uninitialized(qp.shape(), place), dkp = Tensor::uninitialized(kp.shape(), place);
     batched_gemm(d_probabilities, kp, dqp, pairs, false, false, queries, key_dim, keys, options.scale);
-    batched_gemm(d_probabilities, qp, dkp, pairs, true, false, keys, key_dim, queries, options.scale);
+    over_queries(d_probabilities, qp, dkp, key_dim, options.scale);
     // Keys and values met only this rank's queries: their gradients are partial over the query dim.
     PartialDims partial;
     if (query_dim >= 0) partial.add(query_dim);

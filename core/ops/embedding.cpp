@@ -2,6 +2,7 @@
 #include "core/ops/embedding.hpp"
 
 #include <cmath>
+#include <functional>
 
 #include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
@@ -39,27 +40,43 @@ Shape output_shape(const DTensor& ids, const DTensor& table) {
   return shape;
 }
 
-// train.bitwise: the table's gradient as the canonical tree over the batch's leaves (core/bitwise.hpp), each
-// leaf the kernel's scatter-add of that leaf's examples in order; the batch's nodes combine over its mesh dim.
+// train.bitwise: the table's gradient in the canonical order (core/bitwise.hpp): nested trees over the ids'
+// axes (the batch outermost), each block of leaves the kernel's scatter-add of its ids in order; an axis's
+// nodes combine over its mesh dim before the axis outside it adds them.
 DTensor canonical_table_grad(const DTensor& g, const DTensor& ids, const DTensor& table, int64_t first_row) {
-  for (int axis = 1; axis < ids.rank(); ++axis)
-    DTRAIN_CHECK(!ids.layout().is_sharded(axis),
-                 "[embedding] train.bitwise covers ids sharded on their batch axis only, not {}", ids.describe());
   const Tensor &t = table.local(), &id = ids.local(), &gl = g.local();
-  const int64_t batch = ids.global_shape()[0], rows = id.dim(0), per_example = rows > 0 ? id.size() / rows : 0;
   const DeviceContext& device = current_device();
-  const bool sharded = ids.layout().is_sharded(0);
-  const int64_t offset = sharded ? ids.local_offset(device.rank)[0] : 0;
-  const bitwise::LeafSpan span = bitwise::leaves_of(batch, offset, rows, "embedding");
+  const int rank = ids.rank();
+  const Shape offset = ids.local_offset(device.rank);
+  std::vector<bitwise::LeafSpan> spans;
+  for (int axis = 0; axis < rank; ++axis)
+    spans.push_back(bitwise::leaves_of(ids.global_shape()[axis], ids.layout().is_sharded(axis) ? offset[axis] : 0,
+                                       id.dim(axis), "embedding"));
   const auto& kernels = embedding_kernels(t, "embedding");
-  Tensor sum = bitwise::tree_sum(batch, span, t.shape(), t.place(), [&](int leaf, Tensor& out) {
-    const int64_t from = (bitwise::leaf_start(batch, leaf) - offset) * per_example;
-    const int64_t count = (bitwise::leaf_start(batch, leaf + 1) - bitwise::leaf_start(batch, leaf)) * per_example;
-    kernels.scatter_add(gl.buffer() + from * t.dim(1), id.buffer() + from, count, t.dim(0), t.dim(1), first_row,
-                        out.buffer());
-  });
-  if (sharded) device.comm->all_reduce(device.group_along(ids.layout().dim_at(0)), view_of(sum), ReduceOp::Sum);
-  return DTensor(table.global_shape(), table.layout(), sum);
+  Shape from(size_t(rank), 0), extent = id.shape();
+  std::function<Tensor(int)> level = [&](int axis) -> Tensor {
+    if (axis == rank) {
+      Shape g_from = from, g_extent = extent;
+      g_from.push_back(0);
+      g_extent.push_back(gl.dim(rank));
+      const Tensor id_block = slice_block(id, from, extent), g_block = slice_block(gl, g_from, g_extent);
+      Tensor out = Tensor::uninitialized(t.shape(), t.place());
+      kernels.scatter_add(g_block.buffer(), id_block.buffer(), id_block.size(), t.dim(0), t.dim(1), first_row,
+                          out.buffer());
+      return out;
+    }
+    const int64_t n = ids.global_shape()[axis];
+    const int64_t base = ids.layout().is_sharded(axis) ? offset[axis] : 0;
+    Tensor node = bitwise::tree_sum(n, spans[size_t(axis)], t.shape(), t.place(), [&](int leaf, Tensor& out) {
+      from[size_t(axis)] = bitwise::leaf_start(n, leaf) - base;
+      extent[size_t(axis)] = bitwise::leaf_start(n, leaf + 1) - bitwise::leaf_start(n, leaf);
+      out = level(axis + 1);
+    });
+    if (ids.layout().is_sharded(axis))
+      device.comm->all_reduce(device.group_along(ids.layout().dim_at(axis)), view_of(node), ReduceOp::Sum);
+    return node;
+  };
+  return DTensor(table.global_shape(), table.layout(), level(0));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // The normalization is one recorded op; gamma and beta are the existing broadcasting multiply and add.
 #include "core/ops/layer_norm.hpp"
 
+#include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -18,6 +19,10 @@ void sum_over_features(const Layout& layout, Tensor& t) {
   if (dim == kUnsharded) return;
   DeviceContext& device = current_device();
   const Group& group = device.group_along(dim);
+  DTRAIN_CHECK(!(bitwise::active() && group.size() > 1),
+               "[layer_norm] train.bitwise does not cover features sharded over mesh dim '{}': the row sums would "
+               "depend on the mesh",
+               dim);
   if (group.size() > 1) device.comm->all_reduce(group, view_of(t), ReduceOp::Sum);
 }
 
