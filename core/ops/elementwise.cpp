@@ -1,5 +1,6 @@
 // Elementwise ops. Binary ops broadcast b over a's leading axes (b's shape is a suffix of a's); b is moved
 // to a's sharding of those axes, the result has a's layout. Non-linear ops sum pending partials first.
+#include "core/bitwise.hpp"
 #include "core/error.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
@@ -18,7 +19,10 @@ const kernels::ElementwiseKernels& kernels_at(const Tensor& t, const char* op) {
   return kernels::kernels_for<kernels::ElementwiseKernels>(t.place(), op);
 }
 
-DTensor map_unary(const char* op, const DTensor& a, kernels::UnaryOp kind, float param = 0.0f) {
+DTensor map_unary(const char* op, const DTensor& a_in, kernels::UnaryOp kind, float param = 0.0f) {
+  // Linear maps keep pending sums pending, except under train.bitwise: scaling each member's node before
+  // the canonical sum would round otherwise than scaling the sum.
+  const DTensor a = bitwise::active() ? resolve_partial(a_in) : a_in;
   const Tensor& x = a.local();
   Tensor out = Tensor::uninitialized(x.shape(), x.place());
   kernels_at(x, op).unary(kind, param, x.buffer(), out.buffer(), out.size());
@@ -47,7 +51,9 @@ DTensor map_binary(const char* op, const DTensor& a_in, const DTensor& b_in, ker
 
 DTensor add(const DTensor& a, const DTensor& b) {
   // Sums of partial values of one layout stay partial (addition is linear): gradients accumulate this way.
-  if (a.is_partial() && a.partial() == b.partial() && a.layout() == b.layout() && a.global_shape() == b.global_shape()) {
+  // (Not under train.bitwise: a member's node plus another node is no node of the canonical order.)
+  if (a.is_partial() && a.partial() == b.partial() && a.layout() == b.layout() && a.global_shape() == b.global_shape() &&
+      !bitwise::active()) {
     DTensor sum = map_binary("add", DTensor(a.global_shape(), a.layout(), a.local()),
                              DTensor(b.global_shape(), b.layout(), b.local()), kernels::BinaryOp::Add);
     return DTensor(sum.global_shape(), sum.layout(), sum.local(), a.partial());

@@ -1,6 +1,5 @@
 // matmul: local GEMM on shards; SPMD rule picks shardings for M, K, N; vjp is two more matmuls.
 #include "core/bitwise.hpp"
-#include "core/comm/tensor_view.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm.hpp"
@@ -16,7 +15,7 @@ Layout physical(int rows, int cols, bool transposed, MeshPtr mesh) {
 
 // train.bitwise: the local product as the canonical tree over K's leaves (core/bitwise.hpp), each leaf one
 // GEMM on its slice of K (the dense kernel entry, which picks a kernel with the same bits for the slice
-// whatever the mesh); a sharded K's nodes are combined over its mesh dim at once.
+// whatever the mesh); a sharded K leaves this member's node, which the canonical collectives combine.
 Tensor canonical_product(const Tensor& la, const Tensor& lb, bool transpose_a, bool transpose_b, int64_t k,
                          int64_t k_offset, const char* what) {
   const int a_cols = transpose_a ? 0 : 1;
@@ -70,9 +69,10 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   if (bitwise::active()) {
     const DeviceContext& device = current_device();
     const int64_t k_offset = k_dim >= 0 ? a.local_offset(device.rank)[a_cols] : 0;
-    Tensor sum = canonical_product(la, lb, transpose_a, transpose_b, k, k_offset, "matmul");
-    if (k_dim >= 0) device.comm->all_reduce(device.group_along(k_dim), view_of(sum), ReduceOp::Sum);
-    return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh), sum);
+    PartialDims nodes;  // a sharded K leaves this member's node of the canonical tree
+    if (k_dim >= 0) nodes.add(k_dim);
+    return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh),
+                   canonical_product(la, lb, transpose_a, transpose_b, k, k_offset, "matmul"), nodes);
   }
   Tensor out = Tensor::uninitialized({lm, ln}, la.place());
   const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");

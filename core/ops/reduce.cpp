@@ -36,8 +36,9 @@ Tensor sum_axis(const Tensor& t, int axis) {
 }
 
 // train.bitwise: one axis summed in the canonical order (core/bitwise.hpp), the sum over each leaf by
-// sum_axis on its slice; a sharded axis's nodes combine over its mesh dim at once. The axis stays, extent 1.
-DTensor canonical_sum_axis(const DTensor& a, int axis) {
+// sum_axis on its slice. A sharded axis leaves this member's node, partial over its mesh dim, or (`combine`)
+// the nodes combined at once. The axis stays, extent 1.
+DTensor canonical_sum_axis(const DTensor& a, int axis, bool combine) {
   const Tensor& t = a.local();
   const int64_t n = a.global_shape()[axis];
   const DeviceContext& device = current_device();
@@ -57,14 +58,15 @@ DTensor canonical_sum_axis(const DTensor& a, int axis) {
     const Tensor slice = outer == 1 ? t.slice_view(from[axis] * inner, extent) : slice_block(t, from, extent);
     kernels.sum_axis(slice.buffer(), out.buffer(), outer, extent[axis], inner);
   });
-  Layout layout = a.layout();
-  if (sharded) {
-    device.comm->all_reduce(device.group_along(a.layout().dim_at(axis)), view_of(sum), ReduceOp::Sum);
-    layout = layout.with_spec(axis, kUnsharded);
-  }
+  const Layout layout = a.layout().with_spec(axis, kUnsharded);
   Shape global = a.global_shape();
   global[axis] = 1;
-  return DTensor(global, layout, sum);
+  PartialDims partial;
+  if (sharded && combine)
+    device.comm->all_reduce(device.group_along(a.layout().dim_at(axis)), view_of(sum), ReduceOp::Sum);
+  else if (sharded)
+    partial.add(a.layout().dim_at(axis));
+  return DTensor(global, layout, sum, partial);
 }
 
 }  // namespace
@@ -72,14 +74,16 @@ DTensor canonical_sum_axis(const DTensor& a, int axis) {
 DTensor reduce_sum(const DTensor& a_in, Axes axes, bool keep_dims) {
   axes = normalized_axes(axes, a_in.rank(), "reduce_sum");
   if (bitwise::active()) {
+    // Axis by axis; an axis's nodes combine before the next axis sums them, the last axis's may stay pending
+    // (the optimizer sums many small gradients in one collective).
     DTensor a = resolve_partial(a_in);
-    for (int axis : axes) a = canonical_sum_axis(a, axis);
+    for (size_t i = 0; i < axes.size(); ++i) a = canonical_sum_axis(a, axes[i], i + 1 < axes.size());
     if (keep_dims) return a;
     Shape kept;
     for (int i = 0; i < a.rank(); ++i)
       if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(a.global_shape()[i]);
     const Layout layout = a.layout().erase(axes);
-    return DTensor(kept, layout, a.local().reshaped(layout.local_shape(kept)));
+    return DTensor(kept, layout, a.local().reshaped(layout.local_shape(kept)), a.partial());
   }
   const DTensor& a = a_in;
   Tensor local = a.local();
