@@ -8,7 +8,8 @@ set -euo pipefail
 build="$1"; rounds="${2:-5}"; shift; [[ $# -gt 0 ]] && shift
 configs=("$@")
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/imdb_dp.yaml configs/imdb_dp_adam.yaml configs/imdb_mp.yaml configs/imdb_sp.yaml
-                                        configs/mnist_core_dp.yaml configs/mnist_keras_dp.yaml configs/mnist_mp.yaml)
+                                        configs/mnist_core_dp.yaml configs/mnist_keras_dp.yaml configs/mnist_mp.yaml
+                                        configs/mnist_cnn_sp.yaml configs/imdb_embedding.yaml configs/imdb_transformer.yaml)
 flags=(${FLAGS:---steps 200 --warmup 20})
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp)

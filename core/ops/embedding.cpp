@@ -1,8 +1,12 @@
 // Embedding lookup and its vjp (the rule is in embedding.hpp).
 #include "core/ops/embedding.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
@@ -40,43 +44,128 @@ Shape output_shape(const DTensor& ids, const DTensor& table) {
   return shape;
 }
 
-// train.bitwise: the table's gradient in the canonical order (core/bitwise.hpp): nested trees over the ids'
-// axes (the batch outermost), each block of leaves the kernel's scatter-add of its ids in order; an axis's
-// nodes combine over its mesh dim before the axis outside it adds them.
+// train.bitwise's table gradient (core/bitwise.hpp) kept sparse: the rows some id touched, ascending, each
+// with its `columns` values. A block of ids sums each row's gradients in the ids' order (from zero); blocks
+// and members combine in the canonical trees, a row both sides hold as left + right.
+struct TouchedRows {
+  std::vector<int64_t> rows;
+  std::vector<float> values;
+};
+
+TouchedRows block_rows(const float* grad, const float* ids, int64_t count, int64_t first_row, int64_t table_rows,
+                       int64_t columns) {
+  std::vector<std::pair<int64_t, int64_t>> order;  // (row, position): sorted, the positions ascend within a row
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = int64_t(ids[i]) - first_row;
+    if (row >= 0 && row < table_rows) order.push_back({row, i});
+  }
+  std::sort(order.begin(), order.end());
+  TouchedRows out;
+  for (size_t at = 0; at < order.size();) {
+    const int64_t row = order[at].first;
+    out.rows.push_back(row);
+    out.values.resize(out.values.size() + size_t(columns), 0.0f);
+    float* sum = out.values.data() + out.values.size() - size_t(columns);
+    for (; at < order.size() && order[at].first == row; ++at)
+      for (int64_t c = 0; c < columns; ++c) sum[c] += grad[order[at].second * columns + c];
+  }
+  return out;
+}
+
+TouchedRows merge_rows(const TouchedRows& left, const TouchedRows& right, int64_t columns) {
+  TouchedRows out;
+  size_t i = 0, j = 0;
+  const auto take = [&](const TouchedRows& side, size_t at) {
+    out.rows.push_back(side.rows[at]);
+    out.values.insert(out.values.end(), side.values.begin() + long(at * size_t(columns)),
+                      side.values.begin() + long((at + 1) * size_t(columns)));
+  };
+  while (i < left.rows.size() || j < right.rows.size()) {
+    if (j == right.rows.size() || (i < left.rows.size() && left.rows[i] < right.rows[j])) {
+      take(left, i++);
+    } else if (i == left.rows.size() || right.rows[j] < left.rows[i]) {
+      take(right, j++);
+    } else {
+      take(left, i);
+      float* sum = out.values.data() + out.values.size() - size_t(columns);
+      for (int64_t c = 0; c < columns; ++c) sum[c] += right.values[j * size_t(columns) + size_t(c)];
+      ++i, ++j;
+    }
+  }
+  return out;
+}
+
+// The canonical tree over leaves [lo, hi) (bitwise.cpp's shape: halves; empty leaves skipped).
+template <class Leaf>
+std::optional<TouchedRows> rows_tree(int64_t n, int lo, int hi, int64_t columns, const Leaf& leaf) {
+  if (bitwise::leaf_start(n, lo) == bitwise::leaf_start(n, hi)) return std::nullopt;
+  if (hi - lo == 1) return leaf(lo);
+  const int mid = lo + (hi - lo) / 2;
+  std::optional<TouchedRows> left = rows_tree(n, lo, mid, columns, leaf), right = rows_tree(n, mid, hi, columns, leaf);
+  if (!left || !right) return left ? left : right;
+  return merge_rows(*left, *right, columns);
+}
+
+// The members' rows combined in the canonical tree over the members (each member's a node): gathered whole
+// (row numbers as 32-bit words, then the values), so the bytes are the rows touched, not the table.
+TouchedRows combine_members(const TouchedRows& mine, const Group& group, int64_t columns) {
+  std::vector<float> payload;
+  payload.reserve(mine.rows.size() * size_t(columns + 1));
+  for (int64_t row : mine.rows) payload.push_back(std::bit_cast<float>(uint32_t(row)));
+  payload.insert(payload.end(), mine.values.begin(), mine.values.end());
+  VaryingGather gathered;
+  current_device().comm->all_gather_varying(group, host_view(payload.data(), payload.size()), gathered);
+  std::vector<TouchedRows> members(size_t(group.size()));
+  for (size_t m = 0; m < members.size(); ++m) {
+    const size_t rows = gathered.counts[m] / size_t(columns + 1);
+    const float* at = gathered.members[m];
+    for (size_t r = 0; r < rows; ++r) members[m].rows.push_back(int64_t(std::bit_cast<uint32_t>(at[r])));
+    members[m].values.assign(at + rows, at + gathered.counts[m]);
+  }
+  std::function<TouchedRows(int, int)> tree = [&](int lo, int hi) -> TouchedRows {
+    if (hi - lo == 1) return members[size_t(lo)];
+    const int mid = lo + (hi - lo) / 2;
+    return merge_rows(tree(lo, mid), tree(mid, hi), columns);
+  };
+  return tree(0, group.size());
+}
+
+// train.bitwise: the table's gradient in the canonical order: nested trees over the ids' axes (the batch
+// outermost), each block of leaves summed row by row in the ids' order; an axis's nodes combine over its
+// mesh dim before the axis outside it adds them. Whole (not partial) at the end.
 DTensor canonical_table_grad(const DTensor& g, const DTensor& ids, const DTensor& table, int64_t first_row) {
   const Tensor &t = table.local(), &id = ids.local(), &gl = g.local();
+  DTRAIN_CHECK(t.place().is_cpu(), "[embedding] train.bitwise runs on CPU meshes only");
   const DeviceContext& device = current_device();
   const int rank = ids.rank();
+  const int64_t columns = t.dim(1);
   const Shape offset = ids.local_offset(device.rank);
-  std::vector<bitwise::LeafSpan> spans;
-  for (int axis = 0; axis < rank; ++axis)
-    spans.push_back(bitwise::leaves_of(ids.global_shape()[axis], ids.layout().is_sharded(axis) ? offset[axis] : 0,
-                                       id.dim(axis), "embedding"));
-  const auto& kernels = embedding_kernels(t, "embedding");
   Shape from(size_t(rank), 0), extent = id.shape();
-  std::function<Tensor(int)> level = [&](int axis) -> Tensor {
+  std::function<TouchedRows(int)> level = [&](int axis) -> TouchedRows {
     if (axis == rank) {
       Shape g_from = from, g_extent = extent;
       g_from.push_back(0);
-      g_extent.push_back(gl.dim(rank));
+      g_extent.push_back(columns);
       const Tensor id_block = slice_block(id, from, extent), g_block = slice_block(gl, g_from, g_extent);
-      Tensor out = Tensor::uninitialized(t.shape(), t.place());
-      kernels.scatter_add(g_block.buffer(), id_block.buffer(), id_block.size(), t.dim(0), t.dim(1), first_row,
-                          out.buffer());
-      return out;
+      return block_rows(g_block.data(), id_block.data(), id_block.size(), first_row, t.dim(0), columns);
     }
     const int64_t n = ids.global_shape()[axis];
-    const int64_t base = ids.layout().is_sharded(axis) ? offset[axis] : 0;
-    Tensor node = bitwise::tree_sum(n, spans[size_t(axis)], t.shape(), t.place(), [&](int leaf, Tensor& out) {
-      from[size_t(axis)] = bitwise::leaf_start(n, leaf) - base;
-      extent[size_t(axis)] = bitwise::leaf_start(n, leaf + 1) - bitwise::leaf_start(n, leaf);
-      out = level(axis + 1);
-    });
-    if (ids.layout().is_sharded(axis))
-      device.comm->all_reduce(device.group_along(ids.layout().dim_at(axis)), view_of(node), ReduceOp::Sum);
+    const bool sharded = ids.layout().is_sharded(axis);
+    const int64_t base = sharded ? offset[axis] : 0;
+    const bitwise::LeafSpan span = bitwise::leaves_of(n, base, id.dim(axis), "embedding");
+    TouchedRows node = rows_tree(n, span.first, span.last, columns, [&](int leaf) {
+                         from[size_t(axis)] = bitwise::leaf_start(n, leaf) - base;
+                         extent[size_t(axis)] = bitwise::leaf_start(n, leaf + 1) - bitwise::leaf_start(n, leaf);
+                         return level(axis + 1);
+                       }).value_or(TouchedRows{});
+    if (sharded) node = combine_members(node, device.group_along(ids.layout().dim_at(axis)), columns);
     return node;
   };
-  return DTensor(table.global_shape(), table.layout(), level(0));
+  const TouchedRows rows = level(0);
+  Tensor out(t.shape());
+  for (size_t r = 0; r < rows.rows.size(); ++r)
+    std::copy_n(rows.values.data() + r * size_t(columns), columns, out.data() + rows.rows[r] * columns);
+  return DTensor(table.global_shape(), table.layout(), out);
 }
 
 }  // namespace
