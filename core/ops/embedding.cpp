@@ -55,12 +55,14 @@ struct TouchedRows {
 TouchedRows block_rows(const float* grad, const float* ids, int64_t count, int64_t first_row, int64_t table_rows,
                        int64_t columns) {
   std::vector<std::pair<int64_t, int64_t>> order;  // (row, position): sorted, the positions ascend within a row
+  order.reserve(size_t(count));
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = int64_t(ids[i]) - first_row;
     if (row >= 0 && row < table_rows) order.push_back({row, i});
   }
   std::sort(order.begin(), order.end());
   TouchedRows out;
+  out.values.reserve(order.size() * size_t(columns));
   for (size_t at = 0; at < order.size();) {
     const int64_t row = order[at].first;
     out.rows.push_back(row);
@@ -74,6 +76,8 @@ TouchedRows block_rows(const float* grad, const float* ids, int64_t count, int64
 
 TouchedRows merge_rows(const TouchedRows& left, const TouchedRows& right, int64_t columns) {
   TouchedRows out;
+  out.rows.reserve(left.rows.size() + right.rows.size());
+  out.values.reserve(left.values.size() + right.values.size());
   size_t i = 0, j = 0;
   const auto take = [&](const TouchedRows& side, size_t at) {
     out.rows.push_back(side.rows[at]);
@@ -146,6 +150,14 @@ DTensor canonical_table_grad(const DTensor& g, const DTensor& ids, const DTensor
       Shape g_from = from, g_extent = extent;
       g_from.push_back(0);
       g_extent.push_back(columns);
+      // A block of whole inner axes is contiguous: read in place.
+      bool whole = true;
+      for (int axis = 1; axis < rank; ++axis) whole &= from[size_t(axis)] == 0 && extent[size_t(axis)] == id.dim(axis);
+      if (whole) {
+        const int64_t per_row = id.size() / std::max<int64_t>(id.dim(0), 1), first = from[0] * per_row;
+        return block_rows(gl.data() + first * columns, id.data() + first, extent[0] * per_row, first_row, t.dim(0),
+                          columns);
+      }
       const Tensor id_block = slice_block(id, from, extent), g_block = slice_block(gl, g_from, g_extent);
       return block_rows(g_block.data(), id_block.data(), id_block.size(), first_row, t.dim(0), columns);
     }

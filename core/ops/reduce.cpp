@@ -55,8 +55,10 @@ DTensor canonical_sum_axis(const DTensor& a, int axis, bool combine) {
     Shape from(size_t(t.rank()), 0), extent = t.shape();
     from[axis] = bitwise::leaf_start(n, leaf) - offset;
     extent[axis] = bitwise::leaf_start(n, leaf + 1) - bitwise::leaf_start(n, leaf);
-    const Tensor slice = outer == 1 ? t.slice_view(from[axis] * inner, extent) : slice_block(t, from, extent);
-    kernels.sum_axis(slice.buffer(), out.buffer(), outer, extent[axis], inner);
+    // Each outer index's slice is contiguous: summed in place, one call each (the same sums as one call).
+    const int64_t mid = t.dim(axis);
+    for (int64_t o = 0; o < outer; ++o)
+      kernels.sum_axis(t.buffer() + (o * mid + from[axis]) * inner, out.buffer() + o * inner, 1, extent[axis], inner);
   });
   const Layout layout = a.layout().with_spec(axis, kUnsharded);
   Shape global = a.global_shape();
