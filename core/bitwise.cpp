@@ -84,8 +84,8 @@ void member_sum(const float* const* parts, int lo, int hi, float* out, size_t co
 }  // namespace
 
 void combine_members(const float* const* parts, int members, float* out, size_t count) {
-  DTRAIN_CHECK(members > 0 && std::has_single_bit(unsigned(members)) && members <= kLeaves,
-               "[bitwise] {} members sum a partial value: train.bitwise needs 1, 2, 4 or 8", members);
+  DTRAIN_CHECK(members > 0 && std::has_single_bit(unsigned(members)),
+               "[bitwise] {} members sum a value: train.bitwise needs a power of two", members);
   member_sum(parts, 0, members, out, count);
 }
 

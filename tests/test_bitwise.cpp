@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/bitwise.hpp"
+#include "core/comm/counting.hpp"
 #include "core/comm/tensor_view.hpp"
 #include "core/ops/conv.hpp"
 #include "core/optim/exact_squares.hpp"
@@ -83,7 +84,9 @@ TEST_CASE("tree_sum adds the leaves in the balanced tree, skipping empty leaves"
 }
 
 TEST_CASE("canonical all_reduce and reduce_scatter: members' tree nodes combine into the one-device tree, small and large") {
+  for (bool generic_path : {false, true})
   for (int members : {2, 4, 8}) {
+    CAPTURE(generic_path);
     for (size_t count : {size_t(10), size_t(5003)}) {  // below and above the gathered size
       CAPTURE(members);
       CAPTURE(count);
@@ -92,7 +95,12 @@ TEST_CASE("canonical all_reduce and reduce_scatter: members' tree nodes combine 
       std::mutex mutex;
       std::vector<std::vector<float>> reduced(static_cast<size_t>(members)), scattered(static_cast<size_t>(members));
       const bitwise::Scope canonical(true);
-      run_spmd(make_mesh({"x"}, {members}), [&](DeviceContext& device) {
+      run_spmd(make_mesh({"x"}, {members}), [&](DeviceContext& device_in) {
+        // The in-process backend sums in the tree itself; counting over it takes the generic path (gathers
+        // or all_to_all, then the tree here), which the two-level backend takes across processes.
+        CountingCommunicator counting(*device_in.comm);
+        DeviceContext generic(device_in.mesh, device_in.rank, &counting);
+        DeviceContext& device = generic_path ? generic : device_in;
         // This member's node: the tree over its leaves (8 / members of them).
         const int per = bitwise::kLeaves / members;
         const bitwise::LeafSpan span{device.rank * per, (device.rank + 1) * per};

@@ -39,11 +39,13 @@ void Communicator::all_reduce(const Group& group, BufferView data, ReduceOp op) 
 // group.size()-th of them (all_to_all), adds them in the tree's order, and the chunks are gathered again.
 // As many bytes as a ring all-reduce for large sums; the same bits on every member and on any split of
 // the members into processes.
+bool Communicator::sums_in_tree_order(const Group&, size_t) const { return false; }
+
 void Communicator::canonical_all_reduce(const Group& group, BufferView data) {
   DTRAIN_CHECK(data.place.is_cpu(), "[comm] train.bitwise sums on host buffers only, not at {}", data.place.describe());
   const size_t members = size_t(group.size()), count = data.count;
   // Two members' tree is their one addition, which every backend does (a + b = b + a): no gathers needed.
-  if (members == 2) return do_all_reduce(group, data.data, count, ReduceOp::Sum);
+  if (members == 2 || sums_in_tree_order(group, count)) return do_all_reduce(group, data.data, count, ReduceOp::Sum);
   const bool dry = dry_run::active();  // a dry run counts the collectives and touches no scratch
   std::vector<const float*> parts(members);
   if (count <= kCanonicalGatherFloats) {
@@ -70,7 +72,8 @@ void Communicator::canonical_all_reduce(const Group& group, BufferView data) {
 void Communicator::canonical_reduce_scatter(const Group& group, ConstBufferView send, BufferView recv) {
   DTRAIN_CHECK(send.place.is_cpu(), "[comm] train.bitwise sums on host buffers only, not at {}", send.place.describe());
   const size_t members = size_t(group.size()), count = recv.count;
-  if (members == 2) return do_reduce_scatter(group, send.data, recv.data, count);  // one addition, as above
+  if (members == 2 || sums_in_tree_order(group, members * count))  // as above
+    return do_reduce_scatter(group, send.data, recv.data, count);
   Tensor received = Tensor::uninitialized({int64_t(members * count)});
   do_all_to_all(group, send.data, received.data(), count);
   std::vector<const float*> parts(members);

@@ -86,6 +86,9 @@ class Communicator {
   // In place: every member's data becomes member `root`'s.
   void broadcast(const Group& group, BufferView data, int root);
   virtual void barrier(const Group& group) = 0;
+  // Whether do_all_reduce and do_reduce_scatter on `group` (of `count` floats per member) already add the
+  // members in train.bitwise's canonical tree (core/bitwise.hpp) while a bitwise::Scope is on.
+  virtual bool sums_in_tree_order(const Group& group, size_t count) const;
 
  protected:
   // The backend's side, on checked buffers at place(); `count` as in the methods above: all_gather's and

@@ -59,6 +59,16 @@ class TwoLevelCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return placement_.processes * placement_.local; }
   std::string backend() const override { return backend_; }
+
+  // In tree order when the in-process part is (the local communicator, or a staged sum of at most two
+  // members) and at most two processes meet, each holding half of the group (their one addition).
+  bool sums_in_tree_order(const Group& group, size_t count) const override {
+    const Route& route = const_cast<TwoLevelCommunicator*>(this)->route_of(group);
+    if (!route.span) return local_->sums_in_tree_order(route.local, count);
+    const SpanLayout& layout = route.span->layout;
+    if (layout.count.size() > 2 || (layout.count.size() == 2 && layout.count[0] != layout.count[1])) return false;
+    return route.local.size() <= 2 || count < kStagedCount || !place_.is_cpu();
+  }
   Place place() const override { return place_; }
 
   void do_all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "core/bitwise.hpp"
 #include "core/comm/tensor_view.hpp"
@@ -11,6 +12,13 @@
 #include "core/kernels/gemm/gemm.hpp"
 
 namespace dtrain::optim {
+
+namespace {
+
+float word(int64_t value) { return std::bit_cast<float>(uint32_t(value)); }
+int64_t value_of(float word) { return std::bit_cast<uint32_t>(word); }
+
+}  // namespace
 
 void FactorProduct::rows(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                          std::span<const RowBlock> blocks, float* out) {
@@ -46,12 +54,36 @@ void FactorProduct::rows_from_dense(Communicator& comm, const Group& group, cons
             0.0f, out);
 }
 
+// The group's x stacked in member order, dense. A batch that came with its non-zeros sends only those (each
+// member's row starts and entries, in 32-bit words) and is written out dense on arrival: a fraction of the
+// bytes between processes.
+std::shared_ptr<const float[]> FactorProduct::gathered_batch(Communicator& comm, const Group& group, const Tensor& x) {
+  const CompressedRows* rows = x.compressed_rows();
+  if (rows == nullptr || !x.place().is_cpu() || dry_run::active()) return comm.all_gather_shared(group, view_of(x));
+  static_assert(sizeof(SparseEntry) == 2 * sizeof(float));
+  const int64_t local_rows = x.dim(0), a = x.dim(1), nonzeros = rows->nonzeros();
+  std::vector<float>& payload = sparse_payload_;
+  payload.resize(size_t(local_rows + 1 + 2 * nonzeros));
+  for (int64_t r = 0; r <= local_rows; ++r) payload[size_t(r)] = word(rows->row_starts[size_t(r)]);
+  std::memcpy(payload.data() + local_rows + 1, rows->entries.data(), size_t(nonzeros) * sizeof(SparseEntry));
+  comm.all_gather_varying(group, host_view(payload.data(), payload.size()), gathered_);
+  std::shared_ptr<float[]> all(new float[size_t(local_rows * group.size() * a)]());
+  for (int member = 0; member < group.size(); ++member) {
+    const float* starts = gathered_.members[size_t(member)];
+    const auto* entries = reinterpret_cast<const SparseEntry*>(starts + local_rows + 1);
+    float* to = all.get() + member * local_rows * a;
+    for (int64_t r = 0; r < local_rows; ++r)
+      for (int64_t e = value_of(starts[r]); e < value_of(starts[r + 1]); ++e) to[r * a + entries[e].index] = entries[e].value;
+  }
+  return all;
+}
+
 // train.bitwise: the same product as the canonical tree over the global batch's leaves (core/bitwise.hpp),
 // a GEMM per leaf: the bits of a mesh of one device, where the weight's gradient is a matmul over the batch.
 void FactorProduct::rows_canonical(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
                                    RowBlock block, float* out) {
   const int64_t batch = x.dim(0) * group.size(), a = x.dim(1), n = g.dim(1);
-  std::shared_ptr<const float[]> x_all = comm.all_gather_shared(group, view_of(x));
+  std::shared_ptr<const float[]> x_all = gathered_batch(comm, group, x);
   std::shared_ptr<const float[]> g_all = comm.all_gather_shared(group, view_of(g));
   const int64_t rows = block.last - block.first;
   if (rows == 0) return;
@@ -65,13 +97,6 @@ void FactorProduct::rows_canonical(Communicator& comm, const Group& group, const
   DTRAIN_CHECK(x.place().is_cpu(), "[optimizer] train.bitwise runs on CPU meshes only, not at {}", x.place().describe());
   if (!dry_run::active()) std::copy_n(sum.buffer(), sum.size(), out);
 }
-
-namespace {
-
-float word(int64_t value) { return std::bit_cast<float>(uint32_t(value)); }
-int64_t value_of(float word) { return std::bit_cast<uint32_t>(word); }
-
-}  // namespace
 
 // A member's payload, in 32-bit words: g's values; then where each member's segment starts (members + 1
 // offsets); then segment j: the number of entries of each of x's rows in member j's columns, then those

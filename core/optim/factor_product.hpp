@@ -33,6 +33,7 @@ class FactorProduct {
  private:
   void rows_from_dense(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, RowBlock block,
                        float* out);
+  std::shared_ptr<const float[]> gathered_batch(Communicator& comm, const Group& group, const Tensor& x);
   void rows_canonical(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g, RowBlock block,
                       float* out);
   void rows_from_compressed(Communicator& comm, const Group& group, const Tensor& x, const Tensor& g,
@@ -50,6 +51,7 @@ class FactorProduct {
   Tensor g_all_;
   CompressedRows block_;
   std::vector<int64_t> cursors_;
+  std::vector<float> sparse_payload_;  // gathered_batch's send
 };
 
 }  // namespace dtrain::optim

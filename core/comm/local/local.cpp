@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -34,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bitwise.hpp"
 #include "core/buffer_pool.hpp"
 #include "core/comm/collective_request.hpp"
 #include "core/error.hpp"
@@ -167,8 +169,28 @@ void reduce_into(float* __restrict out, const float* __restrict in, size_t count
   }
 }
 
-// out = sources[0] op sources[1] op ... (in member order), block by block so `out` stays in L1.
+// out = the sum of sources [lo, hi) in train.bitwise's canonical tree (halves, then halves of those), `length`
+// floats from `offset`; scratch holds a block per level below this one.
+void tree_block(float* out, const float* const* sources, size_t offset, int lo, int hi, size_t length, float* scratch) {
+  if (hi - lo == 1) return copy(out, sources[lo] + offset, length);
+  const int mid = lo + (hi - lo) / 2;
+  tree_block(out, sources, offset, lo, mid, length, scratch);
+  tree_block(scratch, sources, offset, mid, hi, length, scratch + kBlock);
+  reduce_into(out, scratch, length, ReduceOp::Sum);
+}
+
+// out = sources[0] op sources[1] op ... (in member order), block by block so `out` stays in L1; under
+// train.bitwise sums take the canonical tree over the members instead.
 void reduce_members(float* out, const float* const* sources, size_t offset, int n, size_t count, ReduceOp op) {
+  if (op == ReduceOp::Sum && n > 2 && bitwise::active()) {
+    // A block per tree level (8 members: 3); this thread's, as no collective runs inside the sum.
+    thread_local std::vector<float> scratch;
+    scratch.resize(size_t(std::bit_width(unsigned(n))) * kBlock);
+    DTRAIN_CHECK(std::has_single_bit(unsigned(n)), "[comm] train.bitwise sums over {} members, not a power of two", n);
+    for (size_t start = 0; start < count; start += kBlock)
+      tree_block(out + start, sources, offset + start, 0, n, std::min(kBlock, count - start), scratch.data());
+    return;
+  }
   for (size_t start = 0; start < count; start += kBlock) {
     size_t length = std::min(kBlock, count - start);
     copy(out + start, sources[0] + offset + start, length);
@@ -242,6 +264,7 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return state_->size; }
   std::string backend() const override { return "local"; }
   Place place() const override { return Place::cpu(); }
+  bool sums_in_tree_order(const Group&, size_t) const override { return true; }  // reduce_members
 
   void do_all_reduce(const Group& group, float* data, size_t count, ReduceOp op) override {
     const int n = group.size();
