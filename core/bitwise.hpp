@@ -7,8 +7,10 @@
 // in the balanced binary tree over [0, kLeaves) (halves, then halves of those), skipping empty leaves. A
 // device whose shard of the axis is a node of that tree computes the node; the members of the group that
 // shard the axis combine their nodes in the same tree (Communicator::all_reduce under a Scope), so a mesh
-// of 1, 2, 4 or 8 shards adds the same numbers in the same order. Partial sums never outlive the op that
-// made them: scaling a pending sum before combining it would round differently.
+// of 1, 2, 4 or 8 shards adds the same numbers in the same order. A pending (partial) value is a member's
+// node, so no arithmetic may touch it before it is combined: linear ops resolve it first under a Scope
+// (scaling each node would round otherwise than scaling their sum). Axes summed together nest: the inner
+// axis's nodes combine over its mesh dim before the outer axis's tree adds them.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -49,13 +51,14 @@ struct LeafSpan {
 // size that is not a power of two dividing kLeaves shards the axis.
 LeafSpan leaves_of(int64_t n, int64_t offset, int64_t count, const char* what);
 
-// The canonical sum over the leaves of `span`: leaf_value(i, out) writes leaf i's partial (out has
-// `shape`, at `place`); empty leaves (extent 0) are skipped. Returns the node's value (zeros when every leaf
+// The canonical sum over the leaves of `span`: leaf_value(i, out) writes leaf i's partial into out (of
+// `shape`, at `place`), or replaces out by a tensor of that shape that the sum may overwrite; empty leaves
+// (extent 0) are skipped. Returns the node's value (zeros when every leaf
 // is empty). Additions run on the place's elementwise kernels.
 Tensor tree_sum(int64_t n, LeafSpan span, const Shape& shape, const Place& place,
                 const std::function<void(int leaf, Tensor& out)>& leaf_value);
 
-// Host side: data[i] = the canonical sum over members of parts[member][i] (one tree node each, in member
+// Host side: out[i] = the canonical sum over members of parts[member][i] (one tree node each, in member
 // order; the member count a power of two).
 void combine_members(const float* const* parts, int members, float* out, size_t count);
 
