@@ -34,13 +34,13 @@ void Communicator::all_reduce(const Group& group, BufferView data, ReduceOp op) 
   do_all_reduce(group, data.data, data.count, op);
 }
 
+bool Communicator::sums_in_tree_order(const Group&, size_t) const { return false; }
+
 // Under train.bitwise each member's data is one node of the canonical tree (bitwise.hpp), and the members'
 // nodes combine in that tree: every member gets each other member's values (small sums), or a
 // group.size()-th of them (all_to_all), adds them in the tree's order, and the chunks are gathered again.
 // As many bytes as a ring all-reduce for large sums; the same bits on every member and on any split of
 // the members into processes.
-bool Communicator::sums_in_tree_order(const Group&, size_t) const { return false; }
-
 void Communicator::canonical_all_reduce(const Group& group, BufferView data) {
   DTRAIN_CHECK(data.place.is_cpu(), "[comm] train.bitwise sums on host buffers only, not at {}", data.place.describe());
   const size_t members = size_t(group.size()), count = data.count;

@@ -386,12 +386,7 @@ bool counts_replicated_shard(const Layout& layout, int rank) {
 }  // namespace
 
 float Optimizer::global_norm_factor(std::span<const std::pair<Entry*, DTensor>> whole) {
-  DeviceContext& device = current_device();
-  if (bitwise::active()) {
-    last_global_norm_ = std::sqrt(exact_squares(whole));
-  } else {
-    last_global_norm_ = std::sqrt(double(squares_in_any_order(whole)));
-  }
+  last_global_norm_ = std::sqrt(bitwise::active() ? exact_squares(whole) : double(squares_in_any_order(whole)));
   return last_global_norm_ > clip_.global_norm ? float(clip_.global_norm / last_global_norm_) : 1.0f;
 }
 
