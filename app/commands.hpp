@@ -16,7 +16,7 @@ namespace dtrain {
 
 // What the command line said. Empty strings mean "not given".
 struct CommandOptions {
-  std::string command;                 // train | resume | eval | predict | inspect | plan | diff
+  std::string command;                 // train | resume | eval | predict | inspect | plan | diff | elastic
   std::string config_path;             // --config FILE (required for train, resume, eval, plan)
   std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
   std::vector<std::string> overrides;  // --set key.path=value, in command-line order
@@ -44,6 +44,11 @@ struct CommandOptions {
   bool calibrate = false;              // plan --calibrate: measure this machine's rates and cache them
   std::string cluster_file;            // plan --cluster FILE: plan for the cluster the file describes
   std::string compare_dir;             // plan --compare RUN_DIR: a run's predictions beside its measurements
+  std::string hostfile;                // elastic --hostfile FILE: the hosts to run on
+  int min_hosts = 1;                   // elastic --min-hosts K: stop when fewer hosts are left
+  int max_restarts = 5;                // elastic --max-restarts N
+  std::string mpirun = "mpirun";       // elastic --mpirun CMD: the launcher and its own options
+  std::vector<std::string> elastic_args;  // elastic -- train|resume ARGS: the command it runs
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
@@ -63,6 +68,7 @@ int run_predict(const CommandOptions& options);
 int run_inspect(const CommandOptions& options);
 int run_plan(const CommandOptions& options);
 int run_diff(const CommandOptions& options);
+int run_elastic(const CommandOptions& options);
 // plan --calibrate, --cluster and --compare (app/plan_time_command.cpp); false from wants_plan_time when
 // none is given.
 bool wants_plan_time(const CommandOptions& options);

@@ -38,6 +38,8 @@ const std::vector<Command> kCommands{
     {"plan", "Dry run: per-device shard shapes, memory, collectives per step", dtrain::run_plan},
     {"diff", "Compare two checkpoints value by value (exit 0: bitwise identical), or with --metrics two runs' losses",
      dtrain::run_diff},
+    {"elastic", "Run train or resume under mpirun on a hostfile's hosts; on losing a host, go on from the last "
+                "checkpoint on the hosts left", dtrain::run_elastic},
 };
 
 void add_common_options(CLI::App& command, CommandOptions& options, bool config_required) {
@@ -141,6 +143,15 @@ int main(int argc, char** argv) {
   for (const Command& command : kCommands) {
     CLI::App* sub = app.add_subcommand(command.name, command.help);
     const std::string name = command.name;
+    if (name == "elastic") {  // its own options; the command it runs has the others, after --
+      sub->add_option("--hostfile", options.hostfile, "Open MPI hostfile: HOST [slots=N] per line")->required();
+      sub->add_option("--min-hosts", options.min_hosts, "Stop when fewer hosts than this are left (default 1)");
+      sub->add_option("--max-restarts", options.max_restarts, "Restarts at most (default 5)");
+      sub->add_option("--mpirun", options.mpirun, "The launcher and its options (default: mpirun)");
+      sub->add_option("command", options.elastic_args, "-- train|resume ARGS...")->required();
+      subcommands.emplace_back(sub, &command);
+      continue;
+    }
     // plan --calibrate and --compare need no config: plan's is checked once parsed.
     add_common_options(*sub, options, name == "train" || name == "resume" || name == "eval");
     if (name == "train") sub->add_flag("--overwrite", options.overwrite, "Replace the checkpoints in the checkpoint dir");

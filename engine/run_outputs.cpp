@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -78,10 +79,24 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
   const optim::LearningRateSchedule schedule = config.train.optimizer.schedule;
   reporter_.set_learning_rate([schedule](int64_t step) { return schedule.rate(step); });
   if (metrics_ && start.mesh != nullptr) {
-    metrics_->write_run(train::RunRow{start.resumed_from.empty() ? "start" : "resume", start.run_id,
-                                  start.mesh->describe(), start.mesh->to_string(), start.step, start.epochs_done + 1,
-                                  start.resumed_from, config.file, start.init_from, start.predicted_step_seconds,
-                                  start.predicted_examples_per_second, start.predicted_peak_bytes_per_process});
+    train::RunRow row{start.resumed_from.empty() ? "start" : "resume", start.run_id, start.mesh->describe(),
+                      start.mesh->to_string(), start.step, start.epochs_done + 1, start.resumed_from, config.file,
+                      start.init_from};
+    row.predicted_step_seconds = start.predicted_step_seconds;
+    row.predicted_examples_per_second = start.predicted_examples_per_second;
+    row.predicted_peak_bytes_per_process = start.predicted_peak_bytes_per_process;
+    if (host_count() > 1) {
+      for (int p = 0; p < process_count(); ++p)
+        if (std::find(row.hosts.begin(), row.hosts.end(), process_host(p)) == row.hosts.end())
+          row.hosts.push_back(process_host(p));
+    }
+    // Set by `dtrain elastic` (app/elastic_command.cpp) when it launches the run again.
+    if (const char* restart = std::getenv("DTRAIN_ELASTIC_RESTART"); restart != nullptr && std::atoi(restart) > 0) {
+      row.restart = std::atoi(restart);
+      const char* cause = std::getenv("DTRAIN_ELASTIC_CAUSE");
+      row.restart_cause = cause == nullptr ? "" : cause;
+    }
+    metrics_->write_run(row);
   }
 }
 

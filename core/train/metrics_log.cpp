@@ -74,6 +74,12 @@ void MetricsLog::write_run(const RunRow& r) {
   predict("predicted_step_seconds", r.predicted_step_seconds);
   predict("predicted_examples_per_second", r.predicted_examples_per_second);
   predict("predicted_peak_bytes_per_process", r.predicted_peak_bytes_per_process);
+  if (!r.hosts.empty()) {
+    std::vector<std::string> names;
+    for (const std::string& host : r.hosts) names.push_back(json_string(host));
+    predicted += fmt::format(", \"hosts\": [{}]", fmt::join(names, ", "));
+  }
+  if (r.restart > 0) predicted += fmt::format(", \"restart\": {}, \"cause\": {}", r.restart, json_string(r.restart_cause));
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "
       "\"mesh_string\": {}, \"checkpoint\": {}, \"config\": {}{}{}}}",

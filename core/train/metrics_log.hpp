@@ -35,6 +35,9 @@ struct RunRow {
   std::string checkpoint;   // the checkpoint it resumes from ("" for a start)
   std::string config;       // the config file
   std::string init_from;    // a fine-tuning start: the checkpoint its variables came from ("" otherwise)
+  std::vector<std::string> hosts{};  // the hosts its processes run on, when more than one
+  int restart = 0;                   // `dtrain elastic`'s restart count (0: not a restart) and its cause
+  std::string restart_cause{};
   // The dry run's predictions for this run (written when set).
   std::optional<double> predicted_step_seconds{}, predicted_examples_per_second{}, predicted_peak_bytes_per_process{};
 };

@@ -14,10 +14,13 @@ namespace dtrain {
 
 std::string Placement::describe() const {
   std::vector<std::string> parts;
+  // Each process's host is named when this job's processes span several (a plan for another count has none).
+  const bool hosts = host_count() > 1 && processes == process_count();
   for (int p = 0; p < processes; ++p) {
     const int begin = p * local, end = begin + local - 1;
-    parts.push_back(begin == end ? fmt::format("process {}: device {}", p, begin)
-                                 : fmt::format("process {}: devices {}-{}", p, begin, end));
+    const std::string process = hosts ? fmt::format("process {} on {}", p, process_host(p)) : fmt::format("process {}", p);
+    parts.push_back(begin == end ? fmt::format("{}: device {}", process, begin)
+                                 : fmt::format("{}: devices {}-{}", process, begin, end));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }

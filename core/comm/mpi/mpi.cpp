@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -37,6 +39,8 @@ namespace {
 
 std::mutex mpi_lock;  // held for every MPI call once fibers may run
 int world_index = 0, world_count = 1, node_count = 1;
+std::vector<std::string> hosts{""};  // process p's host name, gathered at start-up
+int distinct_hosts = 1;
 MPI_Comm failure_comm = MPI_COMM_NULL;  // failed_alike's messages only: never mixed with a collective's
 std::atomic<double> timeout_seconds{300.0};
 
@@ -162,9 +166,9 @@ class MpiProcessGroup final : public ProcessGroup {
     if (!done && !late) throw Error(fmt::format("[mpi] process {}: {} on {} abandoned: this process failed", world_index,
                                                 what, name_));
     DTRAIN_CHECK(!late,
-                 "[mpi] process {} waited {} s in {} on {} (processes {}) and gave up: a peer process is stuck or gone "
-                 "(comm.timeout_s sets the limit; it must exceed the longest checkpoint save)",
-                 world_index, limit, what, name_, fmt::join(processes_, ","));
+                 "[mpi] process {} ({}) waited {} s in {} on {} ({}) and gave up: a peer process is stuck or gone, or "
+                 "its host unreachable (comm.timeout_s sets the limit; it must exceed the longest checkpoint save)",
+                 world_index, hosts[size_t(world_index)], limit, what, name_, describe_processes(processes_));
   }
 
   [[noreturn]] void fail(const char* what, int code) const {
@@ -187,6 +191,26 @@ bool mpi_launched() {
     if (std::getenv(name) != nullptr) return true;
   return false;
 }
+
+namespace {
+// Every process's MPI_Get_processor_name, once at start-up (blocking: nothing else runs yet).
+void gather_hosts() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  DTRAIN_CHECK_MPI(MPI_Get_processor_name(name, &length));
+  std::vector<char> all(size_t(world_count) * MPI_MAX_PROCESSOR_NAME, '\0');
+  DTRAIN_CHECK_MPI(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                                 MPI_COMM_WORLD));
+  hosts.assign(size_t(world_count), "");
+  for (int p = 0; p < world_count; ++p) {
+    const char* begin = all.data() + size_t(p) * MPI_MAX_PROCESSOR_NAME;
+    hosts[size_t(p)] = std::string(begin, strnlen(begin, MPI_MAX_PROCESSOR_NAME));
+  }
+  std::vector<std::string> sorted = hosts;
+  std::sort(sorted.begin(), sorted.end());
+  distinct_hosts = int(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+}
+}  // namespace
 
 void initialize_processes() {
   static std::once_flag once;
@@ -211,10 +235,28 @@ void initialize_processes() {
     DTRAIN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     DTRAIN_CHECK_MPI(MPI_Comm_size(node, &node_count));
     MPI_Comm_free(&node);
+    gather_hosts();
   });
 }
 
 int process_index() { return world_index; }
+const std::string& process_host(int p) { return hosts.at(size_t(p)); }
+int host_count() { return distinct_hosts; }
+
+std::string describe_processes(const std::vector<int>& processes) {
+  std::vector<std::string> order;  // hosts in the order their first process comes
+  std::map<std::string, std::vector<int>> on_host;
+  for (int p : processes) {
+    const std::string& host = p >= 0 && size_t(p) < hosts.size() ? hosts[size_t(p)] : hosts[0];
+    if (on_host.find(host) == on_host.end()) order.push_back(host);
+    on_host[host].push_back(p);
+  }
+  if (order.size() == 1)
+    return fmt::format("processes {} on host {}", fmt::join(processes, ","), order[0]);
+  std::vector<std::string> parts;
+  for (const std::string& host : order) parts.push_back(fmt::format("{} ({})", host, fmt::join(on_host[host], ",")));
+  return fmt::format("processes {} on hosts {}", fmt::join(processes, ","), fmt::join(parts, ", "));
+}
 int process_count() { return world_count; }
 
 int process_cores() {

@@ -25,6 +25,12 @@ bool mpi_launched();
 void initialize_processes();
 int process_index();  // this process's MPI rank (0 without mpirun)
 int process_count();  // MPI world size (1 without mpirun)
+// The host process `p` runs on (MPI_Get_processor_name, gathered at start-up), and how many distinct hosts the
+// job spans: messages name a process's host when a job spans several.
+const std::string& process_host(int p);
+int host_count();
+// "processes 0,1 on host a" or "processes 0-3 on hosts a (0,1), b (2,3)": the hosts of `processes`, for messages.
+std::string describe_processes(const std::vector<int>& processes);
 // Cores this process may use: the machine's cores shared by the processes mpirun put on this node.
 int process_cores();
 

@@ -2,6 +2,10 @@
 #include <algorithm>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 
@@ -11,6 +15,18 @@ bool mpi_launched() { return false; }
 void initialize_processes() {}
 int process_index() { return 0; }
 int process_count() { return 1; }
+const std::string& process_host(int) {
+  static const std::string host = [] {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return std::string(name);
+  }();
+  return host;
+}
+int host_count() { return 1; }
+std::string describe_processes(const std::vector<int>& processes) {
+  return fmt::format("processes {}", fmt::join(processes, ","));
+}
 int process_cores() { return std::max(1, int(std::thread::hardware_concurrency())); }
 void barrier_processes() {}
 std::string first_process_value(const std::string& value) { return value; }

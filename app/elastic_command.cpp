@@ -1,0 +1,271 @@
+// `dtrain elastic --hostfile FILE [--min-hosts K] [--max-restarts N] [--mpirun CMD] -- train|resume ARGS`:
+// runs the command under mpirun on the hostfile's hosts (each host's slots processes). When the job fails
+// because a host was lost (mpirun names it: its daemon is gone or unreachable), that host is dropped, the
+// mesh is planned again for the processes left (every dim but the batch dim kept, the global batch kept,
+// at most as many devices per process as before) and the run resumes from its last committed checkpoint,
+// until it completes, fewer than K hosts remain, or N restarts were made. A failure that names no host
+// restarts on the same hosts (also counted); a config or usage error (exit 2) ends at once. Restarts back
+// off (1, 2, 4, ... 30 s). Each restart is a console line here and, written by the resumed run, a "run" row in
+// metrics.jsonl with its cause and hosts (DTRAIN_ELASTIC_CAUSE and DTRAIN_ELASTIC_RESTART reach it through
+// mpirun -x).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "app/commands.hpp"
+#include "core/checkpoint/format.hpp"
+#include "core/checkpoint/manager.hpp"
+#include "core/error.hpp"
+#include "engine/elastic_plan.hpp"
+
+namespace dtrain {
+namespace {
+
+std::atomic<int> child_pid{0};
+std::atomic<int> stop_signal{0};
+
+void forward_signal(int signal) {
+  stop_signal = signal;
+  if (const int pid = child_pid.load(); pid > 0) kill(pid, signal);
+}
+
+// The inner command's options elastic needs to read its config, and to turn it into a `resume`.
+struct InnerCommand {
+  std::string command;  // train | resume
+  std::string config, run_dir, from;
+  std::vector<std::string> sets;
+  bool overwrite = false;
+};
+
+InnerCommand parse_inner(const std::vector<std::string>& args) {
+  DTRAIN_CHECK_USAGE(!args.empty() && (args[0] == "train" || args[0] == "resume"),
+                     "elastic: give the command after --: `dtrain elastic --hostfile FILE -- train --config C` (train "
+                     "or resume){}",
+                     args.empty() ? "" : fmt::format(", not '{}'", args[0]));
+  InnerCommand inner{args[0], "", "", "", {}, false};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    const auto value = [&](const std::string& name, const std::string& alias = "") -> const std::string* {
+      for (const std::string& option : {name, alias}) {
+        if (option.empty()) continue;
+        if (word == option) {
+          DTRAIN_CHECK_USAGE(i + 1 < args.size(), "elastic: {} after -- needs a value", option);
+          return &args[++i];
+        }
+        if (word.rfind(option + "=", 0) == 0) {
+          static thread_local std::string inline_value;
+          inline_value = word.substr(option.size() + 1);
+          return &inline_value;
+        }
+      }
+      return nullptr;
+    };
+    if (const std::string* v = value("--config", "-c")) inner.config = *v;
+    else if (const std::string* v = value("--set")) inner.sets.push_back(*v);
+    else if (const std::string* v = value("--run-dir")) inner.run_dir = *v;
+    else if (const std::string* v = value("--from")) inner.from = *v;
+    else if (word == "--overwrite") inner.overwrite = true;
+  }
+  DTRAIN_CHECK_USAGE(!inner.config.empty(), "elastic: the {} command after -- needs --config FILE", inner.command);
+  return inner;
+}
+
+std::string read_latest(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / checkpoint::kLatestFile);
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (const char c : text) {
+    if (c == ' ' || c == '\t') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+
+// Runs `argv`, its stdout and stderr copied to this stdout as they come; returns the exit code (128 + signal
+// when killed) and keeps the output's last megabyte in `output`.
+int run_child(const std::vector<std::string>& argv, std::string& output) {
+  int pipe_ends[2];
+  DTRAIN_CHECK(pipe(pipe_ends) == 0, "elastic: pipe failed: {}", std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  DTRAIN_CHECK(pid >= 0, "elastic: fork failed: {}", std::strerror(errno));
+  if (pid == 0) {
+    dup2(pipe_ends[1], 1);
+    dup2(pipe_ends[1], 2);
+    close(pipe_ends[0]);
+    close(pipe_ends[1]);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "elastic: cannot run %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  child_pid = pid;
+  close(pipe_ends[1]);
+  char buffer[65536];
+  for (ssize_t got; (got = read(pipe_ends[0], buffer, sizeof buffer)) != 0;) {
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    std::fwrite(buffer, 1, size_t(got), stdout);
+    std::fflush(stdout);
+    output.append(buffer, size_t(got));
+    if (output.size() > (size_t(2) << 20)) output.erase(0, output.size() - (size_t(1) << 20));
+  }
+  close(pipe_ends[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  child_pid = 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string host_names(const std::vector<elastic::Host>& hosts) {
+  std::vector<std::string> names;
+  for (const elastic::Host& host : hosts) names.push_back(host.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+int run_elastic(const CommandOptions& options) {
+  DTRAIN_CHECK_USAGE(!mpi_launched(), "elastic starts mpirun itself: run it without mpirun");
+  std::vector<elastic::Host> hosts = elastic::read_hostfile(options.hostfile);
+  DTRAIN_CHECK_USAGE(options.min_hosts >= 1 && size_t(options.min_hosts) <= hosts.size(),
+                     "elastic: --min-hosts {} must be 1..{} (the hostfile's hosts)", options.min_hosts, hosts.size());
+  DTRAIN_CHECK_USAGE(options.max_restarts >= 0, "elastic: --max-restarts must be >= 0, not {}", options.max_restarts);
+  const InnerCommand inner = parse_inner(options.elastic_args);
+  // The config as the job will read it: a bad one stops here, with its FILE:LINE:COL.
+  const Config config =
+      load_config(inner.config, LoadOptions{inner.sets, inner.run_dir, true, "", {}});
+  // The first launch: the most of the slots that share the mesh's devices evenly, spread over the hosts.
+  const int devices = config.mesh.num_devices();
+  int np = elastic::processes_for(devices, elastic::slot_count(hosts));
+  const int devices_per_process = devices / np;
+  const std::string batch_dim = elastic::batch_dim_of(config);
+  const std::string checkpoints = config.checkpoint.dir;
+  const std::string latest_before = read_latest(checkpoints);
+  const bool dir_was_empty = !checkpoint::is_nonempty_dir(checkpoints);
+  std::vector<std::string> mpirun = split_words(options.mpirun);
+  DTRAIN_CHECK_USAGE(!mpirun.empty(), "elastic: --mpirun is empty");
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+
+  char hostfile_path[] = "/tmp/dtrain-elastic-hosts-XXXXXX";
+  const int hostfile_fd = mkstemp(hostfile_path);
+  DTRAIN_CHECK(hostfile_fd >= 0, "elastic: cannot make a temporary hostfile: {}", std::strerror(errno));
+  close(hostfile_fd);
+  struct Remove {
+    const char* path;
+    ~Remove() { std::remove(path); }
+  } remove_hostfile{hostfile_path};
+  std::signal(SIGINT, forward_signal);
+  std::signal(SIGTERM, forward_signal);
+
+  setenv("DTRAIN_ELASTIC_CAUSE", "", 1);  // forwarded by mpirun -x at every launch: set, so it is never unset
+  setenv("DTRAIN_ELASTIC_RESTART", "0", 1);
+  std::vector<std::string> args = options.elastic_args;
+  std::vector<elastic::Host> used = elastic::spread(hosts, np);
+  for (int restart = 0;; ++restart) {
+    std::ofstream(hostfile_path) << elastic::hostfile_text(used);
+    std::vector<std::string> argv = mpirun;
+    for (const std::string& word : {std::string("--hostfile"), std::string(hostfile_path), std::string("-np"),
+                                    std::to_string(np), std::string("-x"), std::string("DTRAIN_ELASTIC_CAUSE"),
+                                    std::string("-x"), std::string("DTRAIN_ELASTIC_RESTART"), self})
+      argv.push_back(word);
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string output;
+    const int code = run_child(argv, output);
+    if (code == 0) {
+      if (restart > 0) fmt::print("dtrain elastic: completed after {} restart(s), on {}\n", restart, host_names(used));
+      return 0;
+    }
+    if (stop_signal.load() != 0) return 128 + stop_signal.load();
+    if (code == 2) return 2;  // a config or usage error: another launch meets it again
+
+    const std::vector<std::string> lost = elastic::lost_hosts(output, used);
+    std::string cause;
+    std::vector<elastic::Host> left;
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (std::find(lost.begin(), lost.end(), used[i].name) != lost.end()) {
+        cause += fmt::format("{}host {} lost (processes {})", cause.empty() ? "" : "; ", used[i].name,
+                             fmt::join(elastic::ranks_of(used, i), ","));
+      }
+    }
+    for (const elastic::Host& host : hosts)
+      if (std::find(lost.begin(), lost.end(), host.name) == lost.end()) left.push_back(host);
+    if (cause.empty()) cause = fmt::format("the job ended with exit code {} naming no lost host", code);
+    hosts = left;
+    if (hosts.size() < size_t(options.min_hosts)) {
+      fmt::print(stderr, "dtrain elastic: {}; {} host(s) left ({}), fewer than --min-hosts {}: stopping\n", cause,
+                 hosts.size(), host_names(hosts), options.min_hosts);
+      return 1;
+    }
+    if (restart >= options.max_restarts) {
+      fmt::print(stderr, "dtrain elastic: {}; stopping after {} restart(s) (--max-restarts {})\n", cause, restart,
+                 options.max_restarts);
+      return 1;
+    }
+
+    const elastic::Relaunch relaunch = elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
+                                                            devices_per_process, elastic::slot_count(hosts),
+                                                            config.train.bitwise);
+    used = elastic::spread(hosts, relaunch.processes);
+    np = relaunch.processes;
+    const std::string latest = read_latest(checkpoints);
+    const bool committed = !latest.empty() && (inner.command == "resume" || latest != latest_before);
+    if (committed) {
+      args = {"resume", "--config", inner.config};
+      for (const std::string& set : inner.sets) args.insert(args.end(), {"--set", set});
+      if (!inner.run_dir.empty()) args.insert(args.end(), {"--run-dir", inner.run_dir});
+      // A resume --from another dir continues from it only until this run has committed into its own.
+      if (inner.command == "resume" && !inner.from.empty() && latest == latest_before)
+        args.insert(args.end(), {"--from", inner.from});
+      if (inner.overwrite) args.push_back("--overwrite");
+    } else {
+      args = options.elastic_args;
+      // Nothing of this run was committed: a train that found the dir empty may clear what its failed start left.
+      if (inner.command == "train" && dir_was_empty && !inner.overwrite) args.push_back("--overwrite");
+    }
+    args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(relaunch.dims)});
+    const int wait_s = std::min(30, 1 << std::min(restart, 5));
+    const std::string from = committed ? fmt::format("resuming {}/{}", checkpoints, latest) : "starting again";
+    fmt::print(stderr,
+               "dtrain elastic: {}; restart {} of at most {} in {} s on {} host(s) ({}), {} processes, mesh {}, {}\n",
+               cause, restart + 1, options.max_restarts, wait_s, used.size(), host_names(used), np,
+               elastic::dims_text(relaunch.dims), from);
+    setenv("DTRAIN_ELASTIC_CAUSE", cause.c_str(), 1);
+    setenv("DTRAIN_ELASTIC_RESTART", std::to_string(restart + 1).c_str(), 1);
+    for (int waited = 0; waited < wait_s * 10 && stop_signal.load() == 0; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stop_signal.load() != 0) return 128 + stop_signal.load();
+  }
+}
+
+}  // namespace dtrain
