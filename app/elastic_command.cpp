@@ -34,6 +34,9 @@
 namespace dtrain {
 namespace {
 
+// How long a host may take to start a probe's process before it counts as gone.
+constexpr double kProbeSeconds = 20;
+
 std::atomic<int> child_pid{0};
 std::atomic<int> stop_signal{0};
 
@@ -147,6 +150,71 @@ int run_child(const std::vector<std::string>& argv, std::string& output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The hosts of `hosts` on which mpirun starts a process within `limit_s`, probed in parallel: a host whose
+// link is down would leave mpirun waiting for its daemon forever. A probe still running at the limit is
+// killed with its whole process group (mpirun, the agent and what the agent started).
+std::vector<elastic::Host> reachable(const std::vector<std::string>& mpirun, const std::vector<elastic::Host>& hosts,
+                                     double limit_s) {
+  struct Probe {
+    pid_t pid = -1;
+    std::string hostfile;
+    bool ok = false;
+  };
+  std::vector<Probe> probes(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    char path[] = "/tmp/dtrain-elastic-probe-XXXXXX";
+    const int fd = mkstemp(path);
+    DTRAIN_CHECK(fd >= 0, "elastic: cannot make a temporary hostfile: {}", std::strerror(errno));
+    close(fd);
+    probes[i].hostfile = path;
+    std::ofstream(path) << hosts[i].name << " slots=1\n";
+    std::vector<std::string> argv = mpirun;
+    for (const char* word : {"--hostfile", static_cast<const char*>(path), "-np", "1", "true"}) argv.push_back(word);
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    DTRAIN_CHECK(pid >= 0, "elastic: fork failed: {}", std::strerror(errno));
+    if (pid == 0) {
+      setpgid(0, 0);
+      const int null = open("/dev/null", O_RDWR);
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+      std::vector<char*> args;
+      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    probes[i].pid = pid;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  for (size_t left = probes.size(); left > 0 && std::chrono::steady_clock::now() < deadline;) {
+    left = 0;
+    for (Probe& probe : probes) {
+      if (probe.pid < 0) continue;
+      int status = 0;
+      if (waitpid(probe.pid, &status, WNOHANG) == probe.pid) {
+        probe.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        probe.pid = -1;
+      } else {
+        ++left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<elastic::Host> up;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (probes[i].pid > 0) {
+      kill(-probes[i].pid, SIGKILL);
+      waitpid(probes[i].pid, nullptr, 0);
+    }
+    std::remove(probes[i].hostfile.c_str());
+    if (probes[i].ok) up.push_back(hosts[i]);
+  }
+  return up;
+}
+
 std::string host_names(const std::vector<elastic::Host>& hosts) {
   std::vector<std::string> names;
   for (const elastic::Host& host : hosts) names.push_back(host.name);
@@ -163,18 +231,17 @@ int run_elastic(const CommandOptions& options) {
   DTRAIN_CHECK_USAGE(options.max_restarts >= 0, "elastic: --max-restarts must be >= 0, not {}", options.max_restarts);
   const InnerCommand inner = parse_inner(options.elastic_args);
   // The config as the job will read it: a bad one stops here, with its FILE:LINE:COL.
-  const Config config =
-      load_config(inner.config, LoadOptions{inner.sets, inner.run_dir, true, "", {}});
-  // The first launch: the most of the slots that share the mesh's devices evenly, spread over the hosts.
+  const Config config = load_config(inner.config, LoadOptions{inner.sets, inner.run_dir, true, "", {}});
+  const std::vector<std::string> mpirun = split_words(options.mpirun);
+  DTRAIN_CHECK_USAGE(!mpirun.empty(), "elastic: --mpirun is empty");
+  // The job as the hostfile intends it: the most of its slots that share the mesh's devices evenly. Later
+  // launches give no process more devices than that.
   const int devices = config.mesh.num_devices();
-  int np = elastic::processes_for(devices, elastic::slot_count(hosts));
-  const int devices_per_process = devices / np;
+  const int devices_per_process = devices / elastic::processes_for(devices, elastic::slot_count(hosts));
   const std::string batch_dim = elastic::batch_dim_of(config);
   const std::string checkpoints = config.checkpoint.dir;
   const std::string latest_before = read_latest(checkpoints);
   const bool dir_was_empty = !checkpoint::is_nonempty_dir(checkpoints);
-  std::vector<std::string> mpirun = split_words(options.mpirun);
-  DTRAIN_CHECK_USAGE(!mpirun.empty(), "elastic: --mpirun is empty");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
 
   char hostfile_path[] = "/tmp/dtrain-elastic-hosts-XXXXXX";
@@ -187,17 +254,78 @@ int run_elastic(const CommandOptions& options) {
   } remove_hostfile{hostfile_path};
   std::signal(SIGINT, forward_signal);
   std::signal(SIGTERM, forward_signal);
-
   setenv("DTRAIN_ELASTIC_CAUSE", "", 1);  // forwarded by mpirun -x at every launch: set, so it is never unset
   setenv("DTRAIN_ELASTIC_RESTART", "0", 1);
-  std::vector<std::string> args = options.elastic_args;
-  std::vector<elastic::Host> used = elastic::spread(hosts, np);
+
+  std::vector<std::string> lost;  // named by mpirun's output after a failed launch
+  std::string cause;              // why the next launch is a restart ("" for the first)
   for (int restart = 0;; ++restart) {
+    // The hosts left: those not named lost, and answering a probe.
+    std::vector<elastic::Host> named_left;
+    for (const elastic::Host& host : hosts)
+      if (std::find(lost.begin(), lost.end(), host.name) == lost.end()) named_left.push_back(host);
+    const std::vector<elastic::Host> answering = reachable(mpirun, named_left, kProbeSeconds);
+    for (const elastic::Host& host : named_left) {
+      if (std::none_of(answering.begin(), answering.end(), [&](const elastic::Host& h) { return h.name == host.name; }))
+        cause += fmt::format("{}host {} does not answer (no process started there within {} s)",
+                             cause.empty() ? "" : "; ", host.name, kProbeSeconds);
+    }
+    const bool shrunk = answering.size() < hosts.size();
+    hosts = answering;
+    if (hosts.size() < size_t(options.min_hosts)) {
+      fmt::print(stderr, "dtrain elastic: {}; {} host(s) left ({}), fewer than --min-hosts {}: stopping\n", cause,
+                 hosts.size(), host_names(hosts), options.min_hosts);
+      return 1;
+    }
+    if (restart > options.max_restarts) {
+      fmt::print(stderr, "dtrain elastic: {}; stopping after {} restart(s) (--max-restarts {})\n", cause, restart - 1,
+                 options.max_restarts);
+      return 1;
+    }
+    const elastic::Relaunch launch = elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
+                                                          devices_per_process, elastic::slot_count(hosts),
+                                                          config.train.bitwise);
+    const std::vector<elastic::Host> used = elastic::spread(hosts, launch.processes);
+    std::vector<std::string> args = options.elastic_args;
+    std::string from = "starting";
+    if (restart > 0 || shrunk) {
+      const std::string latest = read_latest(checkpoints);
+      const bool committed = !latest.empty() && (inner.command == "resume" || latest != latest_before);
+      if (committed) {  // this run's own checkpoint: resume it
+        args = {"resume", "--config", inner.config};
+        for (const std::string& set : inner.sets) args.insert(args.end(), {"--set", set});
+        if (!inner.run_dir.empty()) args.insert(args.end(), {"--run-dir", inner.run_dir});
+        if (inner.overwrite) args.push_back("--overwrite");
+        from = fmt::format("resuming {}/{}", checkpoints, latest);
+      } else if (restart > 0) {
+        // Nothing of this run was committed: a train that found the dir empty may clear its failed start's files.
+        if (inner.command == "train" && dir_was_empty && !inner.overwrite) args.push_back("--overwrite");
+        from = "starting again";
+      }
+      args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims)});
+    }
+    if (restart > 0) {
+      const int wait_s = std::min(30, 1 << std::min(restart - 1, 5));
+      fmt::print(stderr,
+                 "dtrain elastic: {}; restart {} of at most {} in {} s on {} host(s) ({}), {} processes, mesh {}, {}\n",
+                 cause, restart, options.max_restarts, wait_s, used.size(), host_names(used), launch.processes,
+                 elastic::dims_text(launch.dims), from);
+      setenv("DTRAIN_ELASTIC_CAUSE", cause.c_str(), 1);
+      setenv("DTRAIN_ELASTIC_RESTART", std::to_string(restart).c_str(), 1);
+      for (int waited = 0; waited < wait_s * 10 && stop_signal.load() == 0; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (stop_signal.load() != 0) return 128 + stop_signal.load();
+    } else if (shrunk) {
+      fmt::print(stderr, "dtrain elastic: {}; starting on {} host(s) ({}), {} processes, mesh {}\n", cause, used.size(),
+                 host_names(used), launch.processes, elastic::dims_text(launch.dims));
+    }
+
     std::ofstream(hostfile_path) << elastic::hostfile_text(used);
     std::vector<std::string> argv = mpirun;
     for (const std::string& word : {std::string("--hostfile"), std::string(hostfile_path), std::string("-np"),
-                                    std::to_string(np), std::string("-x"), std::string("DTRAIN_ELASTIC_CAUSE"),
-                                    std::string("-x"), std::string("DTRAIN_ELASTIC_RESTART"), self})
+                                    std::to_string(launch.processes), std::string("-x"),
+                                    std::string("DTRAIN_ELASTIC_CAUSE"), std::string("-x"),
+                                    std::string("DTRAIN_ELASTIC_RESTART"), self})
       argv.push_back(word);
     argv.insert(argv.end(), args.begin(), args.end());
     std::string output;
@@ -209,62 +337,14 @@ int run_elastic(const CommandOptions& options) {
     if (stop_signal.load() != 0) return 128 + stop_signal.load();
     if (code == 2) return 2;  // a config or usage error: another launch meets it again
 
-    const std::vector<std::string> lost = elastic::lost_hosts(output, used);
-    std::string cause;
-    std::vector<elastic::Host> left;
+    lost = elastic::lost_hosts(output, used);
+    cause.clear();
     for (size_t i = 0; i < used.size(); ++i) {
-      if (std::find(lost.begin(), lost.end(), used[i].name) != lost.end()) {
+      if (std::find(lost.begin(), lost.end(), used[i].name) != lost.end())
         cause += fmt::format("{}host {} lost (processes {})", cause.empty() ? "" : "; ", used[i].name,
                              fmt::join(elastic::ranks_of(used, i), ","));
-      }
     }
-    for (const elastic::Host& host : hosts)
-      if (std::find(lost.begin(), lost.end(), host.name) == lost.end()) left.push_back(host);
-    if (cause.empty()) cause = fmt::format("the job ended with exit code {} naming no lost host", code);
-    hosts = left;
-    if (hosts.size() < size_t(options.min_hosts)) {
-      fmt::print(stderr, "dtrain elastic: {}; {} host(s) left ({}), fewer than --min-hosts {}: stopping\n", cause,
-                 hosts.size(), host_names(hosts), options.min_hosts);
-      return 1;
-    }
-    if (restart >= options.max_restarts) {
-      fmt::print(stderr, "dtrain elastic: {}; stopping after {} restart(s) (--max-restarts {})\n", cause, restart,
-                 options.max_restarts);
-      return 1;
-    }
-
-    const elastic::Relaunch relaunch = elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
-                                                            devices_per_process, elastic::slot_count(hosts),
-                                                            config.train.bitwise);
-    used = elastic::spread(hosts, relaunch.processes);
-    np = relaunch.processes;
-    const std::string latest = read_latest(checkpoints);
-    const bool committed = !latest.empty() && (inner.command == "resume" || latest != latest_before);
-    if (committed) {
-      args = {"resume", "--config", inner.config};
-      for (const std::string& set : inner.sets) args.insert(args.end(), {"--set", set});
-      if (!inner.run_dir.empty()) args.insert(args.end(), {"--run-dir", inner.run_dir});
-      // A resume --from another dir continues from it only until this run has committed into its own.
-      if (inner.command == "resume" && !inner.from.empty() && latest == latest_before)
-        args.insert(args.end(), {"--from", inner.from});
-      if (inner.overwrite) args.push_back("--overwrite");
-    } else {
-      args = options.elastic_args;
-      // Nothing of this run was committed: a train that found the dir empty may clear what its failed start left.
-      if (inner.command == "train" && dir_was_empty && !inner.overwrite) args.push_back("--overwrite");
-    }
-    args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(relaunch.dims)});
-    const int wait_s = std::min(30, 1 << std::min(restart, 5));
-    const std::string from = committed ? fmt::format("resuming {}/{}", checkpoints, latest) : "starting again";
-    fmt::print(stderr,
-               "dtrain elastic: {}; restart {} of at most {} in {} s on {} host(s) ({}), {} processes, mesh {}, {}\n",
-               cause, restart + 1, options.max_restarts, wait_s, used.size(), host_names(used), np,
-               elastic::dims_text(relaunch.dims), from);
-    setenv("DTRAIN_ELASTIC_CAUSE", cause.c_str(), 1);
-    setenv("DTRAIN_ELASTIC_RESTART", std::to_string(restart + 1).c_str(), 1);
-    for (int waited = 0; waited < wait_s * 10 && stop_signal.load() == 0; ++waited)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (stop_signal.load() != 0) return 128 + stop_signal.load();
+    if (lost.empty()) cause = fmt::format("the job ended with exit code {}, naming no lost host", code);
   }
 }
 

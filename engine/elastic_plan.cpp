@@ -100,19 +100,20 @@ int processes_for(int devices, int slots) {
 
 Relaunch replan_mesh(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
                      int devices_per_process, int slots, bool powers_of_two) {
-  std::int64_t others = 1;
-  bool found = false;
+  std::int64_t others = 1, largest = 0;  // the batch dim never grows past the config's
   for (const MeshDimConfig& dim : dims) {
-    if (dim.name == batch_dim) found = true;
+    if (dim.name == batch_dim) largest = dim.size;
     else others *= dim.size;
   }
+  const bool found = largest > 0;
   DTRAIN_CHECK_USAGE(found, "[elastic] the mesh has no dim '{}' to shrink", batch_dim);
   DTRAIN_CHECK_USAGE(devices_per_process >= 1 && slots >= 1 && global_batch >= 1,
                      "[elastic] nothing to plan: {} devices per process, {} slots, a batch of {}", devices_per_process,
                      slots, global_batch);
   // The most processes first (each left host keeps working), then the largest batch dim they can hold.
   for (int processes = slots; processes >= 1; --processes) {
-    for (std::int64_t batch = std::int64_t(devices_per_process) * processes / others; batch >= 1; --batch) {
+    for (std::int64_t batch = std::min(largest, std::int64_t(devices_per_process) * processes / others); batch >= 1;
+         --batch) {
       if (global_batch % batch != 0 || (batch * others) % processes != 0) continue;
       if (powers_of_two && (batch > 8 || (batch & (batch - 1)) != 0)) continue;
       Relaunch relaunch{dims, processes};

@@ -37,7 +37,7 @@ std::vector<Host> spread(const std::vector<Host>& hosts, int processes);
 int processes_for(int devices, int slots);
 
 // The mesh for a relaunch on at most `slots` processes. Every dim but `batch_dim` keeps its size; the batch
-// dim is the largest that gives each process at most `devices_per_process` devices and divides
+// dim is the largest, up to its size in `dims`, that gives each process at most `devices_per_process` devices and divides
 // `global_batch` (a power of two up to 8 when `powers_of_two`: train.bitwise's leaves), on as many of the
 // slots as can share the mesh's devices evenly.
 struct Relaunch {
