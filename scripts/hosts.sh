@@ -13,7 +13,7 @@
 #   scripts/hosts.sh cut I | heal I     host I's link down (its processes keep running) | up again
 #   scripts/hosts.sh drop I PERCENT     host I's incoming packets dropped at random (0 removes the rule)
 #   scripts/hosts.sh slow I             host I's link slow and lossy: netem 20 ms delay and 1% loss where the
-#                                       kernel has netem, else a 2 Mbit/s token bucket and 1% random drops
+#                                       kernel has netem, else a 10 Mbit/s token bucket and 1% random drops
 #   scripts/hosts.sh pids I             the PIDs of the processes inside host I
 #   scripts/hosts.sh agent HOST CMD...  what mpirun runs to start a daemon on HOST (plm_rsh_agent)
 #
@@ -159,11 +159,11 @@ EOF
       echo "host ${positional[0]}: netem 20 ms delay and 1% loss each way"
     else
       command -v iptables >/dev/null || die "slow: the kernel has no netem and there is no iptables for the drops"
-      tc qdisc replace dev "$link" root tbf rate 2mbit burst 16kb latency 200ms
-      ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate 2mbit burst 16kb latency 200ms
+      tc qdisc replace dev "$link" root tbf rate 10mbit burst 16kb latency 200ms
+      ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate 10mbit burst 16kb latency 200ms
       ip netns exec "$ns" iptables -F INPUT
       ip netns exec "$ns" iptables -A INPUT -m statistic --mode random --probability 0.01 -j DROP
-      echo "host ${positional[0]}: no netem in this kernel: 2 Mbit/s each way and 1% of incoming packets dropped"
+      echo "host ${positional[0]}: no netem in this kernel: 10 Mbit/s each way and 1% of incoming packets dropped"
     fi
     ;;
   pids) need_index "${positional[0]:-}" && pids_of "${positional[0]}" ;;
