@@ -19,6 +19,7 @@
 #include "engine/model_graph.hpp"
 #include "core/article.hpp"
 #include "core/bitwise.hpp"
+#include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
 #include "core/output_dir.hpp"
 #include "core/nn/layout_map.hpp"
@@ -481,11 +482,30 @@ void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member,
                   fmt::format("'{}' is not a valid dim name (letters, digits, _)", shown(entry.key)));
     if (entry.key == "unsharded")
       reader.fail(entry.key_where, dims.path, "'unsharded' is reserved for layouts; name the dim otherwise");
+    if (entry.value.node.IsScalar() && entry.value.node.Scalar() == "auto") {
+      for (const MeshDimConfig& other : member)
+        if (other.automatic) reader.fail(entry.value, fmt::format("'{}' is auto too: one dim at most may be auto", other.name));
+      member.push_back(MeshDimConfig{entry.key, 1, true});
+      continue;
+    }
     const int size = int(integer(reader, entry.value, 1, kMaxDevices));
     member.push_back(MeshDimConfig{entry.key, size});
     if (!checked_product(devices, size, kMaxDevices, &devices))
       reader.fail(entry.value, fmt::format("the mesh {{{}}} has more than {} devices (the most a mesh may have)",
                                            fmt::join(reader.config->mesh.dim_names(), ", "), kMaxDevices));
+  }
+  // auto: one device per process over the other dims (`dtrain elastic` relaunches such a config on whatever
+  // processes are left): P processes and others = the other dims' product give P / others, or 1 when the
+  // others are a multiple of P (each process then holds others / P devices).
+  for (size_t i = 0; i < member.size(); ++i) {
+    if (!member[i].automatic) continue;
+    const std::int64_t processes = process_count();
+    if (processes % devices == 0) member[i].size = int(processes / devices);
+    else if (devices % processes == 0) member[i].size = 1;
+    else
+      reader.fail(entries[i].value, fmt::format("auto: {} processes cannot share the other dims' {} devices evenly (the "
+                                                "process count must be a multiple or a divisor of {})",
+                                                processes, devices, devices));
   }
 }
 

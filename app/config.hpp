@@ -98,15 +98,19 @@ inline bool fraction(double x) { return x >= 0 && x < 1; }
 enum class DeviceKind { cpu, gpu };
 
 struct MeshDimConfig {
-  std::string name;  // unique, not "unsharded"
-  int size = 1;      // >= 1
+  std::string name;        // unique, not "unsharded"
+  int size = 1;            // >= 1
+  bool automatic = false;  // written `auto`: sized by the process count (see read(Dims) in config.cpp)
 };
 
 struct MeshConfig {
   std::vector<MeshDimConfig> dims;  // YAML order: the last dim varies fastest over the device list
   DeviceKind devices = DeviceKind::cpu;
   template <class V> void visit(V& v) {
-    v(dims, "dims", Dims{}, "mesh dim name -> size, e.g. {batch: 2, model: 2}; the last dim varies fastest", kRequired);
+    v(dims, "dims", Dims{},
+      "mesh dim name -> size, e.g. {batch: 2, model: 2}; the last dim varies fastest; one dim may be auto: the "
+      "process count over the other dims' product (1 when that product is larger)",
+      kRequired);
     v(devices, "devices", Choice{&kDeviceKinds}, "virtual CPU devices (fibers) or one GPU per device");
   }
 

@@ -236,7 +236,7 @@ int run_elastic(const CommandOptions& options) {
   DTRAIN_CHECK_USAGE(!mpirun.empty(), "elastic: --mpirun is empty");
   // The job as the hostfile intends it: the most of its slots that share the mesh's devices evenly. Later
   // launches give no process more devices than that.
-  const int devices = config.mesh.num_devices();
+  const int devices = config.mesh.num_devices();  // an auto dim counts 1 here (one process): unused then
   const int devices_per_process = devices / elastic::processes_for(devices, elastic::slot_count(hosts));
   const std::string batch_dim = elastic::batch_dim_of(config);
   const std::string checkpoints = config.checkpoint.dir;
@@ -282,9 +282,13 @@ int run_elastic(const CommandOptions& options) {
                  options.max_restarts);
       return 1;
     }
-    const elastic::Relaunch launch = elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
-                                                          devices_per_process, elastic::slot_count(hosts),
-                                                          config.train.bitwise);
+    // A mesh with an auto dim sizes itself by the processes; any other is planned again here.
+    const int auto_processes = elastic::auto_processes(config.mesh.dims, batch_dim, config.data.batch_size,
+                                                       elastic::slot_count(hosts), config.train.bitwise);
+    const elastic::Relaunch launch =
+        auto_processes > 0 ? elastic::Relaunch{config.mesh.dims, auto_processes}
+                           : elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
+                                                  devices_per_process, elastic::slot_count(hosts), config.train.bitwise);
     const std::vector<elastic::Host> used = elastic::spread(hosts, launch.processes);
     std::vector<std::string> args = options.elastic_args;
     std::string from = "starting";
@@ -302,7 +306,7 @@ int run_elastic(const CommandOptions& options) {
         if (inner.command == "train" && dir_was_empty && !inner.overwrite) args.push_back("--overwrite");
         from = "starting again";
       }
-      args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims)});
+      if (auto_processes == 0) args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims)});
     }
     if (restart > 0) {
       const int wait_s = std::min(30, 1 << std::min(restart - 1, 5));

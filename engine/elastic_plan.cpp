@@ -128,9 +128,32 @@ Relaunch replan_mesh(const std::vector<MeshDimConfig>& dims, const std::string& 
       slots, devices_per_process, others, global_batch));
 }
 
+int auto_processes(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
+                   int slots, bool powers_of_two) {
+  const MeshDimConfig* automatic = nullptr;
+  std::int64_t others = 1;
+  for (const MeshDimConfig& dim : dims) {
+    if (dim.automatic) automatic = &dim;
+    else others *= dim.size;
+  }
+  if (automatic == nullptr) return 0;
+  for (int processes = slots; processes >= 1; --processes) {
+    std::int64_t size = 0;  // config.cpp's rule for auto
+    if (processes % others == 0) size = processes / others;
+    else if (others % processes == 0) size = 1;
+    else continue;
+    if (automatic->name == batch_dim && global_batch % size != 0) continue;
+    if (powers_of_two && (size > 8 || (size & (size - 1)) != 0)) continue;
+    return processes;
+  }
+  throw UsageError(fmt::format("[elastic] no count of processes up to {} gives the auto dim '{}' a size that fits",
+                               slots, automatic->name));
+}
+
 std::string dims_text(const std::vector<MeshDimConfig>& dims) {
   std::vector<std::string> parts;
-  for (const MeshDimConfig& dim : dims) parts.push_back(fmt::format("{}: {}", dim.name, dim.size));
+  for (const MeshDimConfig& dim : dims)
+    parts.push_back(dim.automatic ? fmt::format("{}: auto", dim.name) : fmt::format("{}: {}", dim.name, dim.size));
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
 }
 

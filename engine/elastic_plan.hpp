@@ -46,6 +46,12 @@ struct Relaunch {
 };
 Relaunch replan_mesh(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
                      int devices_per_process, int slots, bool powers_of_two);
+// For a mesh with an `auto` dim (sized by the process count at run time): the most processes, up to
+// `slots`, whose auto size is whole, divides `global_batch` when the auto dim is `batch_dim`, and is a power of
+// two up to 8 when `powers_of_two`. 0 when the mesh has no auto dim.
+int auto_processes(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
+                   int slots, bool powers_of_two);
+
 // "{batch: 4, model: 2}": the form `--set mesh.dims=...` takes.
 std::string dims_text(const std::vector<MeshDimConfig>& dims);
 

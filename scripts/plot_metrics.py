@@ -3,7 +3,8 @@
 
 Per step (the "train_steps" rows, every train.log_every steps), with each finished epoch's train mean, each
 validation (Keras' val_loss / val_accuracy), test and eval result as points; the epochs as integer ticks
-along the top; a dashed line where a run started or was resumed, labelled with its mesh (train DP -> resume
+along the top; a dashed line where a run started or was resumed, labelled with its mesh (orange, with its cause
+and hosts, where `dtrain elastic` restarted it after losing a host; train DP -> resume
 MP -> resume SP is one curve); a star on the validation whose checkpoint checkpoint.keep_best kept, and a
 dotted line where early stopping ended the run. Every run that appended to the file (one config run with
 several checkpoint dirs, say) is a curve of its own colour, named by its run id; resumes continue their run.
@@ -110,8 +111,12 @@ def main():
         axis.set_title(title)
         axis.grid(alpha=0.3)
         for i, run in enumerate(starts):
-            axis.axvline(run.get("step", 0), color="gray", linestyle="--", linewidth=1)
+            restarted = run.get("restart") is not None  # dtrain elastic's restart: its cause and hosts
+            axis.axvline(run.get("step", 0), color="darkorange" if restarted else "gray", linestyle="--", linewidth=1)
             text = ("" if run.get("event") == "start" else "resumed on ") + str(run.get("mesh", "?"))
+            if restarted:
+                cause = str(run.get("cause", "?")).split(" (processes")[0]
+                text = f"restart {run['restart']} ({cause}) on {len(run.get('hosts', [])) or 1} host(s): {run.get('mesh', '?')}"
             if several:
                 text = f"run {str(run.get('run_id', '?'))[:8]}: " + text
             # Clipped to its own panel: a long mesh name must not run into the other one.

@@ -115,3 +115,27 @@ TEST_CASE("the mesh planned again keeps every dim but the batch dim and the glob
   CHECK(usage_error_message([&] { elastic::replan_mesh(mp, "data", 64, 2, 2, false); }).find("no dim 'data'") !=
         std::string::npos);
 }
+
+TEST_CASE("mesh.dims may size one dim `auto` from the process count; elastic then picks the processes") {
+  const std::string text = "mesh: {dims: {batch: auto, model: 2}}\n"
+                           "data: {dataset: mnist, path: data, batch_size: 64, image_shape: flat}\n"
+                           "model: [{dense: 10}]\n"
+                           "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
+  // One process: model 2 is a multiple of it, so batch is 1 (2 devices in the process).
+  const Config config = parse_config(text, "auto.yaml", LoadOptions{{}, "", false});
+  REQUIRE(config.mesh.dims.size() == 2);
+  CHECK(config.mesh.dims[0].automatic);
+  CHECK(config.mesh.dims[0].size == 1);
+  CHECK(config.mesh.num_devices() == 2);
+  CHECK(elastic::dims_text(config.mesh.dims) == "{batch: auto, model: 2}");
+  CHECK(usage_error_message([&] {
+          parse_config("mesh: {dims: {batch: auto, model: auto}}\n" + text.substr(text.find("data:")), "two.yaml",
+                           LoadOptions{{}, "", false});
+        }).find("one dim at most may be auto") != std::string::npos);
+  // 6 slots: 6 processes give batch 3, which divides no batch of 64: 4 processes give 2.
+  CHECK(elastic::auto_processes(config.mesh.dims, "batch", 64, 6, false) == 4);
+  CHECK(elastic::auto_processes(config.mesh.dims, "batch", 96, 6, false) == 6);
+  CHECK(elastic::auto_processes(config.mesh.dims, "batch", 96, 6, true) == 4);  // bitwise: powers of two
+  CHECK(elastic::auto_processes(config.mesh.dims, "batch", 64, 1, false) == 1);  // 2 devices in one process
+  CHECK(elastic::auto_processes({{"batch", 8}}, "batch", 64, 6, false) == 0);    // no auto dim
+}

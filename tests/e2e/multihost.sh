@@ -6,8 +6,9 @@
 #   2. faults, each ending with `latest` whole and loadable and no process left on any host: all processes of
 #      a host killed (the job ends within 10 s naming the host), a host cut off mid-step and mid-save (within
 #      comm.timeout_s), a slow and lossy link (the same bits as one process);
-#   3. dtrain elastic: a host killed mid-run, the run going on on the hosts left (on the same mesh, and on a
-#      smaller one) bitwise equal to an uninterrupted run; --min-hosts ending the job naming the lost host.
+#   3. dtrain elastic: a host killed mid-run, the run going on on the hosts left (on the same mesh, on a
+#      smaller one, and on `batch: auto`) bitwise equal to an uninterrupted run; --min-hosts ending the job
+#      naming the lost host.
 # Without root, iproute2, mpirun or an MPI build, or where namespaces cannot be made: "skipped: ..." and exit
 # 77 (ctest: SKIPPED). Usage: multihost.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
@@ -171,9 +172,12 @@ else
 fi
 
 # ---- 3: dtrain elastic ----
-elastic_run() {  # elastic_run RUN HOSTFILE MIN_HOSTS EPOCHS: in the background, $job
-  timeout 180 "$dtrain" elastic --hostfile "$2" --min-hosts "$3" --mpirun "$mpirun_hosts" -- train --config dp.yaml \
-    "${bitwise[@]}" --set train.epochs="$4" --set checkpoint.dir="$1" --run-dir "r_$1" </dev/null >"$1.log" 2>&1 &
+elastic_run() {  # elastic_run RUN HOSTFILE MIN_HOSTS EPOCHS [ARGS...]: in the background, $job
+  local run=$1 hostfile=$2 min_hosts=$3 epochs=$4
+  shift 4
+  timeout 180 "$dtrain" elastic --hostfile "$hostfile" --min-hosts "$min_hosts" --mpirun "$mpirun_hosts" -- train \
+    --config dp.yaml "${bitwise[@]}" --set train.epochs="$epochs" --set checkpoint.dir="$run" --run-dir "r_$run" "$@" \
+    </dev/null >"$run.log" 2>&1 &
   job=$!
   started+=("$job")
 }
@@ -204,6 +208,17 @@ wait_for 60 has_checkpoint elastic2 || true
 hosts kill 2
 elastic_ok elastic2 ref150
 check "elastic2: restarted on host 1 alone on {batch: 4}" grep -q "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 4}" elastic2.log
+hosts up 4 --slots 2 >/dev/null
+
+# {batch: auto}: one device per process, 4 on 2 hosts, then 2 on the host left.
+elastic_run elastic_auto two_hosts 1 150 --set "mesh.dims={batch: auto}"
+wait_for 60 has_checkpoint elastic_auto || true
+hosts kill 2
+elastic_ok elastic_auto ref150
+check "elastic_auto: started on {batch: 4}" grep -q "parameters on mesh {batch: 4} on 4 CPU devices" elastic_auto.log
+check "elastic_auto: restarted on host 1 alone, {batch: auto} sized 2" \
+  eval 'grep -q "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: auto}" elastic_auto.log &&
+    grep -q "on mesh {batch: 2} on 2 CPU devices (over 2 processes" elastic_auto.log'
 hosts up 4 --slots 2 >/dev/null
 
 elastic_run minimum two_hosts 2 100000
