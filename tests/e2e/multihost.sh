@@ -221,6 +221,28 @@ check "elastic_auto: restarted on host 1 alone, {batch: auto} sized 2" \
     grep -q "on mesh {batch: 2} on 2 CPU devices (over 2 processes" elastic_auto.log'
 hosts up 4 --slots 2 >/dev/null
 
+# One process crashes, its host staying up: no host is lost, the run restarts on the same hosts.
+elastic_run crash two_hosts 1 150
+wait_for 60 has_checkpoint crash || true
+crashed=
+for pid in $(hosts pids 2); do
+  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^$dtrain "; then crashed=$pid; break; fi
+done
+if [[ -n $crashed ]]; then
+  kill -9 "$crashed"
+  rc=0
+  wait_for 120 ended || true
+  wait "$job" || rc=$?
+  check "crash: elastic completes after one process was killed (exit $rc): $(grep -a 'elastic' crash.log | tr '\n' ' ')" \
+    test "$rc" = 0
+  check "crash: it restarted on both hosts, naming no lost host" \
+    grep -q "naming no lost host; restart 1 of at most 5 in 1 s on 2 host(s) ($(host 1), $(host 2)), 4 processes" crash.log
+  if "$dtrain" diff crash ref150 >diff_crash.out 2>&1; then ok; else bad "crash differs from an uninterrupted run: $(tail -3 diff_crash.out)"; fi
+else
+  bad "crash: no dtrain process found on host 2 ($(tail -3 crash.log))"
+fi
+hosts up 4 --slots 2 >/dev/null
+
 elastic_run minimum two_hosts 2 100000
 wait_for 60 has_checkpoint minimum || true
 fault_start=$(now)
