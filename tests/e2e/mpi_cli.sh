@@ -9,6 +9,7 @@
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
 source "$lib/tally.sh"
+source "$lib/waits.sh"
 
 dtrain=$(realpath "$1")
 skip() {
@@ -69,15 +70,7 @@ expect() {
   done
   ok
 }
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then ok; else bad "$what"; fi
-}
 latest() { cat "$1/latest" 2>/dev/null || echo none; }
-now() { date +%s.%N; }
-seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-within() { awk -v s="$1" -v limit="$2" 'BEGIN { exit !(s <= limit) }'; }  # within SECONDS LIMIT
 # rank_pid RANK PATTERN: the PID of the MPI process of rank RANK whose command line starts with PATTERN
 # (mpirun's own command line starts with "mpirun", so it never matches); empty when there is none (yet).
 rank_pid() {
@@ -88,16 +81,6 @@ rank_pid() {
       return
     fi
   done
-}
-# wait_for SECONDS COMMAND...: polls COMMAND every 20 ms until it succeeds (0) or SECONDS pass (1).
-wait_for() {
-  local limit=$1 i
-  shift
-  for ((i = 0; i < limit * 50; ++i)); do
-    if "$@"; then return 0; fi
-    sleep 0.02
-  done
-  return 1
 }
 source "$lib/mnist_fixture.sh"  # data/, h5python, config() and dp/mp/sp.yaml
 

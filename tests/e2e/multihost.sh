@@ -14,6 +14,7 @@
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
 source "$lib/tally.sh"
+source "$lib/waits.sh"
 
 dtrain=$(realpath "$1")
 source_dir=$(realpath "${2:-$(dirname "${BASH_SOURCE[0]}")/../..}")
@@ -46,23 +47,6 @@ hosts up 4 --slots 2 >/dev/null 2>"$work/up.err" || skip "cannot make test hosts
 mpirun_hosts=$hosts_dir/mpirun
 host() { echo "$net.$((10 + $1))"; }  # host() I: host I's address (and hostname)
 
-now() { date +%s.%N; }
-seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-within() { awk -v s="$1" -v limit="$2" 'BEGIN { exit !(s <= limit) }'; }
-wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
-  local limit=$1 i
-  shift
-  for ((i = 0; i < limit * 20; ++i)); do
-    if "$@"; then return 0; fi
-    sleep 0.05
-  done
-  return 1
-}
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then ok; else bad "$what"; fi
-}
 latest() { cat "$1/latest" 2>/dev/null || echo none; }
 # no_process_left: no process runs inside any test host.
 no_process_left() {
@@ -194,32 +178,28 @@ elastic_ok() {
 "$dtrain" train --config dp.yaml "${bitwise[@]}" --set train.epochs=150 --set checkpoint.dir=ref150 --run-dir r_ref150 \
   >/dev/null 2>&1
 start=$(now)
+# elastic_case RUN HOSTFILE EXPECTED ARGS...: elastic on HOSTFILE's hosts, every process of host 2 killed once
+# RUN has a checkpoint; the run completes bitwise equal to ref150, its restart line holding EXPECTED.
+elastic_case() {
+  local run=$1 hostfile=$2 expected=$3
+  shift 3
+  elastic_run "$run" "$hostfile" 1 150 "$@"
+  wait_for 60 has_checkpoint "$run" || true
+  hosts kill 2
+  elastic_ok "$run" ref150
+  check "$run: the restart line holds '$expected': $(grep -a 'restart 1' "$run.log")" grep -qF -- "$expected" "$run.log"
+  hosts up 4 --slots 2 >/dev/null
+}
 head -3 "$hosts_dir/hostfile" >three_hosts
-elastic_run elastic3 three_hosts 1 150
-wait_for 60 has_checkpoint elastic3 || true
-hosts kill 2
-elastic_ok elastic3 ref150
-check "elastic3: restarted on hosts 1 and 3, mesh kept" grep -q "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}" elastic3.log
-hosts up 4 --slots 2 >/dev/null
-
 head -2 "$hosts_dir/hostfile" >two_hosts
-elastic_run elastic2 two_hosts 1 150
-wait_for 60 has_checkpoint elastic2 || true
-hosts kill 2
-elastic_ok elastic2 ref150
-check "elastic2: restarted on host 1 alone on {batch: 4}" grep -q "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 4}" elastic2.log
-hosts up 4 --slots 2 >/dev/null
-
+elastic_case elastic3 three_hosts "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}"  # mesh kept
+elastic_case elastic2 two_hosts "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 4}"               # a smaller one
 # {batch: auto}: one device per process, 4 on 2 hosts, then 2 on the host left.
-elastic_run elastic_auto two_hosts 1 150 --set "mesh.dims={batch: auto}"
-wait_for 60 has_checkpoint elastic_auto || true
-hosts kill 2
-elastic_ok elastic_auto ref150
-check "elastic_auto: started on {batch: 4}" grep -q "parameters on mesh {batch: 4} on 4 CPU devices" elastic_auto.log
-check "elastic_auto: restarted on host 1 alone, {batch: auto} sized 2" \
-  eval 'grep -q "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: auto}" elastic_auto.log &&
+elastic_case elastic_auto two_hosts "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: auto}" \
+  --set "mesh.dims={batch: auto}"
+check "elastic_auto: started on {batch: 4}, went on on {batch: 2}" \
+  eval 'grep -q "parameters on mesh {batch: 4} on 4 CPU devices" elastic_auto.log &&
     grep -q "on mesh {batch: 2} on 2 CPU devices (over 2 processes" elastic_auto.log'
-hosts up 4 --slots 2 >/dev/null
 
 # One process crashes, its host staying up: no host is lost, the run restarts on the same hosts.
 elastic_run crash two_hosts 1 150
