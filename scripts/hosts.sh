@@ -67,7 +67,7 @@ bridge=$name-br
 namespace_of() { echo "$name-h$1"; }
 link_of() { echo "$name-v$1"; }  # the root side of host I's link, on the bridge
 address_of() { echo "$net.$((10 + $1))"; }
-host_count() { wc -l <"$dir/hosts" 2>/dev/null || echo 0; }
+host_count() { if [[ -f $dir/hosts ]]; then wc -l <"$dir/hosts"; else echo 0; fi; }
 need_index() {
   [[ ${1:-} =~ ^[0-9]+$ ]] && ip netns list | grep -qw "$(namespace_of "$1")" || die "$command: no host ${1:-} (hosts: $(host_count))"
 }

@@ -223,6 +223,23 @@ else
 fi
 hosts up 4 --slots 2 >/dev/null
 
+# Bad input: exit 2 naming what is wrong, before anything is launched.
+refused() {  # refused PATTERN COMMAND...: exit 2 and PATTERN in the output
+  local pattern=$1 rc=0
+  shift
+  "$@" >refused.out 2>&1 || rc=$?
+  check "'${*: -4}' exits 2 ($rc) naming /$pattern/: $(tail -1 refused.out)" \
+    eval '[[ $rc == 2 ]] && grep -Eq -- "$pattern" refused.out'
+}
+refused "N must be 1..32" hosts up 0
+refused "kill: no host 9" hosts kill 9
+refused "cannot read the hostfile 'absent'" "$dtrain" elastic --hostfile absent -- train --config dp.yaml
+refused "give the command after --.*not 'eval'" "$dtrain" elastic --hostfile two_hosts -- eval --config dp.yaml
+refused "--min-hosts 3 must be 1..2" "$dtrain" elastic --hostfile two_hosts --min-hosts 3 -- train --config dp.yaml
+refused "--set data.batch_size=0: data.batch_size: expected an integer" "$dtrain" elastic --hostfile two_hosts -- train --config dp.yaml --set data.batch_size=0
+printf 'h1 slots=2\nh1\n' >twice_hosts
+refused "twice_hosts:2: host 'h1' is named twice" "$dtrain" elastic --hostfile twice_hosts -- train --config dp.yaml
+
 elastic_run minimum two_hosts 2 100000
 wait_for 60 has_checkpoint minimum || true
 fault_start=$(now)
