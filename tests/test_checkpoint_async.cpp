@@ -186,3 +186,31 @@ TEST_CASE("checkpoint.async: a background save that fails ends the run with its 
   CHECK(latest_of(dir) == "ckpt-4");
   CHECK(!fs::exists(dir / "ckpt-8.partial"));
 }
+
+TEST_CASE("checkpoint.async: a last save that fails in the background fails the run at its end; latest stays whole") {
+  testing::TempFolder root("ckpt_async_fail_last");
+  const data::Dataset data = testing::generated(8 * 32, 400, 10, false);
+  const fs::path dir = root.path / "ckpt";
+  // The run's last save (max_steps 10, saved every 4: 4, 8 and 10) finds a NaN: train() must not return.
+  auto poke = [](train::RankState& state) {
+    if (state.position.step != 10 || state.rank != 2) return;
+    state.params.at("bn/moving_mean").value().local().data()[1] = INFINITY;
+  };
+  std::string message;
+  Saves record;
+  bool returned = false;
+  try {
+    train_run(async_config(dir.string(), true, 4, 10), data, "", poke, &record);
+    returned = true;
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  CAPTURE(message);
+  CHECK(!returned);
+  CHECK(record.last_step == 10);
+  CHECK(message.find("the background save of " + (dir / "ckpt-10").string() + " failed") != std::string::npos);
+  CHECK(message.find("'variables/bn/moving_mean' holds Inf") != std::string::npos);
+  CHECK(message.find("latest still names ckpt-8") != std::string::npos);
+  CHECK(latest_of(dir) == "ckpt-8");
+  CHECK(checkpoint::list_checkpoints(dir.string()) == std::vector<std::string>{"ckpt-4", "ckpt-8"});
+}

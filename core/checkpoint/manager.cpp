@@ -162,6 +162,7 @@ struct CheckpointManager::Background {
     // The fiber's own: its last save's folder name, and whether the ranks have yet to agree it is written.
     std::string name;
     bool awaiting = false;
+    bool saved_before = false;
     // The snapshot the thread writes from (dropped once written).
     std::vector<DTensor> values;
     std::vector<NamedTensor> tensors;
@@ -333,9 +334,15 @@ void CheckpointManager::save_in_background(train::RankState& state, bool end_of_
   if (device.rank == 0) {
     background.commit = {};
     background.commit.partial = partial;  // from here on the destructor removes it unless committed
-    prepare_folder(partial);
   }
-  device.comm->barrier(everyone);  // the folder is there before any shard goes into it
+  // The run's first save clears what earlier runs left (a .partial of this very step, after a crash and a
+  // resume) before any rank writes: rank 0, then a barrier. Later, nothing is left over (the save before is
+  // committed, a failed one ends the run, one writer holds the dir): each process's thread makes the folder.
+  if (!mine.saved_before) {
+    if (device.rank == 0) prepare_folder(partial);
+    device.comm->barrier(everyone);
+    mine.saved_before = true;
+  }
 
   // The snapshot: host copies of the rank's tensors (the optimizer's slots gathered on the main path: a
   // collective), which the step after this one cannot change.
@@ -368,6 +375,9 @@ void CheckpointManager::save_in_background(train::RankState& state, bool end_of_
     bool failed = false;
     try {
       check_finite(mine.tensors, stamp.step);
+      std::error_code made;
+      fs::create_directories(partial, made);
+      if (made) throw Error(fmt::format("[checkpoint] cannot create '{}': {}", path_text(partial), made.message()));
       digest = write_shards(partial, mine.tensors, rank, stamp);
     } catch (const std::exception& caught) {
       error = caught.what();

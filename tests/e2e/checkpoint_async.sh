@@ -3,7 +3,7 @@
 # run's (dtrain diff), under 1 process and `mpirun -np 2`; a resume from them ends where the uninterrupted run
 # does; a background save that fails (a file size limit) ends the run with exit 1, one line naming the checkpoint
 # and the cause, `latest` on the last complete checkpoint; SIGKILL while a background save is written (and
-# training has gone on past it) leaves `latest` loadable.
+# training has gone on past it) leaves `latest` loadable; SIGTERM commits the stop's checkpoint before exit 143.
 # Usage: checkpoint_async.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
@@ -128,5 +128,22 @@ expect 0 "resuming killed/ckpt-4 " -- resume --config dp.yaml "${every4[@]}" "${
   --run-dir r_killed
 check "the resumed run committed ckpt-16, no .partial left" test "$(latest killed)" = ckpt-16 -a ! -e killed/ckpt-8.partial
 expect 0 "verdict: identical" -- diff killed/ckpt-16 sync_dp/ckpt-16
+
+# SIGTERM while saves are slow (SIGINT stays ignored in a script's background job): the step under way ends,
+# its checkpoint is saved (after the save in flight) and committed before the run exits 143.
+DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 "$dtrain" train --config dp.yaml "${every4[@]}" "${async[@]}" \
+  --set train.epochs=50 --set checkpoint.dir=stopped --set train.log_every=1 --run-dir r_stopped >stop.log 2>&1 &
+victim=$!
+past_step_6() { grep -aq '"split": "train_steps", "epoch": 1, "step": 6,' r_stopped/metrics.jsonl 2>/dev/null; }
+for _ in $(seq 1500); do past_step_6 && break; sleep 0.02; done
+kill -TERM "$victim" 2>/dev/null || true
+rc=0
+wait "$victim" || rc=$?
+victim=
+stop_step=$(grep -a '"split": "train_steps"' r_stopped/metrics.jsonl | tail -1 | sed -E 's/.*"step": ([0-9]+),.*/\1/')
+check "SIGTERM: exit 143 (got $rc): $(tail -2 stop.log)" test $rc = 143
+check "SIGTERM: the stop's step ($stop_step) is committed and latest" test "$(latest stopped)" = "ckpt-$stop_step"
+expect 0 "verdict: intact: step $stop_step" -- inspect --verify stopped
+check "SIGTERM: no .partial left" test -z "$(ls stopped | grep partial)"
 
 report
