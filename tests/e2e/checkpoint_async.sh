@@ -60,6 +60,23 @@ expect 0 "resuming async_dp/ckpt-16 " -- resume --config dp.yaml "${every4[@]}" 
 check "the resumed async run committed ckpt-24" test "$(latest async_dp)" = ckpt-24
 expect 0 "verdict: identical" -- diff async_dp/ckpt-24 whole/ckpt-24
 
+# keep_best and restore_best_weights: validated every 2 steps, only step 2's validation is ever the best
+# (min_delta 10), so the run stops after step 4 and reads step 2's weights back from DIR/best; the async save of
+# step 2 is slow (each dataset write sleeps 200 ms), so the read must wait for its commit. Same as sync.
+restoring=(--set data.validation_split=0.25 --set train.validation_every=2 --set train.epochs=3
+           --set "train.early_stopping={patience: 1, min_delta: 10, restore_best_weights: true}"
+           --set checkpoint.keep_best=val_loss --set checkpoint.max_to_keep=1 --set checkpoint.every=100)
+expect 0 "restored the weights of epoch 1 \(step 2, val_loss [0-9.]+\), the best validation" -- \
+  train --config mp.yaml "${restoring[@]}" --set checkpoint.dir=best_sync --run-dir r_best_sync
+grep -a 'test accuracy' out >best_sync.out
+DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=200 expect 0 "restored the weights of epoch 1 \(step 2, val_loss [0-9.]+\), the best validation" -- \
+  train --config mp.yaml "${restoring[@]}" "${async[@]}" --set checkpoint.dir=best_async --run-dir r_best_async
+check "keep_best async: stopped at step 4, DIR/best is step 2" test "$(latest best_async) $(cat best_async/best)" = "ckpt-4 ckpt-2"
+check "keep_best async: the restored weights' test result is the sync run's" \
+  test "$(grep -a 'test accuracy' out)" = "$(cat best_sync.out)"
+check "keep_best async: DIR/best is bitwise the sync run's" quiet_diff best_sync/best best_async/best
+check "keep_best async: latest is bitwise the sync run's" quiet_diff best_sync best_async
+
 # mpirun -np 2: the same (bitwise the P=2 sync run's; P=1's differ in the sums' order without train.bitwise).
 if mpi_runnable "$dtrain"; then
   for name in dp mp2; do
