@@ -3,7 +3,7 @@
 # run's (dtrain diff), under 1 process and `mpirun -np 2`; a resume from them ends where the uninterrupted run
 # does; a background save that fails (a file size limit) ends the run with exit 1, one line naming the checkpoint
 # and the cause, `latest` on the last complete checkpoint; SIGKILL while a background save is written (and
-# training has gone on past it) leaves `latest` loadable; SIGTERM commits the stop's checkpoint before exit 143.
+# training has gone on past it; one process of 2 under mpirun) leaves `latest` loadable; SIGTERM commits the stop's checkpoint before exit 143.
 # Usage: checkpoint_async.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
@@ -13,6 +13,7 @@ dtrain=$(realpath "$1")
 work=$(mktemp -d)
 cleanup() {
   [[ -n ${victim:-} ]] && kill -9 "$victim" 2>/dev/null || true
+  [[ -n ${job:-} ]] && kill "$job" 2>/dev/null || true  # mpirun ends its processes
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -145,6 +146,33 @@ expect 0 "resuming killed/ckpt-4 " -- resume --config dp.yaml "${every4[@]}" "${
   --run-dir r_killed
 check "the resumed run committed ckpt-16, no .partial left" test "$(latest killed)" = ckpt-16 -a ! -e killed/ckpt-8.partial
 expect 0 "verdict: identical" -- diff killed/ckpt-16 sync_dp/ckpt-16
+
+# The same under mpirun -np 2, process 1 killed (it writes shards of mp2's model-sharded tensors) while
+# ckpt-8 is written in the background: the job ends, latest is the complete ckpt-4.
+if mpi_runnable "$dtrain"; then
+  DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=100 timeout 120 mpirun --oversubscribe -x DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS \
+    -np 2 "$dtrain" train --config mp2.yaml "${every4[@]}" "${async[@]}" --set checkpoint.dir=killed_mpi \
+    --set train.log_every=1 --run-dir r_killed_mpi </dev/null >kill_mpi.log 2>&1 &
+  job=$!
+  mid_mpi_save() { [[ -e killed_mpi/ckpt-8.partial && $(latest killed_mpi) == ckpt-4 ]]; }
+  for _ in $(seq 1500); do mid_mpi_save && break; sleep 0.02; done
+  process_1=
+  for pid in $(pgrep -f -- "^$dtrain train --config mp2.yaml" || true); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && process_1=$pid
+  done
+  check "mpirun: found process 1 mid-save" test -n "$process_1"
+  [[ -n $process_1 ]] && kill -9 "$process_1"
+  rc=0
+  wait "$job" || rc=$?
+  job=
+  check "mpirun: the job ends non-zero after process 1's SIGKILL (got $rc)" test $rc != 0 -a $rc != 124
+  check "mpirun: latest is still the complete ckpt-4, ckpt-8 never committed" \
+    test "$(latest killed_mpi)" = ckpt-4 -a ! -e killed_mpi/ckpt-8
+  expect 0 "verdict: intact: step 4" -- inspect --verify killed_mpi
+  expect 0 "verdict: identical" -- diff killed_mpi/latest mpi_sync_mp2/ckpt-4
+else
+  skip_part "SIGKILL of one process under mpirun (no mpirun, or dtrain built without MPI)"
+fi
 
 # SIGTERM while saves are slow (SIGINT stays ignored in a script's background job): the step under way ends,
 # its checkpoint is saved (after the save in flight) and committed before the run exits 143.
