@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end: checkpoint.async on small generated MNIST-format data. Its checkpoints are bitwise the synchronous
-# run's (dtrain diff), under 1 process and `mpirun -np 2`; a resume from them ends where the uninterrupted run
-# does; a background save that fails (a file size limit) ends the run with exit 1, one line naming the checkpoint
-# and the cause, `latest` on the last complete checkpoint; SIGKILL while a background save is written (and
-# training has gone on past it; one process of 2 under mpirun) leaves `latest` loadable; SIGTERM commits the stop's checkpoint before exit 143.
+# run's (dtrain diff), under 1 process and `mpirun -np 2`, keep_best's DIR/best and restore_best_weights too; a
+# resume from them ends where the uninterrupted run does; a background save that fails (a file size limit) ends
+# the run with exit 1, one line naming the checkpoint and the cause, `latest` on the last complete checkpoint;
+# SIGKILL while a background save is written (training gone on past it; one process of 2 under mpirun) leaves
+# `latest` loadable; SIGTERM commits the stop's checkpoint before exit 143.
 # Usage: checkpoint_async.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
