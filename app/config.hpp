@@ -645,11 +645,14 @@ struct CheckpointConfig {
   std::int64_t every_steps = 0;  // when every == steps
   int max_to_keep = 3;
   std::string keep_best;  // "": off
+  bool async = false;
   template <class V> void visit(V& v) {
     v(dir, "dir", Text{"a directory"}, "where checkpoints go (default RUN_DIR/ckpt)");
     v(every, "every", Every{&every_steps}, "epoch, never or a number of steps");
     v(max_to_keep, "max_to_keep", Int{1, 1 << 20}, "the newest kept");
     v(keep_best, "keep_best", Choice{&kMonitors}, "also keep the best validation's checkpoint as DIR/best", kOmitDefault);
+    v(async, "async", Bool{},
+      "write and commit in the background (a host copy of the state; one save in flight), the same files", kOmitDefault);
   }
 };
 

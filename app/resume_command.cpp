@@ -111,7 +111,7 @@ int run_resume(const CommandOptions& options) {
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = saved.run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
-                                       options.overwrite);
+                                       options.overwrite, config.checkpoint.async);
   train::Hooks hooks = checkpoint_hooks(config, &manager, &index, true);
   hooks.on_start = [restore = hooks.on_start, &opened, restoring = std::make_shared<std::atomic<int>>(engine.placement.local)](
                        train::RankState& state) {

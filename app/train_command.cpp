@@ -74,7 +74,7 @@ int run_train(const CommandOptions& options) {
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = run_id;
   checkpoint::CheckpointManager manager(config.checkpoint.dir, config.checkpoint.max_to_keep, std::move(context),
-                                       options.overwrite);
+                                       options.overwrite, config.checkpoint.async);
   train::Hooks hooks = checkpoint_hooks(config, &manager, nullptr, false);
   if (init) {
     hooks.on_start = [&init, &plan, reading = std::make_shared<std::atomic<int>>(engine.placement.local)](

@@ -67,8 +67,17 @@ train::Hooks checkpoint_hooks(const Config& config, checkpoint::CheckpointManage
   };
   // The trainer also calls it where a run stops early (a signal, train.max_steps), whatever want_save says.
   hooks.save = [manager](train::RankState& state, bool end_of_epoch) { manager->save(state, end_of_epoch); };
-  if (config.train.early_stopping && config.train.early_stopping->restore_best_weights)
-    hooks.restore_best = restore_best_hook(manager->dir());
+  if (manager->async()) {
+    hooks.after_step = [manager](train::RankState& state, bool agree) { manager->after_step(state, agree); };
+    hooks.finish_saves = [manager](train::RankState& state) { manager->wait_saves(state); };
+  }
+  if (config.train.early_stopping && config.train.early_stopping->restore_best_weights) {
+    // DIR/best may name a checkpoint still being written in the background: committed first.
+    hooks.restore_best = [manager, read = restore_best_hook(manager->dir())](train::RankState& state, int64_t step) {
+      manager->wait_saves(state);
+      read(state, step);
+    };
+  }
   return hooks;
 }
 

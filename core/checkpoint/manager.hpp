@@ -8,13 +8,31 @@
 // checkpoint.keep_best: a save whose state's keep-best record has its best at the saved step is the best so
 // far; DIR/best names it (replaced atomically right after `latest`), and the checkpoint `best` names is never
 // deleted to keep max_to_keep: the dir holds the max_to_keep latest checkpoints plus the best one.
+//
+// checkpoint.async: the same files and the same protocol, with the writing moved off the training path.
+// save() does on the main path only what needs the ranks together: the optimizer's slot gather (and, at the
+// run's first save, rank 0 clearing earlier runs' leftovers, then a barrier); then each rank copies its tensors
+// to host memory (the snapshot) and hands them to this process's one background thread, and training goes on.
+// The background thread only touches files (the NaN/Inf check, the .partial folder, the shard file; on process
+// 0 also the index, the manifest, the rename and `latest`): it never calls MPI or a communicator. The ranks agree that every shard is on disk on the main
+// path: after_step(agree = true), which the trainer calls at its stop-check looks (every rank at the same
+// steps), gathers each rank's state and digest (one small all-gather, only while a save awaits it); once all
+// are written, rank 0 posts the commit to its background thread. A later save(), and wait_saves() at any end
+// of training (and before restore_best_weights reads DIR/best), first wait for the save in flight (written,
+// agreed and committed): one save in flight at most, so one snapshot's memory at most. A failure in the
+// background (a full disk, a NaN) is thrown on the main path by after_step (the failing rank at its next step,
+// every rank at the next agreement), save() or wait_saves(), naming the checkpoint, the cause and what
+// `latest` still names; `latest` is only ever replaced by a commit of a complete checkpoint, so SIGKILL at any
+// moment leaves it whole. The files are the synchronous save's: the same code writes them from equal values.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/checkpoint/dir_lock.hpp"
 #include "core/checkpoint/format.hpp"
+#include "core/checkpoint/manifest.hpp"
 #include "core/train/trainer.hpp"
 
 namespace dtrain::checkpoint {
@@ -33,20 +51,42 @@ class CheckpointManager {
  public:
   // replace_others: the dir's checkpoints of other runs are deleted once this run's first checkpoint is
   // committed (train --overwrite, resume --overwrite); never before.
-  CheckpointManager(std::string dir, int max_to_keep, SaveContext context, bool replace_others = false);
+  // async: checkpoint.async (see above).
+  CheckpointManager(std::string dir, int max_to_keep, SaveContext context, bool replace_others = false,
+                    bool async = false);
+  ~CheckpointManager();  // async: lets the background job under way end, drops the rest (never commits them)
 
   // Collective: every rank of the run calls it with its own state, at the same position. Throws (and
-  // leaves no partial folder behind) when a tensor holds NaN or Inf, or a file cannot be written.
+  // leaves no partial folder behind) when a tensor holds NaN or Inf, or a file cannot be written; async, the
+  // files are written later and such an error comes from a later call (after_step, save, wait_saves).
   void save(train::RankState& state, bool end_of_epoch);
+  // Async only (else nothing): throws when this rank's background save (or rank 0's commit) failed; with
+  // `agree`, collective (every rank at the same steps): a save whose shards every rank has written is
+  // committed (in the background, by rank 0).
+  void after_step(train::RankState& state, bool agree);
+  // Collective, async only (else nothing): returns when the save in flight is committed; throws when it failed.
+  void wait_saves(train::RankState& state);
   // Deletes what the last saves could not while a reader held a lease (waiting for readers a while).
   // Call once, after the last save, on the process of rank 0.
   void finish();
+  bool async() const { return background_ != nullptr; }
   const std::string& dir() const { return dir_; }
   // The folder of the last checkpoint this manager committed ("" when none).
   const std::string& last_committed() const { return last_committed_; }
 
  private:
+  void prepare_folder(const std::string& partial);  // rank 0: DIR made, leftovers gone, the .partial folder made
+  // Rank 0: the index and the manifest written into `partial`, then commit().
+  void write_and_commit(const std::string& partial, const std::string& name, const CheckpointMeta& meta,
+                        const std::vector<TensorRecord>& records, const std::vector<FileDigest>& shards, bool best);
   void commit(const std::string& partial, const std::string& name, bool best);  // rank 0
+  // checkpoint.async (manager.cpp's Background): the snapshot handed to the background thread; waiting for
+  // the save in flight (every rank's shards written and agreed, rank 0's commit done); the agreement.
+  void save_in_background(train::RankState& state, bool end_of_epoch);
+  void settle(train::RankState& state);
+  // Collective: gathers every rank's background state; all written: rank 0 posts the commit. `wait`: every
+  // rank has waited for its own shards first. Throws, on every rank, when any rank's save failed.
+  void agree_written(train::RankState& state, bool wait);
   // Deletes the checkpoints beyond max_to_keep (this run's) and, when replacing, other runs'; returns
   // false when a reader's lease kept it from deleting.
   bool delete_unkept(double wait_s);
@@ -57,6 +97,9 @@ class CheckpointManager {
   bool replace_others_;
   std::string last_committed_;
   bool deletions_pending_ = false;
+  struct Background;  // checkpoint.async: the thread, the snapshots and the state of the save in flight
+  std::unique_ptr<Background> background_;
+  friend struct Background;
 };
 
 // A reader's view of a checkpoint: the lease that keeps it whole while held, and what it holds (verified).

@@ -105,6 +105,10 @@ void MetricsLog::write_steps(const StepsRow& r) {
       json_number(r.learning_rate, 6), json_number(r.examples_per_s, 6), json_number(r.seconds, 6)));
 }
 
+void MetricsLog::write_save(int64_t step, double stall_seconds) {
+  write_line(fmt::format("{{\"split\": \"save\", \"step\": {}, \"stall_s\": {}}}", step, json_number(stall_seconds, 6)));
+}
+
 void MetricsLog::write_eval(const EvalRow& r) {
   const SplitMetrics& m = r.metrics;
   DTRAIN_CHECK(m.class_examples.size() == m.class_correct.size() &&

@@ -9,6 +9,8 @@
 //                 "macro_avg", "weighted_avg", "confusion": [[...], ...] (row: true class, column: predicted)})
 //   "validation"  a validation (data.validation_split) during training: its loss and accuracy are Keras'
 //                 val_loss and val_accuracy, at the step (and epoch) it followed
+//   "save"        a checkpoint save at "step": "stall_s", the seconds the training loop stood still for it
+//                 (with checkpoint.async the snapshot, not the writing)
 // "train" rows (a finished epoch) and the "end" row carry "peak_rss_bytes": the process's peak resident memory
 // so far (getrusage's max RSS; under mpirun, process 0's). A "run" row may carry plan's predictions for the
 // run ("predicted_step_seconds", "predicted_examples_per_second", "predicted_peak_bytes_per_process"), which
@@ -78,6 +80,7 @@ class MetricsLog {
   void write_end(const EndRow& row);
   void write_steps(const StepsRow& row);
   void write_eval(const EvalRow& row);
+  void write_save(int64_t step, double stall_seconds);
   const std::string& path() const { return path_; }
 
  private:

@@ -200,6 +200,10 @@ void ProgressReporter::close_line() {
   line_open_ = false;
 }
 
+void ProgressReporter::on_save(int64_t step, double stall_seconds) {
+  if (metrics_) metrics_->write_save(step, stall_seconds);
+}
+
 void ProgressReporter::on_split_end(const SplitMetrics& m) {
   close_line();
   // Whole lines, never cut: these are the results (on a terminal broken between words, not inside one).

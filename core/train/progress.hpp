@@ -72,6 +72,7 @@ class ProgressReporter : public Reporter {
   void on_epoch_resumed(const EpochTotals& done) override;
   void on_step(const StepMetrics& metrics) override;
   void on_split_end(const SplitMetrics& metrics) override;
+  void on_save(int64_t step, double stall_seconds) override;  // a "save" row
 
  private:
   int line_width() const;  // the terminal's

@@ -538,6 +538,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         ran_every_step = end_of_epoch && position.epoch + 1 == options_.epochs;
         const bool looks = stop_check.due(position.step);
         if (looks) signal = stop_check.look(device, everyone, position.step);
+        if (hooks.after_step) hooks.after_step(run.state, looks);
         stopped = signal != 0 || at_max_steps();
         // Validated when due even at a stop, so that a resumed run has seen the same validations.
         const bool validates = validation_data != nullptr && validation_due(options_.validation, position, end_of_epoch);
@@ -573,7 +574,9 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         // same, above: it may count): `checkpoint.every: N` steps need not divide the run's steps.
         if (saves) {
           position.totals = {loss_total, correct_total, examples};  // read back above on a GPU
+          const auto save_start = Clock::now();
           hooks.save(run.state, end_of_epoch);
+          if (reports) reporter.on_save(position.step, seconds_since(save_start));
           last_saved = position.step;
         }
       }
@@ -600,6 +603,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       if (stopped) break;  // where it stopped: no next epoch
     }
     if (!stopped) ran_every_step = true;
+    if (hooks.finish_saves) hooks.finish_saves(run.state);  // the last save committed before the run ends
     // A signal after the last step's check (in the last evaluation, say) found nothing left to stop, but the
     // exit code still tells it.
     if (signal == 0) {

@@ -105,6 +105,9 @@ class Reporter {
   virtual void on_epoch_resumed(const EpochTotals& done) {}
   virtual void on_step(const StepMetrics& metrics) {}
   virtual void on_split_end(const SplitMetrics& metrics) {}
+  // After each save hook call: how long the training loop stood still for it (checkpoint.async: the snapshot
+  // and the wait for the save before, not the writing).
+  virtual void on_save(int64_t step, double stall_seconds) {}
 };
 
 // One rank's trainable state, given to hooks (checkpoint save/restore).
@@ -125,6 +128,13 @@ struct Hooks {
   // signal, train.max_steps, early stopping) and, with keep_best, after each validation; end_of_epoch: the
   // position is the end of its epoch.
   std::function<void(RankState&, bool end_of_epoch)> save;
+  // checkpoint.async: every rank after each step; `agree` is true at the same steps on every rank (the stop
+  // check's looks, a few ms of training apart), where it may run a collective. Throws when a background save
+  // failed.
+  std::function<void(RankState&, bool agree)> after_step;
+  // checkpoint.async: every rank, once the run's steps are over (however it stopped): returns when the save in
+  // flight is committed; throws when it failed.
+  std::function<void(RankState&)> finish_saves;
   // Every rank, with early_stopping.restore_best_weights, when the run ends: put the variables of the best
   // validation's step (the checkpoint keep_best kept) into the state's parameters.
   std::function<void(RankState&, int64_t step)> restore_best;
