@@ -9,21 +9,21 @@
 // far; DIR/best names it (replaced atomically right after `latest`), and the checkpoint `best` names is never
 // deleted to keep max_to_keep: the dir holds the max_to_keep latest checkpoints plus the best one.
 //
-// checkpoint.async: the same files and the same protocol, with the writing moved off the training path.
-// save() does on the main path only what needs the ranks together: the optimizer's slot gather (and, at the
-// run's first save, rank 0 clearing earlier runs' leftovers, then a barrier); then each rank copies its tensors
-// to host memory (the snapshot) and hands them to this process's one background thread, and training goes on.
-// The background thread only touches files (the NaN/Inf check, the .partial folder, the shard file; on process
-// 0 also the index, the manifest, the rename and `latest`): it never calls MPI or a communicator. The ranks agree that every shard is on disk on the main
-// path: after_step(agree = true), which the trainer calls at its stop-check looks (every rank at the same
-// steps), gathers each rank's state and digest (one small all-gather, only while a save awaits it); once all
-// are written, rank 0 posts the commit to its background thread. A later save(), and wait_saves() at any end
-// of training (and before restore_best_weights reads DIR/best), first wait for the save in flight (written,
-// agreed and committed): one save in flight at most, so one snapshot's memory at most. A failure in the
-// background (a full disk, a NaN) is thrown on the main path by after_step (the failing rank at its next step,
-// every rank at the next agreement), save() or wait_saves(), naming the checkpoint, the cause and what
-// `latest` still names; `latest` is only ever replaced by a commit of a complete checkpoint, so SIGKILL at any
-// moment leaves it whole. The files are the synchronous save's: the same code writes them from equal values.
+// checkpoint.async: the same files and the same protocol, with the writing moved off the training path. save() does
+// on the main path only what needs the ranks together: the optimizer's slot gather (and, at the run's first save,
+// rank 0 clearing earlier runs' leftovers, then a barrier); then each rank copies its tensors to host memory (the
+// snapshot) and hands them to this process's one background thread, and training goes on. The background thread only
+// touches files (the NaN/Inf check, the .partial folder, the shard file; on process 0 also the index, the manifest,
+// the rename and `latest`): it never calls MPI or a communicator. The ranks agree that every shard is on disk on the
+// main path: after_step(agree = true), which the trainer calls at its stop-check looks (every rank at the same
+// steps), gathers each rank's state and digest (one small all-gather, only while a save awaits it); once all are
+// written, rank 0 posts the commit to its background thread. A later save(), and wait_saves() at any end of training
+// (and before restore_best_weights reads DIR/best), first wait for the save in flight (written, agreed and
+// committed): one save in flight at most, so one snapshot's memory at most. A failure in the background (a full
+// disk, a NaN) is thrown on the main path by after_step (the failing rank at its next step, every rank at the next
+// agreement), save() or wait_saves(), naming the checkpoint, the cause and what `latest` still names; `latest` is
+// only ever replaced by a commit of a complete checkpoint, so SIGKILL at any moment leaves it whole. The files are
+// the synchronous save's: the same code writes them from equal values.
 #pragma once
 #include <memory>
 #include <optional>
