@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "engine/elastic_plan.hpp"
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/article.hpp"
@@ -495,17 +496,15 @@ void read(Reader& reader, const Field& dims, std::vector<MeshDimConfig>& member,
                                            fmt::join(reader.config->mesh.dim_names(), ", "), kMaxDevices));
   }
   // auto: one device per process over the other dims (`dtrain elastic` relaunches such a config on whatever
-  // processes are left): P processes and others = the other dims' product give P / others, or 1 when the
-  // others are a multiple of P (each process then holds others / P devices).
+  // processes are left): the rule is elastic::auto_sized's, which elastic plans with.
+  const std::vector<MeshDimConfig> sized = elastic::auto_sized(member, process_count());
   for (size_t i = 0; i < member.size(); ++i) {
     if (!member[i].automatic) continue;
-    const std::int64_t processes = process_count();
-    if (processes % devices == 0) member[i].size = int(processes / devices);
-    else if (devices % processes == 0) member[i].size = 1;
-    else
+    if (sized[i].size == 0)
       reader.fail(entries[i].value, fmt::format("auto: {} processes cannot share the other dims' {} devices evenly (the "
                                                 "process count must be a multiple or a divisor of {})",
-                                                processes, devices, devices));
+                                                process_count(), devices, devices));
+    member[i].size = sized[i].size;
   }
 }
 

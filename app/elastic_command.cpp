@@ -286,7 +286,7 @@ int run_elastic(const CommandOptions& options) {
     const int auto_processes = elastic::auto_processes(config.mesh.dims, batch_dim, config.data.batch_size,
                                                        elastic::slot_count(hosts), config.train.bitwise);
     const elastic::Relaunch launch =
-        auto_processes > 0 ? elastic::Relaunch{config.mesh.dims, auto_processes}
+        auto_processes > 0 ? elastic::Relaunch{elastic::auto_sized(config.mesh.dims, auto_processes), auto_processes}
                            : elastic::replan_mesh(config.mesh.dims, batch_dim, config.data.batch_size,
                                                   devices_per_process, elastic::slot_count(hosts), config.train.bitwise);
     const std::vector<elastic::Host> used = elastic::spread(hosts, launch.processes);

@@ -128,20 +128,27 @@ Relaunch replan_mesh(const std::vector<MeshDimConfig>& dims, const std::string& 
       slots, devices_per_process, others, global_batch));
 }
 
+std::vector<MeshDimConfig> auto_sized(const std::vector<MeshDimConfig>& dims, int processes) {
+  std::int64_t others = 1;
+  for (const MeshDimConfig& dim : dims)
+    if (!dim.automatic) others *= dim.size;
+  std::vector<MeshDimConfig> sized = dims;
+  for (MeshDimConfig& dim : sized) {
+    if (!dim.automatic) continue;
+    dim.automatic = false;
+    dim.size = processes % others == 0 ? int(processes / others) : others % processes == 0 ? 1 : 0;
+  }
+  return sized;
+}
+
 int auto_processes(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
                    int slots, bool powers_of_two) {
-  const MeshDimConfig* automatic = nullptr;
-  std::int64_t others = 1;
-  for (const MeshDimConfig& dim : dims) {
-    if (dim.automatic) automatic = &dim;
-    else others *= dim.size;
-  }
-  if (automatic == nullptr) return 0;
+  const auto automatic = std::find_if(dims.begin(), dims.end(), [](const MeshDimConfig& dim) { return dim.automatic; });
+  if (automatic == dims.end()) return 0;
   for (int processes = slots; processes >= 1; --processes) {
-    std::int64_t size = 0;  // config.cpp's rule for auto
-    if (processes % others == 0) size = processes / others;
-    else if (others % processes == 0) size = 1;
-    else continue;
+    const std::vector<MeshDimConfig> sized = auto_sized(dims, processes);
+    const std::int64_t size = sized[size_t(automatic - dims.begin())].size;
+    if (size == 0) continue;
     if (automatic->name == batch_dim && global_batch % size != 0) continue;
     if (powers_of_two && (size > 8 || (size & (size - 1)) != 0)) continue;
     return processes;

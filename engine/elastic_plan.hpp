@@ -51,6 +51,9 @@ Relaunch replan_mesh(const std::vector<MeshDimConfig>& dims, const std::string& 
 // two up to 8 when `powers_of_two`. 0 when the mesh has no auto dim.
 int auto_processes(const std::vector<MeshDimConfig>& dims, const std::string& batch_dim, std::int64_t global_batch,
                    int slots, bool powers_of_two);
+// `dims` with its auto dim sized for `processes` (config.cpp's rule: processes over the other dims' product, or
+// 1 when that product is a multiple of them) and no longer marked auto; 0 as its size when neither divides.
+std::vector<MeshDimConfig> auto_sized(const std::vector<MeshDimConfig>& dims, int processes);
 
 // "{batch: 4, model: 2}": the form `--set mesh.dims=...` takes.
 std::string dims_text(const std::vector<MeshDimConfig>& dims);

@@ -138,4 +138,7 @@ TEST_CASE("mesh.dims may size one dim `auto` from the process count; elastic the
   CHECK(elastic::auto_processes(config.mesh.dims, "batch", 96, 6, true) == 4);  // bitwise: powers of two
   CHECK(elastic::auto_processes(config.mesh.dims, "batch", 64, 1, false) == 1);  // 2 devices in one process
   CHECK(elastic::auto_processes({{"batch", 8}}, "batch", 64, 6, false) == 0);    // no auto dim
+  CHECK(elastic::dims_text(elastic::auto_sized(config.mesh.dims, 4)) == "{batch: 2, model: 2}");
+  CHECK(elastic::dims_text(elastic::auto_sized(config.mesh.dims, 1)) == "{batch: 1, model: 2}");
+  CHECK(elastic::dims_text(elastic::auto_sized(config.mesh.dims, 3)) == "{batch: 0, model: 2}");  // neither divides
 }

@@ -178,28 +178,32 @@ elastic_ok() {
 "$dtrain" train --config dp.yaml "${bitwise[@]}" --set train.epochs=150 --set checkpoint.dir=ref150 --run-dir r_ref150 \
   >/dev/null 2>&1
 start=$(now)
-# elastic_case RUN HOSTFILE EXPECTED ARGS...: elastic on HOSTFILE's hosts, every process of host 2 killed once
-# RUN has a checkpoint; the run completes bitwise equal to ref150, its restart line holding EXPECTED.
+# elastic_case RUN HOSTFILE FAULT EXPECTED ARGS...: elastic on HOSTFILE's hosts; once RUN has a checkpoint, host 2
+# meets FAULT (kill: every process killed; cut: its link down, its processes left running); the run completes
+# bitwise equal to ref150, its restart line holding EXPECTED, and no process is left on host 2.
 elastic_case() {
-  local run=$1 hostfile=$2 expected=$3
-  shift 3
+  local run=$1 hostfile=$2 fault=$3 expected=$4
+  shift 4
   elastic_run "$run" "$hostfile" 1 150 "$@"
   wait_for 60 has_checkpoint "$run" || true
-  hosts kill 2
+  hosts "$fault" 2
   elastic_ok "$run" ref150
   check "$run: the restart line holds '$expected': $(grep -a 'restart 1' "$run.log")" grep -qF -- "$expected" "$run.log"
+  check "$run: no process left on host 2 ($fault)" wait_for 15 eval '[[ -z $(hosts pids 2) ]]'
   hosts up 4 --slots 2 >/dev/null
 }
 head -3 "$hosts_dir/hostfile" >three_hosts
 head -2 "$hosts_dir/hostfile" >two_hosts
-elastic_case elastic3 three_hosts "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}"  # mesh kept
-elastic_case elastic2 two_hosts "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 4}"               # a smaller one
+elastic_case elastic3 three_hosts kill "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}"  # mesh kept
+elastic_case elastic2 two_hosts kill "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 4}"               # a smaller one
 # {batch: auto}: one device per process, 4 on 2 hosts, then 2 on the host left.
-elastic_case elastic_auto two_hosts "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: auto}" \
+elastic_case elastic_auto two_hosts kill "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 2}" \
   --set "mesh.dims={batch: auto}"
 check "elastic_auto: started on {batch: 4}, went on on {batch: 2}" \
   eval 'grep -q "parameters on mesh {batch: 4} on 4 CPU devices" elastic_auto.log &&
     grep -q "on mesh {batch: 2} on 2 CPU devices (over 2 processes" elastic_auto.log'
+# Host 2 cut off: mpirun's keepalives name it lost, and its own daemon ends its processes.
+elastic_case elastic_cut three_hosts cut "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}"
 
 # One process crashes, its host staying up: no host is lost, the run restarts on the same hosts.
 elastic_run crash two_hosts 1 150
