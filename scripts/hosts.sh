@@ -34,8 +34,12 @@ die() {
 }
 
 command=${1:-}
-[[ -n $command ]] || die "usage: hosts.sh up N | down | lose I | cut I | heal I | drop I PERCENT | slow I | pids I"
+[[ -n $command ]] || die "usage: hosts.sh up N | down | kill I | lose I | cut I | heal I | drop I PERCENT | slow I | pids I (--help)"
 shift
+if [[ $command == -h || $command == --help ]]; then
+  sed -n '2,/^set -euo/p' "$script" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 if [[ $command == agent ]]; then
   # mpirun calls: agent [--dir DIR] HOST COMMAND... (COMMAND is a shell command line, as ssh would run it).
   if [[ ${1:-} == --dir ]]; then
