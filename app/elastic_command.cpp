@@ -23,6 +23,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "app/commands.hpp"
@@ -61,51 +64,50 @@ InnerCommand parse_inner(const std::vector<std::string>& args) {
   InnerCommand inner{args[0], "", "", "", {}, false};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& word = args[i];
-    const auto value = [&](const std::string& name, const std::string& alias = "") -> const std::string* {
+    // The value of `--name VALUE` or `--name=VALUE` (also under `alias`), or nothing when `word` is neither.
+    const auto value = [&](const std::string& name, const std::string& alias = "") -> std::optional<std::string> {
       for (const std::string& option : {name, alias}) {
         if (option.empty()) continue;
         if (word == option) {
           DTRAIN_CHECK_USAGE(i + 1 < args.size(), "elastic: {} after -- needs a value", option);
-          return &args[++i];
+          return args[++i];
         }
-        if (word.rfind(option + "=", 0) == 0) {
-          static thread_local std::string inline_value;
-          inline_value = word.substr(option.size() + 1);
-          return &inline_value;
-        }
+        if (word.rfind(option + "=", 0) == 0) return word.substr(option.size() + 1);
       }
-      return nullptr;
+      return std::nullopt;
     };
-    if (const std::string* v = value("--config", "-c")) inner.config = *v;
-    else if (const std::string* v = value("--set")) inner.sets.push_back(*v);
-    else if (const std::string* v = value("--run-dir")) inner.run_dir = *v;
-    else if (const std::string* v = value("--from")) inner.from = *v;
+    if (auto v = value("--config", "-c")) inner.config = *v;
+    else if (auto v = value("--set")) inner.sets.push_back(*v);
+    else if (auto v = value("--run-dir")) inner.run_dir = *v;
+    else if (auto v = value("--from")) inner.from = *v;
     else if (word == "--overwrite") inner.overwrite = true;
   }
   DTRAIN_CHECK_USAGE(!inner.config.empty(), "elastic: the {} command after -- needs --config FILE", inner.command);
   return inner;
 }
 
-std::string read_latest(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / checkpoint::kLatestFile);
-  std::string name;
-  std::getline(in, name);
-  return name;
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream stream(text);
+  return {std::istream_iterator<std::string>(stream), std::istream_iterator<std::string>()};
 }
 
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::string word;
-  for (const char c : text) {
-    if (c == ' ' || c == '\t') {
-      if (!word.empty()) words.push_back(word);
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  if (!word.empty()) words.push_back(word);
-  return words;
+// A new empty file under /tmp named PREFIX-XXXXXX; its path.
+std::string temporary_file(const char* prefix) {
+  std::string path = fmt::format("/tmp/{}-XXXXXX", prefix);
+  const int fd = mkstemp(path.data());
+  DTRAIN_CHECK(fd >= 0, "elastic: cannot make a temporary file in /tmp: {}", std::strerror(errno));
+  close(fd);
+  return path;
+}
+
+// In a forked child: runs `argv` in place of this process (exit 127 when it cannot).
+[[noreturn]] void exec_child(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "elastic: cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
 }
 
 // Runs `argv`, its stdout and stderr copied to this stdout as they come; returns the exit code (128 + signal
@@ -122,12 +124,7 @@ int run_child(const std::vector<std::string>& argv, std::string& output) {
     dup2(pipe_ends[1], 2);
     close(pipe_ends[0]);
     close(pipe_ends[1]);
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "elastic: cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+    exec_child(argv);
   }
   child_pid = pid;
   close(pipe_ends[1]);
@@ -162,14 +159,10 @@ std::vector<elastic::Host> reachable(const std::vector<std::string>& mpirun, con
   };
   std::vector<Probe> probes(hosts.size());
   for (size_t i = 0; i < hosts.size(); ++i) {
-    char path[] = "/tmp/dtrain-elastic-probe-XXXXXX";
-    const int fd = mkstemp(path);
-    DTRAIN_CHECK(fd >= 0, "elastic: cannot make a temporary hostfile: {}", std::strerror(errno));
-    close(fd);
-    probes[i].hostfile = path;
-    std::ofstream(path) << hosts[i].name << " slots=1\n";
+    probes[i].hostfile = temporary_file("dtrain-elastic-probe");
+    std::ofstream(probes[i].hostfile) << hosts[i].name << " slots=1\n";
     std::vector<std::string> argv = mpirun;
-    for (const char* word : {"--hostfile", static_cast<const char*>(path), "-np", "1", "true"}) argv.push_back(word);
+    argv.insert(argv.end(), {"--hostfile", probes[i].hostfile, "-np", "1", "true"});
     std::fflush(stdout);
     const pid_t pid = fork();
     DTRAIN_CHECK(pid >= 0, "elastic: fork failed: {}", std::strerror(errno));
@@ -179,11 +172,7 @@ std::vector<elastic::Host> reachable(const std::vector<std::string>& mpirun, con
       dup2(null, 0);
       dup2(null, 1);
       dup2(null, 2);
-      std::vector<char*> args;
-      for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
+      exec_child(argv);
     }
     setpgid(pid, pid);
     probes[i].pid = pid;
@@ -240,17 +229,14 @@ int run_elastic(const CommandOptions& options) {
   const int devices_per_process = devices / elastic::processes_for(devices, elastic::slot_count(hosts));
   const std::string batch_dim = elastic::batch_dim_of(config);
   const std::string checkpoints = config.checkpoint.dir;
-  const std::string latest_before = read_latest(checkpoints);
+  const std::string latest_before = checkpoint::pointer_name(checkpoints, checkpoint::kLatestFile);
   const bool dir_was_empty = !checkpoint::is_nonempty_dir(checkpoints);
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
 
-  char hostfile_path[] = "/tmp/dtrain-elastic-hosts-XXXXXX";
-  const int hostfile_fd = mkstemp(hostfile_path);
-  DTRAIN_CHECK(hostfile_fd >= 0, "elastic: cannot make a temporary hostfile: {}", std::strerror(errno));
-  close(hostfile_fd);
+  const std::string hostfile_path = temporary_file("dtrain-elastic-hosts");
   struct Remove {
-    const char* path;
-    ~Remove() { std::remove(path); }
+    const std::string& path;
+    ~Remove() { std::remove(path.c_str()); }
   } remove_hostfile{hostfile_path};
   std::signal(SIGINT, forward_signal);
   std::signal(SIGTERM, forward_signal);
@@ -293,7 +279,7 @@ int run_elastic(const CommandOptions& options) {
     std::vector<std::string> args = options.elastic_args;
     std::string from = "starting";
     if (restart > 0 || shrunk) {
-      const std::string latest = read_latest(checkpoints);
+      const std::string latest = checkpoint::pointer_name(checkpoints, checkpoint::kLatestFile);
       const bool committed = !latest.empty() && (inner.command == "resume" || latest != latest_before);
       if (committed) {  // this run's own checkpoint: resume it
         args = {"resume", "--config", inner.config};

@@ -65,7 +65,8 @@ bool is_leftover(const std::string& file) {
          file == kLatestFile + ".tmp" || file == kBestFile + ".tmp";
 }
 
-// The folder name a pointer file (latest, best) of `dir` holds ("" when there is none).
+}  // namespace
+
 std::string pointer_name(const std::string& dir, const std::string& pointer) {
   const fs::path path = fs::path(dir) / pointer;
   if (!fs::exists(path)) return "";
@@ -73,6 +74,8 @@ std::string pointer_name(const std::string& dir, const std::string& pointer) {
   while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
   return name;
 }
+
+namespace {
 
 // DIR/latest or DIR/best, a file naming a checkpoint folder of DIR.
 bool is_pointer_file(const std::string& path) {

@@ -120,5 +120,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 std::string run_id_of(const std::string& folder);
 // Whether dir exists and holds any entry but the lock files.
 bool is_nonempty_dir(const std::string& dir);
+// The folder name a pointer file (kLatestFile, kBestFile) of `dir` holds ("" when there is none).
+std::string pointer_name(const std::string& dir, const std::string& pointer);
 
 }  // namespace dtrain::checkpoint
