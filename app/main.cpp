@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "core/kernels/cpu/cpu_isa.hpp"
 #include "core/suggest.hpp"
 
 namespace {
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   CLI::App app{"dtrain: SPMD training from YAML configs, on one device or many", "dtrain"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "dtrain 0.1");
+  // The CPU kernel builds too: scripts (scripts/test.sh) read which ones this CPU runs.
+  app.set_version_flag("--version", [] { return "dtrain 0.1\n" + dtrain::kernels::cpu_kernels_summary(); });
 
   CommandOptions options;
   std::vector<std::pair<CLI::App*, const Command*>> subcommands;

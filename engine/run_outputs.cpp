@@ -13,6 +13,7 @@
 #include "engine/step_time.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "core/kernels/cpu/cpu_isa.hpp"
 #include "core/output_dir.hpp"
 
 namespace dtrain {
@@ -48,6 +49,8 @@ std::string mesh_line(const Engine& engine) {
     mesh = fmt::format("{{{}}} on {} GPU device{} ({})", fmt::join(dims, ", "), engine.mesh->size(),
                        engine.mesh->size() == 1 ? "" : "s", gpu_line(engine.placement));
   }
+  else
+    mesh += fmt::format(" ({})", kernels::cpu_kernels_line());
   if (engine.placement.processes == 1) return mesh;
   return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
 }
@@ -90,6 +93,7 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
         if (std::find(row.hosts.begin(), row.hosts.end(), process_host(p)) == row.hosts.end())
           row.hosts.push_back(process_host(p));
     }
+    row.cpu_kernels = kernels::cpu_isa_name(kernels::active_cpu_isa());
     // Set by `dtrain elastic` (app/elastic_command.cpp) when it launches the run again.
     if (const char* restart = std::getenv("DTRAIN_ELASTIC_RESTART"); restart != nullptr && std::atoi(restart) > 0) {
       row.restart = std::atoi(restart);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtrain needs to build and test (idempotent; silent when all are there).
 # `scripts/setup.sh --test` also installs what the end-to-end tests read checkpoints and plots with (h5py,
-# matplotlib) and make test hosts with (iproute2, iptables: scripts/hosts.sh): without them those parts of the
-# tests would be SKIPPED; `--bench` the peers the benchmarks compare against (numpy, PyTorch, sklearn) as well.
+# matplotlib), make test hosts with (iproute2, iptables: scripts/hosts.sh) and emulate other CPUs with (qemu-user:
+# tests/e2e/cpu_kernels.sh): without them those parts of the tests would be SKIPPED; `--bench` the peers the benchmarks compare against (numpy, PyTorch, sklearn) as well.
 set -euo pipefail
 
 packages=(cmake g++ make libcli11-dev libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev libxxhash-dev libre2-dev pkg-config
           libboost-context-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev hdf5-tools python3 curl ca-certificates)
 case "${1:-}" in
-  --test) packages+=(python3-h5py python3-matplotlib iproute2 iptables) ;;
+  --test) packages+=(python3-h5py python3-matplotlib iproute2 iptables qemu-user) ;;
   --bench) packages+=(python3-h5py python3-matplotlib python3-numpy python3-torch libopenblas0-pthread python3-sklearn) ;;
 esac
 

@@ -153,7 +153,7 @@ TEST_CASE("gemm with beta = 0 ignores NaNs already in C") {
 
 TEST_CASE("gemm with a row stride for A (lda) equals the packed product, on every engine and density") {
   using dtrain::kernels::gemm_blocked;
-  using dtrain::kernels::gemm_eigen;
+  using dtrain::kernels::gemm_portable;
   for (double density : {1.0, 0.08}) {  // the dense engines, then the sparse path
     for (int combo = 0; combo < 4; ++combo) {
       const bool ta = combo & 1, tb = combo & 2;
@@ -171,7 +171,7 @@ TEST_CASE("gemm with a row stride for A (lda) equals the packed product, on ever
         dtrain::kernels::gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, expected.data());
         dtrain::kernels::gemm(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data());
         CHECK(c == expected);
-        gemm_eigen(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data());
+        gemm_portable(ta, tb, m, n, k, 1.0f, wide.data(), lda, b.data(), 0.0f, c.data(), 1);
         for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(c[i] - expected[i]) <= 1e-4f);
         if (dtrain::kernels::gemm_blocked_available()) {
           std::vector<float> packed(c.size());
@@ -224,15 +224,39 @@ TEST_CASE("gemm of a known product") {
   CHECK(c == std::vector<float>{58, 64, 139, 154});
 }
 
-TEST_CASE("the Eigen CPU engine matches the reference") {
-  using dtrain::kernels::gemm_eigen;
-  const std::vector<Shape3> shapes = {{7, 13, 5}, {150, 47, 517}, {300, 20, 64}};
-  for (const auto& shape : shapes)
-    for (int combo = 0; combo < 4; ++combo)
-      check_against_reference(
-          [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
-             float* c) { gemm_eigen(ta, tb, m, n, k, alpha, a, ta ? m : k, b, beta, c); },
-          combo & 1, combo & 2, shape, 0.5f, -1.5f);
+TEST_CASE("the portable CPU engine (the generic kernels') matches the reference, on 1 and 2 threads") {
+  using dtrain::kernels::gemm_portable;
+  const std::vector<Shape3> shapes = {{7, 13, 5}, {150, 47, 517}, {300, 20, 64}, {9, 600, 3}};
+  for (const int threads : {1, 2})
+    for (const auto& shape : shapes)
+      for (int combo = 0; combo < 4; ++combo)
+        check_against_reference(
+            [threads](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+                      float beta, float* c) { gemm_portable(ta, tb, m, n, k, alpha, a, ta ? m : k, b, beta, c, threads); },
+            combo & 1, combo & 2, shape, 0.5f, -1.5f);
+}
+
+TEST_CASE("the portable CPU engine gives the same bits at any thread count, with A or B stored either way") {
+  using dtrain::kernels::gemm_portable;
+  const int64_t m = 70, n = 300, k = 130;
+  const auto a = random_values(m * k, 61), b = random_values(k * n, 62);
+  std::vector<float> a_t(a.size()), b_t(b.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) a_t[size_t(p * m + i)] = a[size_t(i * k + p)];
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) b_t[size_t(j * k + p)] = b[size_t(p * n + j)];
+  std::vector<float> first(size_t(m * n));
+  gemm_portable(false, false, m, n, k, 1.0f, a.data(), k, b.data(), 0.0f, first.data(), 1);
+  for (const int threads : {1, 2, 3})
+    for (int combo = 0; combo < 4; ++combo) {
+      const bool ta = combo & 1, tb = combo & 2;
+      CAPTURE(threads);
+      CAPTURE(combo);
+      std::vector<float> c(first.size());
+      gemm_portable(ta, tb, m, n, k, 1.0f, ta ? a_t.data() : a.data(), ta ? m : k, tb ? b_t.data() : b.data(), 0.0f,
+                    c.data(), threads);
+      CHECK(c == first);
+    }
 }
 
 TEST_CASE("needs AVX2: the blocked CPU engine matches the reference, including the uncached parallel path") {

@@ -40,12 +40,15 @@ Values random_values(int64_t count, uint32_t seed, float low, float high) {
   return values;
 }
 
-// |actual - expected| <= tolerance * max(1, |expected|); fails on a NaN.
-void check_close(const Values& actual, const Values& expected, float tolerance, const std::string& what) {
+// |actual - expected| <= tolerance * max(1, |expected|, |scale[i]|); fails on a NaN. `scale` (when given) is the
+// size of the terms a result is the difference of, which its float rounding is relative to.
+void check_close(const Values& actual, const Values& expected, float tolerance, const std::string& what,
+                 const Values* scale = nullptr) {
   REQUIRE(actual.size() == expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     INFO(what << " element " << i << ": " << actual[i] << " vs " << expected[i]);
-    CHECK(std::fabs(actual[i] - expected[i]) <= tolerance * std::max(1.0f, std::fabs(expected[i])));
+    const float size = std::max(std::fabs(expected[i]), scale ? std::fabs((*scale)[i]) : 0.0f);
+    CHECK(std::fabs(actual[i] - expected[i]) <= tolerance * std::max(1.0f, size));
   }
 }
 
@@ -128,15 +131,17 @@ Outputs run_on_host(const ActivationKernels& act, const LayerNormKernels& ln, co
   return run_all(act, ln, in, upload, download);
 }
 
-// Float kernels against the double reference: transcendental functions within a few ulps; the row sums
-// (float, in order, up to 257 terms of |x| <= 60) within 1e-4 relative; layer norm's outputs after them too.
-void compare(const Outputs& a, const Outputs& b) {
+// Float kernels against the double reference: transcendental functions within a few ulps (1e-6 is 8 ulps at
+// 1); binary cross-entropy, max(x, 0) - x z + log1p(exp(-|x|)), within as many ulps of |x|: x z is rounded at
+// x's size and the difference cancels; the row sums (float, in order, up to 257 terms of |x| <= 60) within 1e-4
+// relative; layer norm's outputs after them too.
+void compare(const Outputs& a, const Outputs& b, const Inputs& in) {
   const char* names[] = {"sigmoid", "tanh", "gelu"};
   for (int f = 0; f < 3; ++f) {
     check_close(a.forward[f], b.forward[f], 1e-6f, names[f]);
     check_close(a.backward[f], b.backward[f], 1e-6f, std::string(names[f]) + " grad");
   }
-  check_close(a.bce, b.bce, 1e-6f, "binary_crossentropy");
+  check_close(a.bce, b.bce, 1e-6f, "binary_crossentropy", &in.x);
   check_close(a.bce_grad, b.bce_grad, 1e-6f, "binary_crossentropy grad");
   check_close(a.bce_p, b.bce_p, 1e-6f, "binary_crossentropy of probabilities");
   check_close(a.bce_p_grad, b.bce_p_grad, 1e-6f, "binary_crossentropy of probabilities grad");
@@ -158,7 +163,7 @@ TEST_CASE("activation and layer-norm kernels: the CPU kernels equal the referenc
     CAPTURE(block.features);
     const Inputs in = make_inputs(block, seed += 10);
     compare(run_on_host(cpu_kernels<ActivationKernels>(), cpu_kernels<LayerNormKernels>(), in),
-            run_on_host(reference_kernels<ActivationKernels>(), reference_kernels<LayerNormKernels>(), in));
+            run_on_host(reference_kernels<ActivationKernels>(), reference_kernels<LayerNormKernels>(), in), in);
   }
 }
 
@@ -210,6 +215,6 @@ TEST_CASE("needs a GPU: the CUDA activation and layer-norm kernels match the ref
     const Inputs in = make_inputs(block, seed += 10);
     compare(run_all(cuda_kernels<ActivationKernels>(0, "test"), cuda_kernels<LayerNormKernels>(0, "test"), in, upload,
                     download),
-            run_on_host(reference_kernels<ActivationKernels>(), reference_kernels<LayerNormKernels>(), in));
+            run_on_host(reference_kernels<ActivationKernels>(), reference_kernels<LayerNormKernels>(), in), in);
   }
 }

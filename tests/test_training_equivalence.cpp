@@ -54,7 +54,10 @@ TEST_CASE("mnist_cnn_sp on spatial, data-parallel and channel-sharded meshes giv
   data::Dataset images = generated_images(64 * 30);
   const std::string whole_images = "data.layout=[batch, unsharded, unsharded, unsharded]";
   // The config's model and layouts at a constant Adam 1e-3: its schedule's peak 0.01 on these easy images
-  // turns summation-order rounding into 1e-4 differences by step 25 (the schedule has its own tests).
+  // turns summation-order rounding into 1e-4 differences by step 25 (the schedule has its own tests). Adam
+  // amplifies rounding (it divides by a gradient's own size), so the bound is measured, not derived: up to 1e-4
+  // on the AVX2 and AVX-512 kernels, 1.6e-4 by step 29 on the generic ones (no FMA: each product rounds twice);
+  // 3e-4 allows for both. A wrong shard or halo moves the losses by 1e-2 or more.
   const auto step_losses = [](const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
                               int64_t steps) {
     overrides.push_back("train.optimizer={adam: {learning_rate: 0.001}}");
@@ -63,21 +66,22 @@ TEST_CASE("mnist_cnn_sp on spatial, data-parallel and channel-sharded meshes giv
   std::vector<double> one = step_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 1}", whole_images}, images, 30);
   REQUIRE(one.size() == 30);
   check_learns(one, "mnist_cnn_sp {batch: 1}");
-  check_same_losses(one, step_losses("mnist_cnn_sp.yaml", {}, images, 30), "rows on spatial {batch: 4, spatial: 2}");
+  check_same_losses(one, step_losses("mnist_cnn_sp.yaml", {}, images, 30), "rows on spatial {batch: 4, spatial: 2}",
+                    3e-4);
   check_same_losses(one, step_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 8}", whole_images}, images, 30),
-                    "data parallel {batch: 8}");
+                    "data parallel {batch: 8}", 3e-4);
   check_same_losses(one,
                     step_losses("mnist_cnn_sp.yaml",
                                 {"mesh.dims={batch: 2, rows: 2, cols: 2}", "data.layout=[batch, rows, cols, unsharded]"},
                                 images, 30),
-                    "rows and columns {batch: 2, rows: 2, cols: 2}");
+                    "rows and columns {batch: 2, rows: 2, cols: 2}", 3e-4);
   check_same_losses(one,
                     step_losses("mnist_cnn_sp.yaml",
                                 {"mesh.dims={batch: 2, spatial: 2, model: 2}",
                                  "data.layout=[batch, unsharded, spatial, unsharded]",
                                  "layouts={conv2d1/kernel: [unsharded, unsharded, unsharded, model]}"},
                                 images, 30),
-                    "columns on spatial, conv2d1's channels on model {batch: 2, spatial: 2, model: 2}");
+                    "columns on spatial, conv2d1's channels on model {batch: 2, spatial: 2, model: 2}", 3e-4);
 }
 
 TEST_CASE("mnist_resnet_sp (a residual graph) on bands, data parallel, one device, channels on model: the same 12 step losses") {
@@ -111,7 +115,7 @@ TEST_CASE("imdb_embedding with its table's rows on model, on {batch:1}, {batch:8
   REQUIRE(one.size() == 30);
   check_learns(one, "imdb_embedding {batch: 1}");
   check_same_losses(one, step_losses("imdb_embedding.yaml", {"mesh.dims={batch: 8}", "layouts={}"}, reviews, 30),
-                    "data parallel {batch: 8}");
+                    "data parallel {batch: 8}", 3e-4);
   check_same_losses(one, step_losses("imdb_embedding.yaml", {}, reviews, 30), "rows on model {batch: 4, model: 2}");
   check_same_losses(one,
                     step_losses("imdb_embedding.yaml", {"layouts={embedding1/embeddings: [unsharded, model]}"}, reviews, 30),

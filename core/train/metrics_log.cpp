@@ -79,6 +79,7 @@ void MetricsLog::write_run(const RunRow& r) {
     for (const std::string& host : r.hosts) names.push_back(json_string(host));
     predicted += fmt::format(", \"hosts\": [{}]", fmt::join(names, ", "));
   }
+  if (!r.cpu_kernels.empty()) predicted += fmt::format(", \"cpu_kernels\": {}", json_string(r.cpu_kernels));
   if (r.restart > 0) predicted += fmt::format(", \"restart\": {}, \"cause\": {}", r.restart, json_string(r.restart_cause));
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "

@@ -130,14 +130,14 @@ bool mostly_zeros(const float* values, int64_t count, double fraction) {
   return true;
 }
 
-// The dense engine of kernels::gemm (blocked AVX2/FMA, else Eigen), without its density scan: the callers
+// The dense engine of kernels::gemm (blocked AVX2/FMA, else portable), without its density scan: the callers
 // below have already decided.
 void dense_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, float beta, float* c) {
   if (gemm_blocked_available())
     gemm_blocked(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, beta, c, gemm_threads());
   else
-    gemm_eigen(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, beta, c);
+    gemm_portable(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, beta, c, gemm_threads());
 }
 
 // rows x cols row-major `in` into cols x rows `out`, in 16 x 16 blocks (both sides stay in cache lines).

@@ -1,5 +1,5 @@
 // GemmKernels: C = alpha * op(A) * op(B) + beta * C on row-major float buffers, dense or with A's non-zeros
-// listed. The CPU implementation is the engine of cpu.hpp (sparse, blocked AVX2/FMA or Eigen), the CUDA
+// listed. The CPU implementation is the engine of cpu.hpp (sparse, blocked AVX2/FMA or portable), the CUDA
 // one cuBLAS (TF32 off) and a CSR kernel; gemm_reference is the three plain loops both are tested against.
 #pragma once
 #include <cstdint>

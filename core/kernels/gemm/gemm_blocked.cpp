@@ -405,12 +405,12 @@ void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     gemm_parallel(problem, threads);
 }
 
-#else  // no AVX2/FMA in this build: gemm() uses Eigen
+#else  // no AVX2/FMA in this build: gemm() uses gemm_portable
 
 bool gemm_blocked_available() { return false; }
 
 void gemm_blocked(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, float, float*, int) {
-  throw Error("[gemm_blocked] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
+  throw Error("[gemm_blocked] the generic CPU kernels have no blocked kernel (it needs AVX2 and FMA)");
 }
 
 #endif

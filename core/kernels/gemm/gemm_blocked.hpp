@@ -1,6 +1,7 @@
 // The two fast single-precision GEMM engines behind kernels::gemm (cpu.hpp has the contract): a
-// cache-blocked AVX2/FMA kernel (packing + a 6x16 register tile, BLIS-style loops) and Eigen's GEBP.
-// gemm() picks the blocked kernel when the build targets AVX2+FMA; tests run both against the reference.
+// cache-blocked AVX2/FMA kernel (packing + a 6x16 register tile, BLIS-style loops) and, for CPUs without AVX2,
+// a portable one.
+// gemm() picks the blocked kernel when the CPU kernels running have AVX2+FMA; tests run both against the reference.
 #pragma once
 #include <cstdint>
 
@@ -22,7 +23,7 @@ inline double sparse_vector_flops(int64_t nonzeros, int64_t n) {
   return 2.0 * double(nonzeros) * double(rounded_up(n, kSparseVectorFloats));
 }
 
-// True when this build compiled the AVX2/FMA kernel (-march with AVX2 and FMA).
+// True when the running CPU kernels have the AVX2/FMA kernel (cpu/cpu_isa.hpp: not the generic ones).
 bool gemm_blocked_available();
 
 // Same contract as gemm(); `threads` is how many threads this call may use (1 never spawns).
@@ -31,8 +32,9 @@ bool gemm_blocked_available();
 void gemm_blocked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                   const float* b, float beta, float* c, int threads);
 
-// Same contract as gemm() through Eigen's products, parallel as Eigen::setNbThreads says.
-void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* b, float beta, float* c);
+// Same contract as gemm() for the generic CPU kernels (no AVX2): each C[i, j] one chain over p ascending, so the
+// bits depend on op(A) and B alone, whatever the threads and storage (gemm_portable.cpp).
+void gemm_portable(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, float beta, float* c, int threads);
 
 }  // namespace dtrain::kernels

@@ -1,5 +1,5 @@
 // The CPU GemmKernels: the engine of cpu.hpp (sparse when op(A) is mostly zeros, else blocked AVX2/FMA or
-// Eigen), on as many threads as set_gemm_threads says.
+// the portable kernel), on as many threads as set_gemm_threads says.
 #include "core/kernels/gemm/gemm_engine.hpp"
 #include "core/kernels/gemm/gemm.hpp"
 

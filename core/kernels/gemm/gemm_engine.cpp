@@ -1,5 +1,5 @@
 // gemm: the sparse kernel when op(A) is mostly zeros (TF-IDF, MNIST pixels), else the AVX2/FMA blocked kernel
-// when the build has it (about 1.3x Eigen's GEBP on this project's shapes), else Eigen.
+// when the build has it (about 1.3x Eigen's GEBP on this project's shapes), else the portable one.
 //
 // Why not a BLAS library (issue 15; 2-core AMD EPYC with AVX-512, shared and loaded, Release, no CUDA): a
 // variant whose dense path was OpenBLAS 0.3.21's cblas_sgemm (Debian's serial build, libopenblas-serial-dev,
@@ -19,8 +19,6 @@
 // 9-11% faster with it: this kernel's fixed cost per small call is the place to gain.
 #include "core/kernels/gemm/gemm_engine.hpp"
 
-#include <Eigen/Core>
-#include <atomic>
 
 #include "core/bitwise.hpp"
 #include "core/error.hpp"
@@ -31,63 +29,21 @@ namespace dtrain::kernels {
 
 namespace {
 
-std::atomic<int> gemm_thread_count{1};
-
-// Eigen defaults to every OpenMP thread; dtrain's default is one until set_gemm_threads says more.
-const bool eigen_starts_single_threaded = [] {
-  Eigen::setNbThreads(1);
-  return true;
-}();
-
 void check_shape(const char* where, int64_t m, int64_t n, int64_t k) {
   DTRAIN_CHECK(m >= 0 && n >= 0 && k >= 0, "[{}] negative size m={} n={} k={}", where, m, n, k);
 }
 
 }  // namespace
 
-void gemm_eigen(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* b, float beta, float* c) {
-  check_shape("gemm_eigen", m, n, k);
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<Matrix> result(c, m, n);
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) {
-    if (beta == 0.0f)
-      result.setZero();
-    else
-      result *= beta;
-    return;
-  }
-  const Eigen::Map<const Matrix, 0, Eigen::OuterStride<>> a_stored(a, trans_a ? k : m, trans_a ? m : k,
-                                                                   Eigen::OuterStride<>(lda));
-  const Eigen::Map<const Matrix> b_stored(b, trans_b ? n : k, trans_b ? k : n);
-  auto accumulate = [&](const auto& op_a, const auto& op_b) {
-    if (beta == 0.0f) {
-      result.noalias() = alpha * op_a * op_b;  // Eigen zeroes the destination first: NaNs never leak
-    } else {
-      if (beta != 1.0f) result *= beta;
-      result.noalias() += alpha * op_a * op_b;
-    }
-  };
-  if (trans_a && trans_b)
-    accumulate(a_stored.transpose(), b_stored.transpose());
-  else if (trans_a)
-    accumulate(a_stored.transpose(), b_stored);
-  else if (trans_b)
-    accumulate(a_stored, b_stored.transpose());
-  else
-    accumulate(a_stored, b_stored);
-}
-
 namespace {
 
-// The dense kernels: blocked AVX2/FMA when the build has it, else Eigen.
+// The dense kernels: blocked AVX2/FMA when the build has it, else the portable one.
 void gemm_dense(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, float beta, float* c) {
   if (gemm_blocked_available())
     gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads());
   else
-    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+    gemm_portable(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c, gemm_threads());
 }
 
 }  // namespace
@@ -117,13 +73,5 @@ void gemm(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n,
   gemm_dense(false, trans_b, a_rows.rows, n, a_rows.cols, alpha, a, a_rows.cols, b, beta, c);
 }
 
-void set_gemm_threads(int threads) {
-  DTRAIN_CHECK_USAGE(threads >= 1, "[set_gemm_threads] threads must be at least 1, got {}", threads);
-  (void)eigen_starts_single_threaded;
-  gemm_thread_count.store(threads);
-  Eigen::setNbThreads(threads);
-}
-
-int gemm_threads() { return gemm_thread_count.load(); }
 
 }  // namespace dtrain::kernels

@@ -22,8 +22,6 @@
 
 namespace dtrain::kernels {
 
-int64_t max_sparse_nonzeros(int64_t m, int64_t k) { return int64_t(kSparseMaxDensity * double(m * k)); }
-
 #ifdef DTRAIN_GEMM_SPARSE_AVX2
 
 namespace {
@@ -310,7 +308,7 @@ bool try_gemm_compressed_rows(const CompressedRows&, bool, int64_t, float, const
 }
 
 void gemm_sparse(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*, int) {
-  throw Error("[gemm_sparse] this build has no AVX2/FMA kernel (configure with -DDTRAIN_NATIVE=ON)");
+  throw Error("[gemm_sparse] the generic CPU kernels have no sparse kernel (it needs AVX2 and FMA)");
 }
 
 #endif

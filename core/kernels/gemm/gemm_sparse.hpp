@@ -19,9 +19,9 @@ namespace dtrain::kernels {
 inline constexpr double kSparseMaxDensity = 0.22;
 
 // The most non-zeros an m x k op(A) may have for gemm to take the sparse path.
-int64_t max_sparse_nonzeros(int64_t m, int64_t k);
+inline int64_t max_sparse_nonzeros(int64_t m, int64_t k) { return int64_t(kSparseMaxDensity * double(m * k)); }
 
-// True when this build has the AVX2/FMA sparse kernel (-march with AVX2 and FMA).
+// True when the running CPU kernels have the AVX2/FMA sparse kernel (cpu/cpu_isa.hpp: not the generic ones).
 bool gemm_sparse_available();
 
 // Whether gemm(trans_a, trans_b, m, n, k, alpha, a, ...) multiplies through gemm_sparse: the kernel is
