@@ -104,9 +104,9 @@ int run_resume(const CommandOptions& options) {
   RunStart start{saved.run_id, mesh, index.folder, saved.step, saved.epochs_done, ""};
   add_predictions(start, engine, config);
   RunOutputs outputs(config, data.vectorizer, start);
-  train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}", index.folder,
+  train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}{}", index.folder,
                                         saved.step, checkpoint::position_text(saved), describe_mesh_string(saved.mesh),
-                                        mesh_line(engine)));
+                                        mesh_line(engine), cpu_kernels_clause(engine)));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = saved.run_id;

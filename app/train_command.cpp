@@ -56,9 +56,9 @@ int run_train(const CommandOptions& options) {
   RunStart start{run_id, mesh, "", 0, 0, init ? init->index.folder : ""};
   add_predictions(start, engine, config);
   RunOutputs outputs(config, data.vectorizer, start);
-  train::print_line(stdout, fmt::format("dtrain: {} parameters on mesh {}; {} training and {} test examples",
+  train::print_line(stdout, fmt::format("dtrain: {} parameters on mesh {}; {} training and {} test examples{}",
                                         built.model->num_parameters(), mesh_line(engine), data.train->num_examples(),
-                                        data.test->num_examples()));
+                                        data.test->num_examples(), cpu_kernels_clause(engine)));
   if (init) {
     const checkpoint::CheckpointMeta& saved = init->index.meta;
     train::print_line(

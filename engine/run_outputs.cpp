@@ -49,10 +49,13 @@ std::string mesh_line(const Engine& engine) {
     mesh = fmt::format("{{{}}} on {} GPU device{} ({})", fmt::join(dims, ", "), engine.mesh->size(),
                        engine.mesh->size() == 1 ? "" : "s", gpu_line(engine.placement));
   }
-  else
-    mesh += fmt::format(" ({})", kernels::cpu_kernels_line());
   if (engine.placement.processes == 1) return mesh;
   return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
+}
+
+std::string cpu_kernels_clause(const Engine& engine) {
+  if (engine.devices == Place::Kind::Cuda) return "";
+  return "; " + kernels::cpu_kernels_line();
 }
 
 void note_schedule_past_run(const Config& config, int64_t train_examples) {

@@ -23,7 +23,7 @@ sed 's/^run_dir: run$/run_dir: run_mp/' mp.yaml >mp_other.yaml
 # ---- train: DP, one epoch, a metrics row every 3 steps ----
 expect 0 "test accuracy" -- train --config dp.yaml --set train.epochs=1 --set train.log_every=3
 check "train names the mesh shortly: $(grep -a 'parameters on mesh' out || true)" \
-  grep -Eq "parameters on mesh \{batch: 8\} on 8 CPU devices \((avx512|avx2|generic) kernels\);" out
+  grep -Eq "parameters on mesh \{batch: 8\} on 8 CPU devices; 512 training and 128 test examples; (avx512|avx2|generic) kernels$" out
 check "train prints no DTensor mesh string" test -z "$(grep -a '|batch=' out || true)"
 check "plain lines show the time per step" grep -Eq "^epoch 1 step 3/8 \(global step 3\): .*[0-9]+(us|ms|s)/step" out
 check "a plain run still says epoch 1 done" grep -q "^epoch 1 done" out

@@ -1,5 +1,6 @@
 // Cache-blocked SGEMM in the BLIS layout: B is packed into kc x 16 column panels (kept in L1 while the
-// 6-row panels of a packed A block stream from L2), and a 6x16 AVX2/FMA register tile does the work.
+// 6-row panels of a packed A block stream from L2), and a 6x16 AVX2/FMA register tile does the work (6x32 in
+// AVX-512 registers in the avx512 build, two panels at a time).
 // Packing absorbs the transposes, so A^T*B and A*B^T run at the speed of A*B.
 #include "core/kernels/gemm/gemm_blocked.hpp"
 
@@ -211,6 +212,77 @@ void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, co
       c[r * ldc + j] = beta == 0.0f ? tile[r][j] : tile[r][j] + beta * c[r * ldc + j];
 }
 
+#if defined(__AVX512F__)
+// The avx512 build's kernel for two whole 16-column panels side by side (b0, b1: rows ldb floats apart): a
+// 6x32 tile in twelve 16-float accumulators. Each C element is the same chain of FMAs over p as in the
+// 6x16 kernel, and alpha and beta are applied the same way, so the builds give the same bits.
+template <int Rows>
+void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
+                       int64_t ldc, float alpha, float beta) {
+  __m512 acc[Rows][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < Rows; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 2 * kTileCols - 1), _MM_HINT_T0);
+  }
+  auto step = [&](int64_t offset) __attribute__((always_inline)) {
+    const __m512 left = _mm512_loadu_ps(b0 + offset * ldb);
+    const __m512 right = _mm512_loadu_ps(b1 + offset * ldb);
+#pragma GCC unroll 6
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 x = _mm512_set1_ps(a[offset * kTileRows + r]);
+      acc[r][0] = _mm512_fmadd_ps(x, left, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, right, acc[r][1]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 4 <= depth; p += 4) {
+    step(0);
+    step(1);
+    step(2);
+    step(3);
+    a += 4 * kTileRows;
+    b0 += 4 * ldb;
+    b1 += 4 * ldb;
+  }
+  for (; p < depth; ++p) {
+    step(0);
+    a += kTileRows;
+    b0 += ldb;
+    b1 += ldb;
+  }
+  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+#pragma GCC unroll 6
+  for (int r = 0; r < Rows; ++r) {
+    float* row = c + r * ldc;
+    for (int half = 0; half < 2; ++half) {
+      __m512 value = _mm512_mul_ps(alpha_v, acc[r][half]);
+      if (beta != 0.0f) value = _mm512_fmadd_ps(beta_v, _mm512_loadu_ps(row + kTileCols * half), value);
+      _mm512_storeu_ps(row + kTileCols * half, value);
+    }
+  }
+}
+
+void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
+                       int64_t ldc, int64_t rows, float alpha, float beta) {
+  switch (rows) {
+    case 6: return micro_kernel_wide<6>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+    case 5: return micro_kernel_wide<5>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+    case 4: return micro_kernel_wide<4>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+    case 3: return micro_kernel_wide<3>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+    case 2: return micro_kernel_wide<2>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+    default: return micro_kernel_wide<1>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+  }
+}
+constexpr bool kWideTiles = true;
+#else
+void micro_kernel_wide(int64_t, const float*, const float*, const float*, int64_t, float*, int64_t, int64_t, float,
+                       float) {}
+constexpr bool kWideTiles = false;
+#endif
+
 // `b` is a 16-column panel whose rows are ldb floats apart: 16 when packed, the row length of B when
 // the kernel reads a row-major B in place.
 // `next_b`, when not null, is the in-place panel to prefetch while this one is multiplied.
@@ -282,21 +354,30 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
           pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc, buffers.a.get());
           a_block = buffers.a.get();
         }
-        for (int64_t jr = 0; jr < nc; jr += kTileCols) {
+        for (int64_t jr = 0; jr < nc;) {
           const bool in_place = jr < packed_from;
+          // Two whole panels both read in place or both packed: the avx512 build's 6x32 tile takes them.
+          const bool wide = kWideTiles && jr + 2 * kTileCols <= nc && (jr + 2 * kTileCols <= packed_from || !in_place);
+          const int64_t width = wide ? 2 * kTileCols : std::min(kTileCols, nc - jr);
           const float* b_panel = in_place ? problem.b.at(pc, jc + jr) : packed_b + jr * kc;
           if (!in_place && pack_per_panel) {
             b_panel = packed_b;
-            pack_b(View{problem.b.at(pc, jc + jr), problem.b.row_stride, problem.b.col_stride}, kc,
-                   std::min(kTileCols, nc - jr), packed_b);
+            pack_b(View{problem.b.at(pc, jc + jr), problem.b.row_stride, problem.b.col_stride}, kc, width, packed_b);
           }
           const int64_t ldb = in_place ? problem.b.row_stride : kTileCols;
           float* c_panel = problem.c + ic * problem.n + jc + jr;
           for (int64_t ir = 0; ir < mc; ir += kTileRows) {
+            if (wide) {
+              const float* second = in_place ? b_panel + kTileCols : b_panel + kTileCols * kc;
+              micro_kernel_wide(kc, a_block + ir * kc, b_panel, second, ldb, c_panel + ir * problem.n, problem.n,
+                                std::min(kTileRows, mc - ir), problem.alpha, beta_here);
+              continue;
+            }
             const float* next_b = in_place && ir == 0 && jr + kTileCols < packed_from ? b_panel + kTileCols : nullptr;
             micro_kernel(kc, a_block + ir * kc, b_panel, ldb, next_b, c_panel + ir * problem.n, problem.n,
-                         std::min(kTileRows, mc - ir), std::min(kTileCols, nc - jr), problem.alpha, beta_here);
+                         std::min(kTileRows, mc - ir), width, problem.alpha, beta_here);
           }
+          jr += width;
         }
       }
     }

@@ -28,11 +28,12 @@ DTRAIN_HD float exponentials_of(const float* row, float max, int64_t classes, fl
   return sum;
 }
 
-// a * b + c rounded as the loops before the seam rounded `sum += a * b`: once (fused) where the target has FMA,
-// as GCC's default contraction and nvcc's make it, else twice. Written out, so that vectorizing the products
-// of a loop apart from its in-order sum cannot change the bits.
+// a * b + c rounded as each side rounds `sum += a * b`: once (fused) on a GPU, as nvcc contracts it; twice on
+// the CPU, where nothing is contracted (-ffp-contract=off), so that every CPU kernel build, with FMA or without,
+// gives the same bits. Written out, so that vectorizing the products of a loop apart from its in-order sum
+// cannot change the bits.
 DTRAIN_HD float multiply_add(float a, float b, float c) {
-#if defined(__CUDA_ARCH__) || defined(__FP_FAST_FMAF)
+#if defined(__CUDA_ARCH__)
   return fmaf(a, b, c);
 #else
   return a * b + c;
