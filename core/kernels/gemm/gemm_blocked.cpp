@@ -9,6 +9,7 @@
 #include <memory>
 #include <atomic>
 #include <thread>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_workers.hpp"
@@ -144,8 +145,38 @@ void pack_b(View b, int64_t depth, int64_t cols, float* out) {
   }
 }
 
+// The depth loop of the micro-kernels: step(offset) for each p, four at a time, then advance(count) past them.
+template <class Step, class Advance>
+__attribute__((always_inline)) inline void over_depth(int64_t depth, Step&& step, Advance&& advance) {
+  int64_t p = 0;
+  for (; p + 4 <= depth; p += 4) {
+    step(0);
+    step(1);
+    step(2);
+    step(3);
+    advance(4);
+  }
+  for (; p < depth; ++p) {
+    step(0);
+    advance(1);
+  }
+}
+
+// kernel(std::integral_constant<int, Rows>) for a tile of 1 to 6 rows: the micro-kernels take Rows as a template
+// argument so a short last panel (m = 16 is 6 + 6 + 4) does no wasted FMAs.
+template <class Kernel>
+void with_tile_rows(int64_t rows, Kernel&& kernel) {
+  switch (rows) {
+    case 6: return kernel(std::integral_constant<int, 6>{});
+    case 5: return kernel(std::integral_constant<int, 5>{});
+    case 4: return kernel(std::integral_constant<int, 4>{});
+    case 3: return kernel(std::integral_constant<int, 3>{});
+    case 2: return kernel(std::integral_constant<int, 2>{});
+    default: return kernel(std::integral_constant<int, 1>{});
+  }
+}
+
 // C[0:Rows, 0:cols] = alpha * (packed A panel * packed B panel) + beta * C; beta == 0 never reads C.
-// Rows is a template argument so a short last panel (m = 16 is 6 + 6 + 4) does no wasted FMAs.
 template <int Rows>
 void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, const float* next_b, float* c,
                   int64_t ldc, int64_t cols, float alpha, float beta) {
@@ -171,22 +202,11 @@ void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, co
       acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
     }
   };
-  int64_t p = 0;
-  for (; p + 4 <= depth; p += 4) {
-    step(0);
-    step(1);
-    step(2);
-    step(3);
-    a += 4 * kTileRows;
-    b += 4 * ldb;
-    if (next_b) next_b += 4 * ldb;
-  }
-  for (; p < depth; ++p) {
-    step(0);
-    a += kTileRows;
-    b += ldb;
-    if (next_b) next_b += ldb;
-  }
+  over_depth(depth, step, [&](int64_t count) __attribute__((always_inline)) {
+    a += count * kTileRows;
+    b += count * ldb;
+    if (next_b) next_b += count * ldb;
+  });
 
   const __m256 alpha_v = _mm256_set1_ps(alpha);
   if (cols == kTileCols) {
@@ -237,22 +257,11 @@ void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const flo
       acc[r][1] = _mm512_fmadd_ps(x, right, acc[r][1]);
     }
   };
-  int64_t p = 0;
-  for (; p + 4 <= depth; p += 4) {
-    step(0);
-    step(1);
-    step(2);
-    step(3);
-    a += 4 * kTileRows;
-    b0 += 4 * ldb;
-    b1 += 4 * ldb;
-  }
-  for (; p < depth; ++p) {
-    step(0);
-    a += kTileRows;
-    b0 += ldb;
-    b1 += ldb;
-  }
+  over_depth(depth, step, [&](int64_t count) __attribute__((always_inline)) {
+    a += count * kTileRows;
+    b0 += count * ldb;
+    b1 += count * ldb;
+  });
   const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
 #pragma GCC unroll 6
   for (int r = 0; r < Rows; ++r) {
@@ -267,14 +276,9 @@ void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const flo
 
 void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const float* b1, int64_t ldb, float* c,
                        int64_t ldc, int64_t rows, float alpha, float beta) {
-  switch (rows) {
-    case 6: return micro_kernel_wide<6>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-    case 5: return micro_kernel_wide<5>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-    case 4: return micro_kernel_wide<4>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-    case 3: return micro_kernel_wide<3>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-    case 2: return micro_kernel_wide<2>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-    default: return micro_kernel_wide<1>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
-  }
+  with_tile_rows(rows, [&](auto tile_rows) {
+    micro_kernel_wide<tile_rows()>(depth, a, b0, b1, ldb, c, ldc, alpha, beta);
+  });
 }
 constexpr bool kWideTiles = true;
 #else
@@ -288,14 +292,9 @@ constexpr bool kWideTiles = false;
 // `next_b`, when not null, is the in-place panel to prefetch while this one is multiplied.
 void micro_kernel(int64_t depth, const float* a, const float* b, int64_t ldb, const float* next_b, float* c,
                   int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
-  switch (rows) {
-    case 6: return micro_kernel<6>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-    case 5: return micro_kernel<5>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-    case 4: return micro_kernel<4>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-    case 3: return micro_kernel<3>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-    case 2: return micro_kernel<2>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-    default: return micro_kernel<1>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
-  }
+  with_tile_rows(rows, [&](auto tile_rows) {
+    micro_kernel<tile_rows()>(depth, a, b, ldb, next_b, c, ldc, cols, alpha, beta);
+  });
 }
 
 // Splits `extent` into the fewest blocks of at most `limit`, of near-equal size rounded up to `unit`:
