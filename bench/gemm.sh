@@ -17,6 +17,18 @@ if ! "$python" -c 'import numpy' 2>/dev/null; then
   exit 2
 fi
 
+# OpenBLAS picks its kernels from the CPU model and falls back to Prescott (SSE3) on a model it does not know,
+# as on some VMs (this project's Xeon: 20 GFLOP/s on 2048^3 instead of 98): the peer runs the kernels of the ISA
+# dtrain's kernels use (OPENBLAS_CORETYPE, unless given): SkylakeX for avx512, Haswell for avx2.
+isa=${DTRAIN_CPU_ISA:-$("$build_dir/dtrain" --version | sed -n 's/^CPU kernels this CPU runs: \([a-z0-9]*\).*/\1/p')}
+case $isa in
+  avx512) core=SkylakeX ;;
+  avx2) core=Haswell ;;
+  *) core=Prescott ;;
+esac
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core}
+echo "# dtrain's $isa kernels against OpenBLAS's $OPENBLAS_CORETYPE kernels on$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+
 cases=()
 for threads in 1 2; do
   for shape in 128x784x700 128x700x500 16x784x700 2048x2048x2048; do cases+=("$shape $threads"); done
