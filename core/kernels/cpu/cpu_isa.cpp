@@ -1,7 +1,6 @@
 // The choice of CPU kernel build (cpu_isa.hpp) and the table of builds (cpu_kernel_set.hpp). CMake says which
 // builds exist: DTRAIN_CPU_BUILD_AVX2 and DTRAIN_CPU_BUILD_AVX512 on x86-64, the generic one everywhere.
 #include <cstdlib>
-#include <mutex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -87,19 +86,7 @@ bool cpu_runs(CpuIsa isa) {
 }
 
 CpuIsa active_cpu_isa() {
-  // Not a function-local static initialized by choose(): a throw there would be retried, but a bad variable
-  // must say so on every call, and the choice must be made once.
-  static std::once_flag once;
-  static CpuIsa chosen = CpuIsa::Generic;
-  static std::string error;
-  std::call_once(once, [] {
-    try {
-      chosen = choose();
-    } catch (const UsageError& e) {
-      error = e.what();
-    }
-  });
-  if (!error.empty()) throw UsageError(error);
+  static const CpuIsa chosen = choose();  // a bad DTRAIN_CPU_ISA throws, and throws again on the next call
   return chosen;
 }
 

@@ -60,8 +60,8 @@ void gemm_portable(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return;
   }
-  std::vector<float> b_copy;
-  if (trans_b) {  // B is stored n x k: B(p, j) = b[j * k + p]
+  if (trans_b) {  // B is stored n x k: B(p, j) = b[j * k + p]; copied into a buffer the thread keeps
+    thread_local std::vector<float> b_copy;
     b_copy.resize(size_t(k * n));
     for (int64_t j = 0; j < n; ++j)
       for (int64_t p = 0; p < k; ++p) b_copy[size_t(p * n + j)] = b[j * k + p];
