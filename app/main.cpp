@@ -237,10 +237,9 @@ int main(int argc, char** argv) {
       for (const Command& command : kCommands) known = known || word == command.name;
       if (!known) return fail(unknown_command_message(word), 2);
     }
-    if (argc == 1) {  // `dtrain` alone: what it can do
-      std::fprintf(stderr, "dtrain: error: give a command (dtrain COMMAND --help tells its options):\n");
-      for (const Command& command : kCommands) std::fprintf(stderr, "  %-8s %s\n", command.name, command.help);
-      return 2;
+    if (argc == 1) {  // `dtrain` alone: what it can do, as --help says it
+      std::fputs(app.help().c_str(), stdout);
+      return 0;
     }
     try {
       app.parse(argc, argv);
