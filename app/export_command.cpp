@@ -56,7 +56,10 @@ std::vector<NamedValues> read_variables(const checkpoint::CheckpointIndex& index
 
 std::string json_list(const std::vector<std::string>& items) {
   std::string out = "[";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + json_string(items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    out += json_string(items[i]);
+  }
   return out + "]";
 }
 

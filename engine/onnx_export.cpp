@@ -87,6 +87,15 @@ class GraphWriter {
 
   std::string scalar(const std::string& name, float value) { return constant(name, {}, {value}); }
 
+  std::string constant_bools(const std::string& name, const Shape& shape, const std::vector<bool>& values) {
+    onnx::TensorProto* t = graph_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::BOOL);
+    for (const int64_t d : shape) t->add_dims(d);
+    for (const bool v : values) t->add_int32_data(v ? 1 : 0);
+    return name;
+  }
+
   // A variable of the checkpoint, as an initializer named by its path (once), in `shape` (its own
   // shape or another of as many elements: a row-major reshape).
   std::string variable(const std::string& path, const Shape& shape) {
@@ -113,6 +122,17 @@ class GraphWriter {
 [[noreturn]] void refuse(const LayerConfig& layer, const std::string& why) {
   throw UsageError(fmt::format("[export] layer '{}' (kind {}) cannot be exported to ONNX: {}", layer.name,
                                to_string(layer.kind), why));
+}
+
+// What dtrain's ForwardContext carries from layer to layer at inference: the token ids [B, T] (int64) an
+// embedding with mask_zero saw, which attention reads and a global average pool reads and ends.
+struct LayerContext {
+  std::string padding_ids;  // "" when no mask is on
+};
+
+// [B, T] ids -> whether each is padding (id 0), as bool.
+std::string padding_of(GraphWriter& g, const std::string& ids, const std::string& name) {
+  return g.node("Equal", {ids, g.constant_ints(name + ":zero_id", {0})}, name + ":is_padding");
 }
 
 std::string activation(GraphWriter& g, Activation kind, const std::string& x, const std::string& output) {
@@ -153,7 +173,8 @@ Ints window_pads(const Shape& in, const Shape& out, int64_t kh, int64_t kw, int6
 }
 
 // Keras' MultiHeadAttention as self-attention (see core/nn/layers.hpp), its kernels reshaped to matrices.
-std::string attention(GraphWriter& g, const LayerConfig& layer, const std::string& x, const Shape& in) {
+std::string attention(GraphWriter& g, const LayerConfig& layer, const std::string& x, const Shape& in,
+                      const LayerContext& context) {
   const AttentionConfig& a = layer.attention;
   const std::string& name = layer.name;
   const int64_t features = in[2], length = in[1], heads = a.num_heads, key_dim = a.key_dim;
@@ -174,14 +195,31 @@ std::string attention(GraphWriter& g, const LayerConfig& layer, const std::strin
   const std::string k_t =
       g.node("Transpose", {k}, name + ":key_t", [](onnx::NodeProto& n) { set_attribute(n, "perm", Ints{0, 1, 3, 2}); });
   std::string scores = g.node("MatMul", {q_scaled, k_t}, name + ":scores");  // [B, H, T, T]
-  if (a.causal) {  // a key after its query is hidden: every query sees itself, so no row is all hidden
-    std::vector<float> mask(size_t(length * length), 0.0f);
+  // The hidden scores, as dtrain's kernels hide them: a key after its query (causal), a padding key or query
+  // (mask_zero's ids). Their scores are replaced by -1e9 (a row with every key hidden is then uniform), and
+  // with dropout > 0 (Keras' explicit path) their probabilities by 0.
+  std::string hidden;
+  if (a.causal) {
+    std::vector<bool> later(size_t(length * length), false);
     for (int64_t i = 0; i < length; ++i)
-      for (int64_t j = i + 1; j < length; ++j) mask[size_t(i * length + j)] = -INFINITY;
-    scores = g.node("Add", {scores, g.constant(name + ":causal_mask", {length, length}, mask)}, name + ":masked_scores");
+      for (int64_t j = i + 1; j < length; ++j) later[size_t(i * length + j)] = true;
+    hidden = g.constant_bools(name + ":causal_mask", {length, length}, later);
   }
-  const std::string probabilities =
+  if (!context.padding_ids.empty()) {
+    const std::string padding = padding_of(g, context.padding_ids, name);
+    const std::string keys = g.node("Unsqueeze", {padding, g.constant_ints(name + ":key_axes", {1, 2})}, name + ":padding_keys");
+    const std::string queries =
+        g.node("Unsqueeze", {padding, g.constant_ints(name + ":query_axes", {1, 3})}, name + ":padding_queries");
+    const std::string either = g.node("Or", {keys, queries}, name + ":padding_mask");  // [B, 1, T, T]
+    hidden = hidden.empty() ? either : g.node("Or", {either, hidden}, name + ":mask");
+  }
+  if (!hidden.empty())
+    scores = g.node("Where", {hidden, g.scalar(name + ":hidden_score", -1e9f), scores}, name + ":masked_scores");
+  std::string probabilities =
       g.node("Softmax", {scores}, name + ":probabilities", [](onnx::NodeProto& n) { set_attribute(n, "axis", int64_t(-1)); });
+  if (!hidden.empty() && a.dropout > 0)
+    probabilities = g.node("Where", {hidden, g.scalar(name + ":hidden_probability", 0.0f), probabilities},
+                           name + ":masked_probabilities");
   std::string y = g.node("MatMul", {probabilities, v}, name + ":heads");  // [B, H, T, V]
   y = g.node("Transpose", {y}, name + ":heads_bthv", [](onnx::NodeProto& n) { set_attribute(n, "perm", Ints{0, 2, 1, 3}); });
   y = g.node("Reshape", {y, g.constant_ints(name + ":heads_shape", {0, 0, heads * value_dim})}, name + ":heads_flat");
@@ -193,7 +231,7 @@ std::string attention(GraphWriter& g, const LayerConfig& layer, const std::strin
 
 // Emits one layer; returns its output's name (the layer's name).
 std::string emit_layer(GraphWriter& g, const LayerConfig& layer, const std::vector<std::string>& xs,
-                       const std::vector<Shape>& ins, const Shape& out) {
+                       const std::vector<Shape>& ins, const Shape& out, LayerContext& context) {
   const std::string& name = layer.name;
   const std::string& x = xs.front();
   const Shape& in = ins.front();
@@ -243,6 +281,20 @@ std::string emit_layer(GraphWriter& g, const LayerConfig& layer, const std::vect
     case LayerKind::flatten:
       return g.node("Flatten", {x}, name, [](onnx::NodeProto& n) { set_attribute(n, "axis", int64_t(1)); });
     case LayerKind::global_average_pool: {
+      if (in.size() == 3 && !context.padding_ids.empty()) {  // the mean over the steps whose id is not 0; ends the mask
+        const std::string kept = g.node(
+            "Cast", {g.node("Not", {padding_of(g, context.padding_ids, name)}, name + ":kept")}, name + ":kept_float",
+            [](onnx::NodeProto& n) { set_attribute(n, "to", int64_t(onnx::TensorProto::FLOAT)); });
+        const std::string steps = g.constant_ints(name + ":steps_axis", {1});
+        const std::string count = g.node("ReduceSum", {kept, steps}, name + ":count",
+                                         [](onnx::NodeProto& n) { set_attribute(n, "keepdims", int64_t(1)); });
+        const std::string weights = g.node("Div", {kept, count}, name + ":weights");  // a row of padding only: NaN, as dtrain
+        const std::string spread =
+            g.node("Unsqueeze", {weights, g.constant_ints(name + ":features_axis", {2})}, name + ":weights_btd");
+        context.padding_ids.clear();
+        return g.node("ReduceSum", {g.node("Mul", {x, spread}, name + ":weighted"), steps}, name,
+                      [](onnx::NodeProto& n) { set_attribute(n, "keepdims", int64_t(0)); });
+      }
       // [N, H, W, C] -> [N, C]; [N, T, D] -> [N, D]
       const Ints axes = in.size() == 4 ? Ints{1, 2} : Ints{1};
       return g.node("ReduceMean", {x}, name, [&](onnx::NodeProto& n) {
@@ -300,12 +352,11 @@ std::string emit_layer(GraphWriter& g, const LayerConfig& layer, const std::vect
       });
     }
     case LayerKind::embedding:
-      if (layer.embedding.mask_zero)
-        refuse(layer, "its mask_zero hides padding from the layers after it, which this export does not carry");
+      if (layer.embedding.mask_zero) context.padding_ids = x;  // the ids, for the attention and pooling after it
       return g.node("Gather", {g.variable(name + "/embeddings"), x}, name,
                     [](onnx::NodeProto& n) { set_attribute(n, "axis", int64_t(0)); });
     case LayerKind::position_embedding: return g.node("Add", {x, g.variable(name + "/embeddings")}, name);
-    case LayerKind::multi_head_attention: return attention(g, layer, x, in);
+    case LayerKind::multi_head_attention: return attention(g, layer, x, in, context);
     case LayerKind::add: return g.node("Sum", xs, name);
     case LayerKind::subtract: return g.node("Sub", {xs[0], xs[1]}, name);
     case LayerKind::multiply: {
@@ -385,6 +436,7 @@ onnx::ModelProto onnx_model(const OnnxExportInput& input) {
   };
 
   const auto& nodes = model.nodes();
+  LayerContext context;
   for (const int index : model.order()) {
     const nn::Model::Node& node = nodes[size_t(index)];
     const LayerConfig& layer = graph.layer(node.layer->name()).layer;
@@ -404,14 +456,17 @@ onnx::ModelProto onnx_model(const OnnxExportInput& input) {
         ins.push_back(shapes[size_t(from)]);
       }
     }
-    emit_layer(g, layer, xs, ins, shapes[size_t(index)]);
+    emit_layer(g, layer, xs, ins, shapes[size_t(index)], context);
   }
 
   // The probabilities, as predict computes them from the model's outputs.
   const std::string output = model.output() == nn::Model::kInputNode ? model_input(false) : nodes[size_t(model.output())].layer->name();
   const Shape output_shape = model.output_shape(input_shape);
-  DTRAIN_CHECK_USAGE(output_shape.size() == 2, "[export] the model's output has shape {}, not [N, classes]",
-                     shape_string(output_shape));
+  if (output_shape.size() != 2) {
+    Shape rest(output_shape.begin() + 1, output_shape.end());
+    throw UsageError(fmt::format("[export] the model's output (layer '{}') has shape [N, {}], not [N, classes]: no "
+                                 "class probabilities to export", graph.output, fmt::join(rest, ", ")));
+  }
   int64_t classes = output_shape[1];
   if (config.train.loss.kind == LossKind::binary_crossentropy) {  // p -> [1 - p, p]
     const std::string complement = g.node("Sub", {g.scalar("probabilities:one", 1.0f), output}, "probabilities:1-p");

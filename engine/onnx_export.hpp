@@ -11,8 +11,10 @@
 // Inference behaviour throughout: dropout is the identity, a Keras batch_norm uses its moving statistics, and
 // the parameter-free (DTensor tutorial's) batch_norm normalizes over the batch it is given, as predict does
 // over each batch of data.batch_size inputs.
-// A layer with no faithful ONNX form (an embedding with mask_zero) is a UsageError naming it and its kind:
-// never a graph that computes something else.
+// An embedding's mask_zero is carried as dtrain carries it: the attention layers after it hide the padding
+// and the global average pool after it averages the other steps only (and ends the mask).
+// A layer with no ONNX form here is a UsageError naming it and its kind, and so is a model whose output is not
+// [N, classes]: never a graph that computes something else.
 #pragma once
 #include <map>
 #include <string>

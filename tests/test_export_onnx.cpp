@@ -175,14 +175,41 @@ TEST_CASE("onnx export: a binary_crossentropy model's probabilities are [1 - p, 
   CHECK(dims_of(e.model.graph().output(0)) == std::vector<int64_t>{-1, 2});
 }
 
-TEST_CASE("onnx export: a layer with no faithful ONNX form is refused, naming it and its kind") {
+TEST_CASE("onnx export: mask_zero's padding is hidden from attention and left out of the pooled mean") {
+  const Exported e = export_config(kText, {"model=[{embedding: 8, mask_zero: true, name: tokens}, {multi_head_attention: 2, "
+                                           "key_dim: 4, dropout: 0.1, causal: true, name: attention}, "
+                                           "{global_average_pool: {}, name: pool}, {dense: 2}]"});
+  std::map<std::string, const onnx::NodeProto*> by_output;
+  for (const onnx::NodeProto& node : e.model.graph().node()) by_output[node.output(0)] = &node;
+  // The scores: causal and padding masks joined, hidden ones set to -1e9; with dropout the probabilities to 0.
+  REQUIRE(by_output.count("attention:masked_scores"));
+  CHECK(by_output["attention:masked_scores"]->op_type() == "Where");
+  CHECK(by_output["attention:masked_scores"]->input(0) == "attention:mask");
+  CHECK(by_output["attention:mask"]->op_type() == "Or");
+  CHECK(by_output["attention:is_padding"]->input(0) == "input");  // the embedding's ids
+  REQUIRE(by_output.count("attention:masked_probabilities"));
+  CHECK(by_output["attention:masked_probabilities"]->op_type() == "Where");
+  const std::vector<float> hidden_score = floats_of(initializer(e.model, "attention:hidden_score"));
+  CHECK(hidden_score == std::vector<float>{-1e9f});
+  // The causal mask: key j after query i hidden.
+  const onnx::TensorProto& causal = initializer(e.model, "attention:causal_mask");
+  REQUIRE(causal.data_type() == onnx::TensorProto::BOOL);
+  REQUIRE(causal.int32_data_size() == 36);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) CHECK(causal.int32_data(i * 6 + j) == (j > i ? 1 : 0));
+  // The pool: a weighted sum over the steps, weights = not padding / their count.
+  CHECK(by_output["pool"]->op_type() == "ReduceSum");
+  CHECK(by_output["pool:weights"]->op_type() == "Div");
+  CHECK(by_output["pool:is_padding"]->input(0) == "input");
+}
+
+TEST_CASE("onnx export: a model whose output is not [N, classes] is refused, naming its output layer") {
   try {
-    export_config(kText, {"model=[{embedding: 4, mask_zero: true, name: tokens}, {global_average_pool: {}}, {dense: 2}]"});
-    FAIL("exported a mask_zero embedding");
+    export_config(kText, {"model=[{embedding: 4}, {dense: 2, name: per_step}]"});
+    FAIL("exported a model with an output per step");
   } catch (const UsageError& e) {
     const std::string message = e.what();
-    CHECK(message.find("'tokens'") != std::string::npos);
-    CHECK(message.find("kind embedding") != std::string::npos);
-    CHECK(message.find("mask_zero") != std::string::npos);
+    CHECK(message.find("layer 'per_step'") != std::string::npos);
+    CHECK(message.find("[N, 6, 2], not [N, classes]") != std::string::npos);
   }
 }

@@ -85,10 +85,12 @@ assert meta["step"] == str(step), (meta, checkpoint)
 assert meta["run_id"] == re.search(r"^run_id (\S+)$", open(f"{checkpoint}/manifest").read(), re.M).group(1), meta
 
 # The inputs predict read, as the ONNX model takes them.
-if kind == "idx":
+shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+if kind == "idx":  # raw pixels 0..255
     raw = open("data/t10k-images-idx3-ubyte", "rb").read()[16:]
-    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
     x = np.frombuffer(raw, dtype=np.uint8).astype(np.float32).reshape([-1] + shape)
+elif kind.startswith("npy:"):  # raw values (before data.arrays.divide_by)
+    x = np.load(kind[4:]).astype(np.float32).reshape([-1] + shape)
 else:  # texts through the vectorizer beside the model: Keras' lower_and_strip_punctuation, whitespace split
     v = json.load(open(f"{name}.vectorizer.json"))
     vocabulary = {t: i for i, t in enumerate(v["vocabulary"])}
@@ -187,14 +189,55 @@ else
   skip_part "the export of a checkpoint written by mpirun -np 2 (no mpirun or no MPI build)"
 fi
 
-# A layer with no faithful ONNX form: refused naming it, and nothing written; safetensors alone still works.
-expect 0 "parameters on mesh" -- train --config "$configs/imdb_embedding.yaml" --set data.path=data/aclImdb --set train.max_steps=2 \
-  "${quick[@]}" --set data.vectorizer.max_tokens=40 --set data.vectorizer.output_sequence_length=24 \
-  --set "model=[{embedding: 8, mask_zero: true, name: tokens}, {global_average_pool: {}}, {dense: 2}]" \
-  --set layouts={} --set checkpoint.dir=ckpt_masked --run-dir run_masked
-expect 2 "dtrain: error: \[export\] layer 'tokens' \(kind embedding\) cannot be exported to ONNX: its mask_zero" -- \
-  export ckpt_masked --onnx masked.onnx --safetensors masked.safetensors
-check "a refused ONNX export writes neither file" test ! -e masked.onnx -a ! -e masked.safetensors
-expect 0 "written to masked.safetensors" -- export ckpt_masked --safetensors masked.safetensors
+# Beyond the shipped configs: an embedding's mask_zero (padding hidden from causal attention with dropout, whose
+# masked probabilities are zeroed, and left out of the pooled mean), on {batch: 2, model: 2} with the heads sharded.
+text masked imdb_transformer.yaml 4 --set data.vectorizer.max_tokens=40 --set data.vectorizer.output_sequence_length=24 \
+  --set "model=[{embedding: 16, mask_zero: true, name: token}, {position_embedding: {}, name: position},
+    {multi_head_attention: 2, key_dim: 8, dropout: 0.2, causal: true, name: attention},
+    {add: {}, inputs: [position, attention]}, {layer_norm: {}}, {dense: 16, activation: gelu}, {global_average_pool: {}},
+    {dense: 2}]" --set "mesh.dims={batch: 2, model: 2}" --set "data.layout=[batch, unsharded]" \
+  --set "layouts={attention/(query|key|value)/kernel: [unsharded, model, unsharded], attention/attention_output/kernel: [model, unsharded, unsharded]}"
+# A binary head (binary_crossentropy over one sigmoid unit): the probabilities [1 - p, p].
+text binary imdb_dp_adam.yaml 4 --set data.vectorizer.max_tokens=40 --set train.loss=binary_crossentropy \
+  --set "model=[{dense: 8, activation: tanh}, {dense: 1, activation: sigmoid}]"
+# An arrays model: its raw uint8 values, divided by data.arrays.divide_by in the graph; average pooling with same padding.
+PYTHONPATH="$lib" python3 - <<'PY'
+import os, random, struct
+from npy_file import npy
+random.seed(3)
+os.makedirs("arrays")
+for split, count in (("train", 96), ("test", 32)):
+    values, labels = [], []
+    for e in range(count):
+        label = random.randrange(4)
+        values += [random.randrange(0, 100) + (150 if k % 4 == label else 0) for k in range(25)]
+        labels.append(label)
+    npy(f"arrays/{split}_x.npy", "|u1", (count, 5, 5, 1), bytes(values))
+    npy(f"arrays/{split}_y.npy", "<i8", (count,), struct.pack(f"<{count}q", *labels))
+PY
+cat >arrays.yaml <<'YAML'
+mesh: {dims: {batch: 2}}
+data:
+  dataset: arrays
+  path: arrays
+  arrays: {train: {features: train_x.npy, labels: train_y.npy}, test: {features: test_x.npy, labels: test_y.npy}, divide_by: 255}
+  batch_size: 8
+model:
+  - {conv2d: 3, kernel_size: 2, strides: 2, padding: same, activation: tanh}
+  - {avg_pool2d: 2, strides: 1, padding: same}
+  - {flatten: {}}
+  - {dense: 4, activation: softmax}
+train: {epochs: 2, optimizer: {adam: {learning_rate: 0.05}}, eval_every_epoch: false}
+checkpoint: {dir: ckpt_arrays, every: epoch}
+run_dir: run_arrays
+YAML
+expect 0 "parameters on mesh" -- train --config arrays.yaml
+expect 0 "written to arrays.csv" -- predict --checkpoint ckpt_arrays --npy arrays/test_x.npy --output arrays.csv
+exported arrays ckpt_arrays
+compare arrays ckpt_arrays npy:arrays/test_x.npy
+
+# --safetensors alone: no ONNX model and no vectorizer.
+expect 0 "written to only.safetensors" -- export ckpt_masked --safetensors only.safetensors
+check "--safetensors alone writes neither an ONNX model nor a vectorizer" test ! -e only.onnx -a ! -e only.vectorizer.json
 
 report
