@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end `dtrain export`: every shipped config's model (the MLPs, the CNN, the ResNet, the TF-IDF models with
 # the parameter-free batch norm, the embedding model and the transformer), trained a few steps on small data on
-# its own mesh (and one MLP under `mpirun -np 2`), exported with --onnx and --safetensors, then read by PyPI's
+# its own mesh (and one MLP under `mpirun -np 2`), and a masked causal transformer, a binary head, arrays models
+# (one a graph of merge layers) and an image folder model, exported with --onnx and --safetensors, then read by PyPI's
 # readers in the .venv: onnx.checker passes, onnxruntime's probabilities on the same inputs equal `dtrain
 # predict --output`'s within 1e-5 (a text model's inputs made from the vectorizer written beside the model),
 # the metadata names the classes, the step and the run; safetensors.numpy gives every variable of the
@@ -235,6 +236,59 @@ expect 0 "parameters on mesh" -- train --config arrays.yaml
 expect 0 "written to arrays.csv" -- predict --checkpoint ckpt_arrays --npy arrays/test_x.npy --output arrays.csv
 exported arrays ckpt_arrays
 compare arrays ckpt_arrays npy:arrays/test_x.npy
+
+# A functional graph of the merge layers (subtract, multiply, average, concatenate) on the same arrays.
+expect 0 "parameters on mesh" -- train --config arrays.yaml --set checkpoint.dir=ckpt_merges --run-dir run_merges \
+  --set "model=[{flatten: {}, name: flat}, {dense: 6, activation: relu, name: a},
+    {dense: 6, activation: sigmoid, name: b, inputs: flat}, {subtract: {}, inputs: [a, b], name: difference},
+    {multiply: {}, inputs: [a, b, difference], name: product}, {average: {}, inputs: [a, b, difference], name: mean},
+    {concatenate: {}, inputs: [difference, product, mean], name: joined}, {dense: 4, name: head}]"
+expect 0 "written to merges.csv" -- predict --checkpoint ckpt_merges --npy arrays/test_x.npy --output merges.csv
+exported merges ckpt_merges
+compare merges ckpt_merges npy:arrays/test_x.npy
+
+# An image folder model: RGB PNGs (their pixels kept in a .npy for onnxruntime), a global average pool of images.
+PYTHONPATH="$lib" python3 - <<'PY'
+import os, random, struct, zlib
+from npy_file import npy
+random.seed(4)
+def png(path, pixels):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    raw = b"".join(b"\0" + bytes(pixels[y * 24:(y + 1) * 24]) for y in range(8))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+tested = []
+for split, count in (("train", 16), ("test", 4)):
+    for label, color in (("red", (200, 40, 30)), ("blue", (30, 50, 210))):
+        for i in range(count):
+            pixels = [min(255, max(0, c + random.randrange(-40, 40))) for _ in range(64) for c in color]
+            png(f"shapes/{split}/{label}/{i}.png", pixels)
+            if split == "test":
+                tested.append((f"shapes/{split}/{label}/{i}.png", pixels))
+open("shapes_files.txt", "w").write("\n".join(path for path, _ in tested) + "\n")
+npy("shapes_pixels.npy", "|u1", (len(tested), 8, 8, 3), bytes(sum((p for _, p in tested), [])))
+PY
+cat >shapes.yaml <<'YAML'
+mesh: {dims: {batch: 2}}
+data: {dataset: image_folder, path: shapes, image_shape: [8, 8, 3], resize: none, batch_size: 8}
+model:
+  - {conv2d: 4, kernel_size: 3, activation: relu}
+  - {global_average_pool: {}}
+  - {dense: 2}
+train: {epochs: 2, optimizer: {adam: {learning_rate: 0.05}}, eval_every_epoch: false}
+checkpoint: {dir: ckpt_shapes, every: epoch}
+run_dir: run_shapes
+YAML
+expect 0 "parameters on mesh" -- train --config shapes.yaml
+mapfile -t shape_files <shapes_files.txt
+files=()
+for f in "${shape_files[@]}"; do files+=(--file "$f"); done
+expect 0 "written to shapes.csv" -- predict --checkpoint ckpt_shapes "${files[@]}" --output shapes.csv
+exported shapes ckpt_shapes
+compare shapes ckpt_shapes npy:shapes_pixels.npy
 
 # --safetensors alone: no ONNX model and no vectorizer.
 expect 0 "written to only.safetensors" -- export ckpt_masked --safetensors only.safetensors
