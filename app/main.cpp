@@ -214,9 +214,11 @@ int main(int argc, char** argv) {
           ->required();
       sub->add_option("--onnx", options.onnx_file,
                       "Write the model as an ONNX model (opset 17) giving predict's class probabilities; a text "
-                      "model's vectorizer goes beside it (FILE's stem + .vectorizer.json)");
+                      "model's vectorizer goes beside it (FILE's stem + .vectorizer.json)")
+          ->type_name("FILE");
       sub->add_option("--safetensors", options.safetensors_file,
-                      "Write every variable, by its path (dense1/kernel), as a safetensors file");
+                      "Write every variable, by its path (dense1/kernel), as a safetensors file")
+          ->type_name("FILE");
     }
     if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")
