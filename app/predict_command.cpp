@@ -20,7 +20,6 @@
 #include "engine/checkpoint_model.hpp"
 #include "app/commands.hpp"
 #include "engine/model_builder.hpp"
-#include "engine/model_graph.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
@@ -161,7 +160,6 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
   shape.insert(shape.end(), example.begin(), example.end());
   return Tensor::from_vector(shape, images.pixels);
 }
-
 
 }  // namespace
 
