@@ -615,6 +615,7 @@ struct TrainConfig {
   std::optional<EarlyStoppingConfig> early_stopping;
   std::optional<ReduceLrOnPlateauConfig> reduce_lr_on_plateau;
   bool bitwise = false;
+  bool tensorboard = true;  // RUN_DIR/tensorboard/ beside metrics.jsonl (core/train/metrics_log.hpp)
   template <class V> void visit(V& v) {
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
     v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
@@ -633,6 +634,8 @@ struct TrainConfig {
     v(reduce_lr_on_plateau, "reduce_lr_on_plateau", Sub{},
       "Keras' ReduceLROnPlateau {monitor, factor, patience, min_delta, cooldown, min_lr, mode}", kOmitDefault);
     v(bitwise, "bitwise", Bool{}, "every sum in one canonical order: the same bits on any mesh and process count",
+      kOmitDefault);
+    v(tensorboard, "tensorboard", Bool{}, "also write metrics.jsonl's scalars as TensorBoard event files in RUN_DIR/tensorboard",
       kOmitDefault);
   }
 };
