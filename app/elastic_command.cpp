@@ -2,7 +2,8 @@
 // runs the command under mpirun on the hostfile's hosts (each host's slots processes). When the job fails
 // because a host was lost (mpirun names it: its daemon is gone or unreachable), that host is dropped, the
 // mesh is planned again for the processes left (every dim but the batch dim kept, the global batch kept,
-// at most as many devices per process as before) and the run resumes from its last committed checkpoint,
+// at most as many devices per process as before, and as many micro-batches a step as it needs to fit the
+// memory: fitting_accumulation) and the run resumes from its last committed checkpoint,
 // until it completes, fewer than K hosts remain, or N restarts were made. A failure that names no host
 // restarts on the same hosts (also counted); a config or usage error (exit 2) ends at once. Restarts back
 // off (1, 2, 4, ... 30 s). Each restart is a console line here and, written by the resumed run, a "run" row in
@@ -33,6 +34,7 @@
 #include "core/checkpoint/manager.hpp"
 #include "core/error.hpp"
 #include "engine/elastic_plan.hpp"
+#include "engine/memory_plan.hpp"
 
 namespace dtrain {
 namespace {
@@ -110,9 +112,9 @@ std::string temporary_file(const char* prefix) {
   _exit(127);
 }
 
-// Runs `argv`, its stdout and stderr copied to this stdout as they come; returns the exit code (128 + signal
-// when killed) and keeps the output's last megabyte in `output`.
-int run_child(const std::vector<std::string>& argv, std::string& output) {
+// Runs `argv`, its stdout and stderr copied to this stdout as they come (unless !echo); returns the exit code
+// (128 + signal when killed) and keeps the output's last megabyte in `output`.
+int run_child(const std::vector<std::string>& argv, std::string& output, bool echo = true) {
   int pipe_ends[2];
   DTRAIN_CHECK(pipe(pipe_ends) == 0, "elastic: pipe failed: {}", std::strerror(errno));
   std::fflush(stdout);
@@ -134,8 +136,10 @@ int run_child(const std::vector<std::string>& argv, std::string& output) {
       if (errno == EINTR) continue;
       break;
     }
-    std::fwrite(buffer, 1, size_t(got), stdout);
-    std::fflush(stdout);
+    if (echo) {
+      std::fwrite(buffer, 1, size_t(got), stdout);
+      std::fflush(stdout);
+    }
     output.append(buffer, size_t(got));
     if (output.size() > (size_t(2) << 20)) output.erase(0, output.size() - (size_t(1) << 20));
   }
@@ -202,6 +206,37 @@ std::vector<elastic::Host> reachable(const std::vector<std::string>& mpirun, con
     if (probes[i].ok) up.push_back(hosts[i]);
   }
   return up;
+}
+
+// Accumulation makes up what a smaller mesh cannot hold: the fewest micro-batches a step, from the config's own count
+// up by doubling while they divide each device's batch, whose plan for the relaunch (`dtrain plan --json` for its
+// mesh and process count, run as a child of this process) fits the memory this machine has (or
+// $DTRAIN_MEMORY_LIMIT): the hosts are taken to be alike. The config's own count when none fits: the run's memory
+// check then refuses it, naming the bytes (exit 2).
+int64_t fitting_accumulation(const std::string& self, const InnerCommand& inner, const Config& config,
+                         const elastic::Relaunch& launch, const std::string& batch_dim) {
+  int64_t batch_devices = 1;
+  for (const MeshDimConfig& dim : launch.dims)
+    if (dim.name == batch_dim) batch_devices = dim.size;
+  const int64_t device_batch = config.data.batch_size / std::max<int64_t>(1, batch_devices);
+  const int64_t own = std::max<int64_t>(1, config.train.accumulation_steps);
+  for (int64_t steps = own; steps <= device_batch && device_batch % steps == 0; steps *= 2) {
+    std::vector<std::string> argv{self, "plan", "--config", inner.config};
+    for (const std::string& set : inner.sets) argv.insert(argv.end(), {"--set", set});
+    argv.insert(argv.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims), "--set",
+                             fmt::format("train.accumulation_steps={}", steps), "--processes",
+                             std::to_string(launch.processes), "--json"});
+    std::string output;
+    run_child(argv, output, false);
+    if (output.find("\"fits\": true") != std::string::npos) return steps;
+  }
+  return own;
+}
+
+// ", accumulation 2 (to fit)" when the relaunch accumulates more than the config says.
+std::string accumulation_text(const Config& config, int64_t accumulation) {
+  return accumulation == config.train.accumulation_steps ? ""
+                                                         : fmt::format(", accumulation {} (to fit)", accumulation);
 }
 
 std::string host_names(const std::vector<elastic::Host>& hosts) {
@@ -278,6 +313,7 @@ int run_elastic(const CommandOptions& options) {
     const std::vector<elastic::Host> used = elastic::spread(hosts, launch.processes);
     std::vector<std::string> args = options.elastic_args;
     std::string from = "starting";
+    int64_t accumulation = config.train.accumulation_steps;
     if (restart > 0 || shrunk) {
       const std::string latest = checkpoint::pointer_name(checkpoints, checkpoint::kLatestFile);
       const bool committed = !latest.empty() && (inner.command == "resume" || latest != latest_before);
@@ -293,21 +329,26 @@ int run_elastic(const CommandOptions& options) {
         from = "starting again";
       }
       if (auto_processes == 0) args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims)});
+      // Under train.bitwise accumulation is refused (its micro-batches would sum in another order).
+      accumulation = config.train.bitwise ? config.train.accumulation_steps
+                                          : fitting_accumulation(self, inner, config, launch, batch_dim);
+      if (accumulation != config.train.accumulation_steps)
+        args.insert(args.end(), {"--set", fmt::format("train.accumulation_steps={}", accumulation)});
     }
     if (restart > 0) {
       const int wait_s = std::min(30, 1 << std::min(restart - 1, 5));
       fmt::print(stderr,
-                 "dtrain elastic: {}; restart {} of at most {} in {} s on {} host(s) ({}), {} processes, mesh {}, {}\n",
+                 "dtrain elastic: {}; restart {} of at most {} in {} s on {} host(s) ({}), {} processes, mesh {}{}, {}\n",
                  cause, restart, options.max_restarts, wait_s, used.size(), host_names(used), launch.processes,
-                 elastic::dims_text(launch.dims), from);
+                 elastic::dims_text(launch.dims), accumulation_text(config, accumulation), from);
       setenv("DTRAIN_ELASTIC_CAUSE", cause.c_str(), 1);
       setenv("DTRAIN_ELASTIC_RESTART", std::to_string(restart).c_str(), 1);
       for (int waited = 0; waited < wait_s * 10 && stop_signal.load() == 0; ++waited)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (stop_signal.load() != 0) return 128 + stop_signal.load();
     } else if (shrunk) {
-      fmt::print(stderr, "dtrain elastic: {}; starting on {} host(s) ({}), {} processes, mesh {}\n", cause, used.size(),
-                 host_names(used), launch.processes, elastic::dims_text(launch.dims));
+      fmt::print(stderr, "dtrain elastic: {}; starting on {} host(s) ({}), {} processes, mesh {}{}\n", cause, used.size(),
+                 host_names(used), launch.processes, elastic::dims_text(launch.dims), accumulation_text(config, accumulation));
     }
 
     std::ofstream(hostfile_path) << elastic::hostfile_text(used);
@@ -317,6 +358,7 @@ int run_elastic(const CommandOptions& options) {
                                     std::string("DTRAIN_ELASTIC_CAUSE"), std::string("-x"),
                                     std::string("DTRAIN_ELASTIC_RESTART"), self})
       argv.push_back(word);
+    if (memory_limit_bytes() > 0) argv.insert(argv.end() - 1, {"-x", "DTRAIN_MEMORY_LIMIT"});  // the plan's limit
     argv.insert(argv.end(), args.begin(), args.end());
     std::string output;
     const int code = run_child(argv, output);

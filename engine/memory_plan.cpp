@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +13,7 @@
 #include "engine/model_builder.hpp"
 #include "engine/model_graph.hpp"
 #include "core/bytes_text.hpp"
+#include "core/error.hpp"
 
 namespace dtrain {
 
@@ -75,6 +79,49 @@ MemoryPlan memory_plan(const Config& config, const nn::Model& model, const Place
   return plan;
 }
 
+namespace {
+
+// The least room any cgroup (v2) above this process leaves: memory.max less memory.current, from the process's own
+// cgroup (/proc/self/cgroup's "0::/PATH", as a Slurm job or `systemd-run -p MemoryMax=` makes) up to the root
+// (a container's limit). 0 when none is limited.
+int64_t cgroup_room() {
+  std::string line, path;
+  std::ifstream self("/proc/self/cgroup");
+  while (std::getline(self, line))
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  int64_t room = 0;
+  std::filesystem::path dir = std::filesystem::path("/sys/fs/cgroup" + path).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "/sys/fs/cgroup/" for the root cgroup "/"
+  for (;; dir = dir.parent_path()) {
+    int64_t limit = 0, used = 0;  // "max" (no limit) reads as no number
+    if (std::ifstream(dir / "memory.max") >> limit && std::ifstream(dir / "memory.current") >> used)
+      room = room == 0 ? std::max<int64_t>(1, limit - used) : std::min(room, std::max<int64_t>(1, limit - used));
+    if (dir == "/sys/fs/cgroup" || !dir.has_parent_path() || dir.parent_path() == dir) break;
+  }
+  return room;
+}
+
+}  // namespace
+
+int64_t memory_limit_bytes() {
+  const char* text = std::getenv("DTRAIN_MEMORY_LIMIT");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double number = std::strtod(text, &end);
+  const std::string unit(end);
+  const double scale = unit.empty() ? 1.0
+                       : unit == "K" || unit == "KiB" ? 1024.0
+                       : unit == "M" || unit == "MiB" ? 1048576.0
+                       : unit == "G" || unit == "GiB" ? 1073741824.0
+                       : unit == "T" || unit == "TiB" ? 1099511627776.0
+                                                      : 0.0;
+  DTRAIN_CHECK_USAGE(errno == 0 && end != text && scale > 0 && number > 0 && number * scale < 9e18,
+                     "DTRAIN_MEMORY_LIMIT={}: expected bytes, or a number with K, M, G or T (KiB, MiB, GiB, TiB), "
+                     "such as 20G", text);
+  return int64_t(number * scale);
+}
+
 int64_t available_memory_bytes() {
   int64_t available = 0;
   std::ifstream meminfo("/proc/meminfo");
@@ -88,11 +135,11 @@ int64_t available_memory_bytes() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     available = pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
   }
-  // A cgroup (v2) limit below that: what is left of it.
-  int64_t limit = 0, used = 0;
-  if (std::ifstream("/sys/fs/cgroup/memory.max") >> limit && std::ifstream("/sys/fs/cgroup/memory.current") >> used &&
-      limit > used && (available == 0 || limit - used < available))
-    available = limit - used;
+  const auto at_most = [&](int64_t bound) {
+    if (bound > 0 && (available == 0 || bound < available)) available = bound;
+  };
+  at_most(cgroup_room());
+  at_most(memory_limit_bytes());
   return available;
 }
 

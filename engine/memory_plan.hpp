@@ -65,9 +65,12 @@ struct MemoryPlan {
 MemoryPlan memory_plan(const Config& config, const nn::Model& model, const Placement& placement,
                        MemoryUse use = MemoryUse::train, const DryStep* step = nullptr);
 
-// The memory a new allocation can take on this machine: MemAvailable, or less under a cgroup limit (0 when
-// unknown).
+// The memory a new allocation can take on this machine: MemAvailable, or less: what the tightest cgroup (v2) above
+// this process leaves (a container's, a Slurm job's), or $DTRAIN_MEMORY_LIMIT (0 when unknown).
 int64_t available_memory_bytes();
+// $DTRAIN_MEMORY_LIMIT: the memory a process of this run may take ("20G", "512M", bytes; 0 when unset), for a
+// machine shared with others; plan, the check below and `dtrain elastic` keep to it. UsageError when unreadable.
+int64_t memory_limit_bytes();
 
 // Throws UsageError (at the largest variable's layer) when the plan needs more per process than is available:
 // "needs 25.9 GiB per process (8 devices x 3.24 GiB: variables ...); this machine has 22.1 GiB available".

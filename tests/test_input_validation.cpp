@@ -3,8 +3,11 @@
 // feature axis at data.layout's FILE:LINE:COL, variables too large to allocate, plan's class check.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "app/config.hpp"
 #include "engine/data_source.hpp"
@@ -180,4 +183,35 @@ TEST_CASE("the class count comes from the config, and the last layer must match 
   std::string message;
   CHECK(thrown([&] { check_output_classes(config, *engine.built.model, classes_of(config)); }, &message) == "usage");
   CHECK(contains(message, "7 units but mnist has 10 classes"));
+}
+
+TEST_CASE("DTRAIN_MEMORY_LIMIT bounds the memory a run may take: plan and the check keep to it") {
+  struct Restore {  // the variable as the test found it (unset here)
+    ~Restore() { ::unsetenv("DTRAIN_MEMORY_LIMIT"); }
+  } restore;
+  const int64_t machine = available_memory_bytes();
+  REQUIRE(machine > (int64_t(1) << 20));
+  for (const auto& [text, bytes] : std::vector<std::pair<std::string, int64_t>>{
+           {"1048576", 1048576}, {"512K", 512 << 10}, {"1.5M", 3 << 19}, {"1GiB", int64_t(1) << 30}, {"2T", int64_t(2) << 40}}) {
+    ::setenv("DTRAIN_MEMORY_LIMIT", text.c_str(), 1);
+    CHECK(memory_limit_bytes() == bytes);
+    CHECK(available_memory_bytes() == std::min(machine, bytes));  // never more than the machine has
+  }
+  for (const std::string bad : {"abc", "5X", "-1G", "0", "1e30", "G"}) {
+    ::setenv("DTRAIN_MEMORY_LIMIT", bad.c_str(), 1);
+    std::string message;
+    CHECK(thrown([] { memory_limit_bytes(); }, &message) == "usage");
+    CHECK(contains(message, "DTRAIN_MEMORY_LIMIT=" + bad));
+  }
+  // A config that fits this machine is refused under a limit below its plan, naming the limit's bytes.
+  ::setenv("DTRAIN_MEMORY_LIMIT", "2M", 1);
+  const std::string text = "mesh: {dims: {batch: 8}}\n"
+                           "data: {dataset: mnist, path: data, batch_size: 64}\n"
+                           "model:\n  - {dense: 256}\n  - {dense: 10}\n"
+                           "train: {epochs: 1, optimizer: adam}\n";
+  const Config config = parse_config(text, "limited.yaml", LoadOptions{{}, "", false, "", {}});
+  std::string message;
+  CHECK(thrown([&] { build_engine(config, train_options(config)); }, &message) == "usage");
+  CHECK(contains(message, "limited.yaml:"));
+  CHECK(contains(message, "2097152 bytes"));
 }

@@ -202,6 +202,36 @@ elastic_case elastic_auto two_hosts kill "on 1 host(s) ($(host 1)), 2 processes,
 check "elastic_auto: started on {batch: 4}, went on on {batch: 2}" \
   eval 'grep -q "parameters on mesh {batch: 4} on 4 CPU devices" elastic_auto.log &&
     grep -q "on mesh {batch: 2} on 2 CPU devices (over 2 processes" elastic_auto.log'
+# A smaller mesh that cannot hold the step: elastic accumulates micro-batches until its plan fits. The limit
+# (DTRAIN_MEMORY_LIMIT, which every process keeps to) lies between the plans of {batch: 2} on 2 processes with
+# one micro-batch a step and with two; {batch: 4} on 4 processes fits it too. A larger batch makes the
+# activations outweigh the accumulated gradients.
+plan_peak() {
+  "$dtrain" plan --config dp.yaml --set train.bitwise=false --set data.batch_size=256 "$@" --json 2>/dev/null |
+    python3 -c 'import json, sys; print(int(json.load(sys.stdin)["peak_bytes_per_process"]))'
+}
+one=$(plan_peak --set "mesh.dims={batch: 2}" --processes 2)
+two=$(plan_peak --set "mesh.dims={batch: 2}" --set train.accumulation_steps=2 --processes 2)
+four=$(plan_peak --set "mesh.dims={batch: 4}" --processes 4)
+fitting=$((two > four ? two : four))
+if ((fitting < one)); then
+  DTRAIN_MEMORY_LIMIT=$(((fitting + one) / 2)) elastic_run elastic_accumulate two_hosts 1 40 \
+    --set "mesh.dims={batch: auto}" --set train.bitwise=false --set data.batch_size=256
+  wait_for 60 has_checkpoint elastic_accumulate || true
+  hosts kill 2
+  rc=0
+  wait_for 120 ended || true
+  wait "$job" || rc=$?
+  check "elastic_accumulate: completes (exit $rc): $(grep -a 'elastic' elastic_accumulate.log | tr '\n' ' ')" test "$rc" = 0
+  check "elastic_accumulate: went on on {batch: 2} with 2 micro-batches a step: $(grep -a 'restart 1' elastic_accumulate.log)" \
+    grep -qF "on 1 host(s) ($(host 1)), 2 processes, mesh {batch: 2}, accumulation 2 (to fit)" elastic_accumulate.log
+  check "elastic_accumulate: the last epoch (40) was trained" \
+    grep -q '"split": "train", "epoch": 40,' r_elastic_accumulate/metrics.jsonl
+  hosts up 4 --slots 2 >/dev/null
+else
+  bad "plans: {batch: 2} with accumulation 2 ($two B) or {batch: 4} ($four B) needs no less than {batch: 2} ($one B)"
+fi
+
 # Host 2 cut off: mpirun's keepalives name it lost, and its own daemon ends its processes.
 elastic_case elastic_cut three_hosts cut "on 2 host(s) ($(host 1), $(host 3)), 4 processes, mesh {batch: 8}"
 
