@@ -108,6 +108,8 @@ class Recorder {
 
 // The calling device's track while it records (kernels, collectives), or null: call only when recording().
 Track* current_track();
+// The same for sites that run whether or not a device records (a checkpoint save): one branch when none does.
+inline Track* track_if_recording() { return recording() ? current_track() : nullptr; }
 
 // Times its scope as an event of `track`: nothing (one branch) when track is null or not recording.
 class Span {

@@ -56,13 +56,15 @@ print("\n".join(problems) if problems else "ok")
 sys.exit(1 if problems else 0)
 PY
 }
-has_save() {  # has_save FILE STEP: a checkpoint save event in STEP on every device track
+# has_save FILE STEP: in STEP, a checkpoint save on every device track holding its shard write, and the commit
+# on device 0's.
+has_save() {
   "$python" -c '
 import json, sys
-events = json.load(open(sys.argv[1]))["traceEvents"]
-tids = {e["tid"] for e in events if e["ph"] == "X" and e["tid"] > 0}
-saved = {e["tid"] for e in events if e["ph"] == "X" and e["name"] == "checkpoint save" and e["args"]["step"] == int(sys.argv[2])}
-sys.exit(0 if tids and saved == tids else 1)' "$@"
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["args"]["step"] == int(sys.argv[2])]
+tids = {e["tid"] for e in events if e["tid"] > 0}
+def on(name): return {e["tid"] for e in events if e["name"] == name and e["cat"] == "checkpoint"}
+sys.exit(0 if tids and on("checkpoint save") == tids and on("write shards") == tids and on("commit") == {1} else 1)' "$@"
 }
 
 # Steps 7..9 of 16 on {batch: 8}: the first epoch's checkpoint save is at step 8.
@@ -70,7 +72,7 @@ expect 0 "test accuracy" -- train --config dp.yaml --profile 7:3
 check "the trace file is written" test -f run/trace/process-0.trace.json
 check "trace: 8 device tracks and the host's, steps 7-9, kernels and collectives" \
   check_trace run/trace/process-0.trace.json 0 1 8 7 8 9
-check "trace: the epoch's checkpoint save in step 8" has_save run/trace/process-0.trace.json 8
+check "trace: the epoch's checkpoint save in step 8 (shard writes, the commit)" has_save run/trace/process-0.trace.json 8
 check "no partial file left" test ! -e run/trace/process-0.trace.json.partial
 
 # The summary PNG and its table.
