@@ -39,12 +39,13 @@ struct ProfiledRun {
   YAML::Node trace;
   std::vector<std::vector<Collective>> counted;  // per rank: the counting communicator's calls in steps S..S+K-1
   int devices = 0;
+  std::vector<double> losses;  // every step's
 };
 
 // Trains `file` with `overrides` for `steps` steps, tracing steps [start, start + count), every rank's collectives
 // also counted (a counting communicator installed at the start, as dry_step does); a save at step `start`.
 ProfiledRun profiled_run(const std::string& file, std::vector<std::string> overrides, const data::Dataset& data,
-                         int64_t steps, int64_t start, int64_t count) {
+                         int64_t steps, int64_t start, int64_t count, bool profiled = true) {
   testing::TempFolder folder("trace");
   overrides.push_back("train.max_steps=" + std::to_string(steps));
   const Config config = load_config(config_path(file), LoadOptions{overrides, "", false, "", {}});
@@ -52,7 +53,7 @@ ProfiledRun profiled_run(const std::string& file, std::vector<std::string> overr
   BuiltModel built = build_model(config, mesh, data.example_shape());
   train::TrainOptions options = train_options(config);
   const std::string trace_path = (folder / "process-0.trace.json").string();
-  options.profile = {start, count, trace_path};
+  if (profiled) options.profile = {start, count, trace_path};
   train::Trainer trainer(*built.model, mesh, input_specs(config), options);
 
   ProfiledRun run;
@@ -75,7 +76,7 @@ ProfiledRun profiled_run(const std::string& file, std::vector<std::string> overr
   hooks.save = [](train::RankState&, bool) {};  // a checkpoint save's event, with no collectives
   testing::QuietReporter quiet;
   DatasetSource source(data, true, config.data.shuffle.seed);
-  trainer.train(source, nullptr, quiet, hooks);
+  run.losses = trainer.train(source, nullptr, quiet, hooks).step_losses;
   CHECK(!profile::recording());  // off again once the run is over
 
   for (int rank = 0; rank < mesh->size(); ++rank) {
@@ -206,9 +207,13 @@ TEST_CASE("a profiled run's trace holds its steps' kernels and exactly the count
     const ProfiledRun run = profiled_run("imdb_sp.yaml", {}, reviews, 6, 2, 3);
     check_trace(run, 2, 3);
   }
-  SUBCASE("imdb_mp with the batches read ahead, from the first step") {
+  SUBCASE("imdb_mp with the batches read ahead, from the first step; the losses of a run without profiling") {
     const ProfiledRun run = profiled_run("imdb_mp.yaml", {"data.prefetch=2"}, reviews, 4, 1, 2);
     check_trace(run, 1, 2);
+    const ProfiledRun plain = profiled_run("imdb_mp.yaml", {"data.prefetch=2"}, reviews, 4, 1, 2, false);
+    CHECK(!plain.written);
+    REQUIRE(run.losses.size() == 4);
+    CHECK(run.losses == plain.losses);  // bit for bit: the timed kernels and the tracing communicator only watch
   }
   SUBCASE("mnist_mp {batch: 4, model: 2}, the window at the run's last step") {
     const ProfiledRun run = profiled_run("mnist_mp.yaml", {"data.image_shape=flat", "data.layout=[batch, unsharded]"},
