@@ -16,7 +16,7 @@ namespace dtrain {
 
 // What the command line said. Empty strings mean "not given".
 struct CommandOptions {
-  std::string command;                 // train | resume | eval | predict | inspect | plan | diff | elastic
+  std::string command;                 // train | resume | eval | predict | inspect | plan | diff | elastic | export
   std::string config_path;             // --config FILE (required for train, resume, eval, plan)
   std::string run_dir;                 // --run-dir DIR: overrides the config's run_dir
   std::vector<std::string> overrides;  // --set key.path=value, in command-line order
@@ -25,7 +25,7 @@ struct CommandOptions {
   std::vector<std::string> init_skip;  // train --init-skip PATTERN (repeatable): replaces train.init_skip
   std::string profile;                 // train/resume --profile START:STEPS: replaces train.profile
   std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
-  std::string checkpoint;              // eval/predict --checkpoint DIR
+  std::string checkpoint;              // eval/predict --checkpoint DIR; export CKPT
   std::string split;                   // eval --split NAME (default: the config's test split)
   bool report = false;                 // eval --report: precision, recall, F1 per class and the confusion matrix
   std::vector<std::string> texts;      // predict: raw texts to classify
@@ -50,6 +50,8 @@ struct CommandOptions {
   int max_restarts = 5;                // elastic --max-restarts N
   std::string mpirun = "mpirun";       // elastic --mpirun CMD: the launcher and its own options
   std::vector<std::string> elastic_args;  // elastic -- train|resume ARGS: the command it runs
+  std::string onnx_file;               // export --onnx FILE: the model as ONNX
+  std::string safetensors_file;        // export --safetensors FILE: the variables as safetensors
 
   // The config named by --config with --set and --run-dir applied (UsageError on any problem). Also
   // applies what the config says about the process itself: the collective timeout (comm.timeout_s).
@@ -70,6 +72,7 @@ int run_inspect(const CommandOptions& options);
 int run_plan(const CommandOptions& options);
 int run_diff(const CommandOptions& options);
 int run_elastic(const CommandOptions& options);
+int run_export(const CommandOptions& options);
 // plan --calibrate, --cluster and --compare (app/plan_time_command.cpp); false from wants_plan_time when
 // none is given.
 bool wants_plan_time(const CommandOptions& options);

@@ -628,6 +628,7 @@ struct TrainConfig {
   std::optional<ReduceLrOnPlateauConfig> reduce_lr_on_plateau;
   bool bitwise = false;
   std::optional<ProfileConfig> profile;
+  bool tensorboard = true;  // RUN_DIR/tensorboard/ beside metrics.jsonl (core/train/metrics_log.hpp)
   template <class V> void visit(V& v) {
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
     v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
@@ -648,6 +649,8 @@ struct TrainConfig {
     v(bitwise, "bitwise", Bool{}, "every sum in one canonical order: the same bits on any mesh and process count",
       kOmitDefault);
     v(profile, "profile", Sub{}, "a step timeline {start_step, steps}: RUN_DIR/trace/process-P.trace.json (Chrome trace)",
+      kOmitDefault);
+    v(tensorboard, "tensorboard", Bool{}, "also write metrics.jsonl's scalars as TensorBoard event files in RUN_DIR/tensorboard",
       kOmitDefault);
   }
 };

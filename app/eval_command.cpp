@@ -128,7 +128,7 @@ int run_eval(const CommandOptions& options) {
     metrics.split = split;
     metrics.step = index.meta.step;
     metrics.epoch = index.meta.epochs_done;
-    train::MetricsLog log(run_dir);
+    train::MetricsLog log(run_dir, config.train.tensorboard);
     log.write_eval(train::EvalRow{metrics, index.folder, index.meta.run_id, mesh->describe(), data.class_names, report});
     fmt::print("metrics: {} ({})\n", log.path(),
                options.run_dir.empty() ? fmt::format("the run dir of run {}, which wrote {}", index.meta.run_id, index.folder)

@@ -41,6 +41,8 @@ const std::vector<Command> kCommands{
      dtrain::run_diff},
     {"elastic", "Run train or resume under mpirun on a hostfile's hosts; on losing a host, go on from the last "
                 "checkpoint on the hosts left", dtrain::run_elastic},
+    {"export", "Write a checkpoint's model as ONNX (--onnx) and its variables as safetensors (--safetensors)",
+     dtrain::run_export},
 };
 
 void add_common_options(CLI::App& command, CommandOptions& options, bool config_required) {
@@ -116,8 +118,8 @@ bool looks_like_path(const std::string& word) {
 // Options a command accepts with the others but has no use for: refused, not silently ignored.
 void refuse_unused_options(const CommandOptions& options) {
   const std::string& command = options.command;
-  if (command == "inspect" || command == "predict" || command == "diff") {
-    const char* why = command == "predict"   ? "the checkpoint's own config builds the model"
+  if (command == "inspect" || command == "predict" || command == "diff" || command == "export") {
+    const char* why = command == "predict" || command == "export" ? "the checkpoint's own config builds the model"
                       : command == "inspect" ? "it reads the checkpoint alone"
                                              : "it compares checkpoints or metrics files alone";
     if (!options.config_path.empty()) throw dtrain::UsageError(fmt::format("{} takes no --config ({})", command, why));
@@ -211,6 +213,18 @@ int main(int argc, char** argv) {
           ->required();
       sub->add_flag("--metrics", options.metrics, "Compare the runs' logged step losses: the first step that differs");
     }
+    if (name == "export") {
+      sub->add_option("checkpoint", options.checkpoint,
+                      "The checkpoint: a checkpoint dir (its latest is exported), a ckpt-N folder or DIR/best")
+          ->required();
+      sub->add_option("--onnx", options.onnx_file,
+                      "Write the model as an ONNX model (opset 17) giving predict's class probabilities; a text "
+                      "model's vectorizer goes beside it (FILE's stem + .vectorizer.json)")
+          ->type_name("FILE");
+      sub->add_option("--safetensors", options.safetensors_file,
+                      "Write every variable, by its path (dense1/kernel), as a safetensors file")
+          ->type_name("FILE");
+    }
     if (name == "plan") sub->add_flag("--echo", options.echo, "Print every config key's resolved value first");
     if (name == "plan")
       sub->add_flag("--search", options.search,
@@ -242,10 +256,9 @@ int main(int argc, char** argv) {
       for (const Command& command : kCommands) known = known || word == command.name;
       if (!known) return fail(unknown_command_message(word), 2);
     }
-    if (argc == 1) {  // `dtrain` alone: what it can do
-      std::fprintf(stderr, "dtrain: error: give a command (dtrain COMMAND --help tells its options):\n");
-      for (const Command& command : kCommands) std::fprintf(stderr, "  %-8s %s\n", command.name, command.help);
-      return 2;
+    if (argc == 1) {  // `dtrain` alone: what it can do, as --help says it
+      std::fputs(app.help().c_str(), stdout);
+      return 0;
     }
     try {
       app.parse(argc, argv);

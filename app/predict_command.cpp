@@ -17,9 +17,9 @@
 #include <utility>
 
 #include "engine/checkpoint_hooks.hpp"
+#include "engine/checkpoint_model.hpp"
 #include "app/commands.hpp"
 #include "engine/model_builder.hpp"
-#include "engine/model_graph.hpp"
 #include "core/checkpoint/manager.hpp"
 #include "core/checkpoint/reader.hpp"
 #include "core/checkpoint/state.hpp"
@@ -161,25 +161,14 @@ Tensor read_inputs(const CommandOptions& options, const Config& config, const ch
   return Tensor::from_vector(shape, images.pixels);
 }
 
-bool ends_in_softmax(const Config& config) {
-  const ModelGraph graph = model_graph(config);
-  const LayerConfig& last = graph.layer(graph.output).layer;
-  return last.kind == LayerKind::softmax || (last.kind == LayerKind::dense && last.dense.activation == Activation::softmax);
-}
-
 }  // namespace
 
 int run_predict(const CommandOptions& options) {
-  // The lease keeps a training run from deleting the checkpoint while it is read.
-  const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(options.checkpoint);
-  const checkpoint::CheckpointIndex& index = opened.index;
-  Config config = parse_config(index.meta.config, index.folder + "/index.h5:/meta/config", LoadOptions{{}, "", false, "", {}});
-  // One device; the mesh keeps its dim names (size 1) so that the stored layout rules still apply.
-  std::vector<int> ones(config.mesh.dims.size(), 1);
-  for (auto& dim : config.mesh.dims) dim.size = 1;
-  MeshPtr mesh = make_mesh(config.mesh.dim_names(), ones);
-  BuiltModel built = build_model(config, mesh, config.data.example_shape());
-  check_model_matches(config, *built.model, index);
+  const CheckpointModel loaded = open_checkpoint_model(options.checkpoint);
+  const checkpoint::CheckpointIndex& index = loaded.index();
+  const Config& config = loaded.config;
+  const MeshPtr& mesh = loaded.mesh;
+  const BuiltModel& built = loaded.built;
 
   Tensor inputs = read_inputs(options, config, index);
   Tensor outputs = train::predict(*built.model, mesh, input_specs(config), inputs, config.data.batch_size,

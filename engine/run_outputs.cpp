@@ -31,7 +31,7 @@ std::optional<train::MetricsLog> open_run_dir(const Config& config,
     std::filesystem::create_directories(config.run_dir, error);
     if (error) throw Error(fmt::format("cannot create '{}': {}", path_text(config.run_dir), error.message()));
     if (vectorizer) vectorizer->save(config.run_dir);
-    return std::optional<train::MetricsLog>(std::in_place, config.run_dir);
+    return std::optional<train::MetricsLog>(std::in_place, config.run_dir, config.train.tensorboard);
   } catch (const Error& error) {
     throw_config_error(config.where("run_dir"), fmt::format("run_dir: {}", error.what()));
   }
@@ -97,6 +97,7 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
           row.hosts.push_back(process_host(p));
     }
     row.cpu_kernels = kernels::cpu_isa_name(kernels::active_cpu_isa());
+    row.config_text = dump_config(config);
     // Set by `dtrain elastic` (app/elastic_command.cpp) when it launches the run again.
     if (const char* restart = std::getenv("DTRAIN_ELASTIC_RESTART"); restart != nullptr && std::atoi(restart) > 0) {
       row.restart = std::atoi(restart);

@@ -6,7 +6,9 @@
 set -euo pipefail
 
 packages=(cmake g++ make libcli11-dev libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev libxxhash-dev libre2-dev pkg-config
-          libboost-context-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev hdf5-tools python3 curl ca-certificates)
+          libboost-context-dev libboost-dev libopenmpi-dev openmpi-bin zlib1g-dev libpng-dev libjpeg62-turbo-dev hdf5-tools python3 curl ca-certificates)
+# protobuf: `dtrain export --onnx` writes ONNX's model format, and every run TensorBoard's event files
+packages+=(libprotobuf-dev protobuf-compiler)
 case "${1:-}" in
   --test) packages+=(python3-h5py python3-matplotlib python3-venv iproute2 iptables qemu-user) ;;
   --bench) packages+=(python3-h5py python3-matplotlib python3-numpy python3-torch libopenblas0-pthread python3-sklearn) ;;

@@ -14,6 +14,13 @@ using namespace dtrain::testing;
 
 namespace {
 
+// Parsing only: no data.path need exist.
+dtrain::LoadOptions no_data_check() {
+  dtrain::LoadOptions options;
+  options.check_data_path = false;
+  return options;
+}
+
 std::string write(const TempFolder& folder, const std::string& text) {
   const std::string path = (folder / "hostfile").string();
   std::ofstream(path) << text;
@@ -122,7 +129,7 @@ TEST_CASE("mesh.dims may size one dim `auto` from the process count; elastic the
                            "model: [{dense: 10}]\n"
                            "train: {epochs: 1, optimizer: {sgd: {learning_rate: 0.1}}}\n";
   // One process: model 2 is a multiple of it, so batch is 1 (2 devices in the process).
-  const Config config = parse_config(text, "auto.yaml", LoadOptions{{}, "", false});
+  const Config config = parse_config(text, "auto.yaml", no_data_check());
   REQUIRE(config.mesh.dims.size() == 2);
   CHECK(config.mesh.dims[0].automatic);
   CHECK(config.mesh.dims[0].size == 1);
@@ -130,7 +137,7 @@ TEST_CASE("mesh.dims may size one dim `auto` from the process count; elastic the
   CHECK(elastic::dims_text(config.mesh.dims) == "{batch: auto, model: 2}");
   CHECK(usage_error_message([&] {
           parse_config("mesh: {dims: {batch: auto, model: auto}}\n" + text.substr(text.find("data:")), "two.yaml",
-                           LoadOptions{{}, "", false});
+                           no_data_check());
         }).find("one dim at most may be auto") != std::string::npos);
   // 6 slots: 6 processes give batch 3, which divides no batch of 64: 4 processes give 2.
   CHECK(elastic::auto_processes(config.mesh.dims, "batch", 64, 6, false) == 4);

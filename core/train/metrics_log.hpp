@@ -17,8 +17,24 @@
 // `dtrain plan --compare RUN_DIR` sets beside what was measured.
 // Epochs are as the caller gives them (the progress reporter writes them 1-based, as on the console).
 // A number that is not finite is written as null; every row is flushed as it is written.
+//
+// Unless turned off (train.tensorboard: false), each row's scalars also go to RUN_DIR/tensorboard/
+// (core/train/tensorboard_log.hpp), tagged as Keras' TensorBoard callback tags them, each the float32 of the number
+// the row says (null: NaN), in run folders as Keras' train/ and validation/:
+//   train/        "train" rows: epoch_loss, epoch_accuracy, epoch_learning_rate at step = the row's epoch (1-based,
+//                 as in the row; Keras counts from 0); "train_steps" rows: batch_loss, batch_accuracy,
+//                 batch_learning_rate, examples_per_second at the global step; "run" rows: a text "run" (the mesh,
+//                 the config) at the step it starts from
+//   validation/   "validation" rows: evaluation_loss_vs_iterations, evaluation_accuracy_vs_iterations at the step;
+//                 one at an epoch's end (the step of that epoch's "train" row) also epoch_loss, epoch_accuracy at
+//                 the epoch, as Keras' val_loss and val_accuracy
+//   test/         "test" rows: the same as validation/
+//   eval/SPLIT/   "eval" rows (`dtrain eval --split SPLIT`): evaluation_loss_vs_iterations,
+//                 evaluation_accuracy_vs_iterations at the checkpoint's step, and a text "eval" (checkpoint, mesh)
+// "save" and "end" rows have no TensorBoard counterpart.
 #pragma once
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +59,7 @@ struct RunRow {
   std::string restart_cause{};
   // The dry run's predictions for this run (written when set).
   std::optional<double> predicted_step_seconds{}, predicted_examples_per_second{}, predicted_peak_bytes_per_process{};
+  std::string config_text{};  // the config as the run reads it (dump_config), for TensorBoard's text only
 };
 
 // A "run" row with "event": "end".
@@ -70,10 +87,14 @@ struct EvalRow {
   std::string report{};  // eval --report: ClassReport::json(), written as "report" ("": none)
 };
 
+class TensorBoardLog;
+
 class MetricsLog {
  public:
-  // Appends to RUN_DIR/metrics.jsonl, creating the folder.
-  explicit MetricsLog(const std::string& run_dir);
+  // Appends to RUN_DIR/metrics.jsonl, creating the folder; with `tensorboard`, also writes RUN_DIR/tensorboard/.
+  explicit MetricsLog(const std::string& run_dir, bool tensorboard = true);
+  ~MetricsLog();
+  MetricsLog(MetricsLog&&) noexcept;
   // `learning_rate`: the rate of the split's last step, written for "train" rows.
   void write(const SplitMetrics& metrics, std::optional<double> learning_rate = std::nullopt);
   // Named apart from write(): a braced SplitMetrics would match them too.
@@ -83,11 +104,22 @@ class MetricsLog {
   void write_eval(const EvalRow& row);
   void write_save(int64_t step, double stall_seconds);
   const std::string& path() const { return path_; }
+  // RUN_DIR/tensorboard's writer (null when turned off).
+  const TensorBoardLog* tensorboard() const { return tensorboard_.get(); }
 
  private:
   void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;
+  // The step of the last "train" row, and the last validation not yet known to be an epoch's end: it is written
+  // before its epoch's "train" row.
+  int64_t last_train_step_ = -1;
+  struct Validation {
+    int64_t step, epoch;
+    float loss, accuracy;
+  };
+  std::optional<Validation> pending_validation_;
 };
 
 // This process's peak resident memory so far, in bytes (getrusage's ru_maxrss; 0 where unknown).

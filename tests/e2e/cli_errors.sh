@@ -65,9 +65,11 @@ expect 0 "dtrain 0" -- --version
 
 # Bad command lines.
 expect 2 "dtrain: error: unknown command 'trian'.*did you mean 'train'" -- trian --config good.yaml
-# `dtrain` alone lists the commands (issue 28).
-expect 2 "dtrain: error: give a command" --
-if grep -Eq "^  plan +Dry run" "$work/stderr"; then ok; else bad "dtrain alone lists no commands: $(cat "$work/stderr")"; fi
+# `dtrain` alone prints what --help prints, exit 0 (issue 33).
+alone=$("$dtrain") && ok || bad "dtrain alone exited $?"
+help=$("$dtrain" --help)
+if grep -Eq "^  plan +Dry run" <<<"$alone"; then ok; else bad "dtrain alone lists no commands: $alone"; fi
+if [[ $alone == "$help" ]]; then ok; else bad "dtrain alone differs from dtrain --help: $alone"; fi
 # `predict --file a.png b.png`: names b.png and says each --file takes one path (issue 28).
 expect 2 "dtrain: error: predict: 'b.png' follows --file a.png, but each --file takes one path" -- \
   predict --checkpoint somewhere --file a.png b.png

@@ -59,7 +59,8 @@ unloadable() {  # unloadable LIBRARY PATTERN
     ok
   fi
 }
-unloadable "$work/missing/libdtrain_cuda.so" "$work/missing/libdtrain_cuda.so: cannot open shared object file"
+# A library that is not there (a build of the `dtrain` target alone) is named, with how to build it.
+unloadable "$work/missing/libdtrain_cuda.so" "$work/missing/libdtrain_cuda.so does not exist \(build it: cmake --build BUILD_DIR --target dtrain_cuda\)"
 echo "not a library" >not_elf.so
 unloadable "$work/not_elf.so" "not_elf.so: (invalid ELF header|file too short)"
 # A library of another kind (no entry point), one of another version, one that needs a missing library.

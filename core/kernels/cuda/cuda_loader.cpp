@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "core/comm/nccl/nccl.hpp"
@@ -43,6 +44,9 @@ struct Loaded {
 Loaded load(const std::string& path) {
   // RTLD_NOW: a symbol the library needs and this executable lacks fails here, with its name, not mid-run.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr && path.find('/') != std::string::npos && !std::filesystem::exists(path))
+    // A build of the `dtrain` target alone (scripts/dtrain.sh) leaves the library out.
+    return {nullptr, fmt::format("{} does not exist (build it: cmake --build BUILD_DIR --target dtrain_cuda)", path)};
   if (handle == nullptr) return {nullptr, ::dlerror()};
   // Never dlclose()d: tensors and streams the library made live until the process ends.
   auto* entry = reinterpret_cast<const CudaBackend* (*)()>(::dlsym(handle, "dtrain_cuda_backend"));
