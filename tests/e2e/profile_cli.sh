@@ -2,7 +2,8 @@
 # End-to-end: the step timeline. `dtrain train --profile START:STEPS` (and resume) on small generated MNIST-format
 # files writes RUN_DIR/trace/process-P.trace.json, Chrome trace-event JSON that /usr/bin/python3's json reads, with
 # a host track and one track per device holding exactly the traced steps, kernel events, collectives and the
-# epoch's checkpoint save; a run that ends before START writes none; a bad --profile is a usage error. Under
+# epoch's checkpoint save (with checkpoint.async too); a run that ends before START writes none; a bad --profile
+# is a usage error. Under
 # `mpirun -np 2`, one trace per process whose collectives say whether they crossed processes (as their groups
 # do). scripts/plot_trace.py draws its summary PNG.
 # Usage: profile_cli.sh DTRAIN [SOURCE_DIR]
@@ -85,6 +86,18 @@ if "$python" -c "import matplotlib" 2>/dev/null; then
 else
   skip_part "no matplotlib for $python"
 fi
+
+# checkpoint.async: the step's stall (the snapshot, the wait for the save before) on every device track.
+rm -rf run ckpt
+expect 0 "test accuracy" -- train --config dp.yaml --set checkpoint.async=true --profile 7:3
+check "checkpoint.async: steps 7-9 traced" check_trace run/trace/process-0.trace.json 0 1 8 7 8 9
+check "checkpoint.async: the save in step 8 and the waits on every device" "$python" -c '
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["tid"] > 0]
+tids = {e["tid"] for e in events}
+saves = {e["tid"] for e in events if e["name"] == "checkpoint save" and e["args"]["step"] == 8}
+waits = {e["tid"] for e in events if e["name"] == "checkpoint wait"}
+sys.exit(0 if len(tids) == 8 and saves == tids and waits == tids else 1)' run/trace/process-0.trace.json
 
 # config keys do the same; a run that ends before the window writes nothing.
 rm -rf run ckpt
