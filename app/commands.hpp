@@ -23,6 +23,7 @@ struct CommandOptions {
   bool overwrite = false;              // train/resume --overwrite: replace the checkpoint dir's other checkpoints
   std::string init_from;               // train --init-from PATH: replaces train.init_from (fine-tuning)
   std::vector<std::string> init_skip;  // train --init-skip PATTERN (repeatable): replaces train.init_skip
+  std::string profile;                 // train/resume --profile START:STEPS: replaces train.profile
   std::string from;                    // resume --from DIR: checkpoint dir (default: the config's)
   std::string checkpoint;              // eval/predict --checkpoint DIR; export CKPT
   std::string split;                   // eval --split NAME (default: the config's test split)
@@ -57,7 +58,7 @@ struct CommandOptions {
   // `plan` reads no data, so its data.path need not exist.
   Config load_config() const {
     Config config =
-        dtrain::load_config(config_path, LoadOptions{overrides, run_dir, command != "plan", init_from, init_skip});
+        dtrain::load_config(config_path, LoadOptions{overrides, run_dir, command != "plan", init_from, init_skip, profile});
     set_collective_timeout(config.comm.timeout_s);
     return config;
   }

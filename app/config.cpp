@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -1257,6 +1258,22 @@ void apply_init_flags(Reader& reader, TrainConfig& train, const LoadOptions& opt
                 "train.init_from (or --init-from)");
 }
 
+// `dtrain train|resume --profile START:STEPS` replaces train.profile.
+void apply_profile_flag(Reader& reader, TrainConfig& train, const LoadOptions& options) {
+  if (options.profile.empty()) return;
+  const Where where{"--profile " + options.profile, 0, 0};
+  long long start = 0, steps = 0;
+  char end = 0;
+  if (std::sscanf(options.profile.c_str(), "%lld:%lld%c", &start, &steps, &end) != 2 || start < 1 || steps < 1 ||
+      steps > (1 << 20))
+    throw_config_error(where, "expected START:STEPS, the first step traced (>= 1) and how many (1 to 1048576), e.g. "
+                              "--profile 10:3");
+  train.profile = ProfileConfig{start, steps};
+  reader.locations["train.profile"] = where;
+  reader.locations["train.profile.start_step"] = where;
+  reader.locations["train.profile.steps"] = where;
+}
+
 // Validation settings need a validation split, and keep_best needs checkpoints.
 void check_validation(Reader& reader, const Config& config) {
   const auto need_split = [&](const std::string& key) {
@@ -1310,6 +1327,7 @@ Config parse_tree(const YAML::Node& root, const std::string& file, std::vector<O
   check_top_level(root, file, false);
   read_keys(reader, top, config);
   apply_init_flags(reader, config.train, options);
+  apply_profile_flag(reader, config.train, options);
   check_accumulation(reader, config);
   check_bitwise(reader, config);
   if (!reader.given("run_dir")) config.run_dir = "runs/" + file_stem(file);

@@ -600,6 +600,18 @@ struct ReduceLrOnPlateauConfig {
   }
 };
 
+// train.profile (or train/resume --profile S:K): a step timeline of steps start_step .. start_step + steps - 1,
+// numbered as metrics.jsonl numbers them (the run's first step is 1; a resumed run goes on counting), written
+// as RUN_DIR/trace/process-P.trace.json (core/profile/trace.hpp).
+struct ProfileConfig {
+  std::int64_t start_step = 1;
+  std::int64_t steps = 1;
+  template <class V> void visit(V& v) {
+    v(start_step, "start_step", Int{1}, "the first step traced (the run's first step is 1)");
+    v(steps, "steps", Int{1, 1 << 20}, "how many steps are traced");
+  }
+};
+
 struct TrainConfig {
   int epochs = 1;
   std::optional<std::int64_t> max_steps;
@@ -615,6 +627,7 @@ struct TrainConfig {
   std::optional<EarlyStoppingConfig> early_stopping;
   std::optional<ReduceLrOnPlateauConfig> reduce_lr_on_plateau;
   bool bitwise = false;
+  std::optional<ProfileConfig> profile;
   bool tensorboard = true;  // RUN_DIR/tensorboard/ beside metrics.jsonl (core/train/metrics_log.hpp)
   template <class V> void visit(V& v) {
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
@@ -634,6 +647,8 @@ struct TrainConfig {
     v(reduce_lr_on_plateau, "reduce_lr_on_plateau", Sub{},
       "Keras' ReduceLROnPlateau {monitor, factor, patience, min_delta, cooldown, min_lr, mode}", kOmitDefault);
     v(bitwise, "bitwise", Bool{}, "every sum in one canonical order: the same bits on any mesh and process count",
+      kOmitDefault);
+    v(profile, "profile", Sub{}, "a step timeline {start_step, steps}: RUN_DIR/trace/process-P.trace.json (Chrome trace)",
       kOmitDefault);
     v(tensorboard, "tensorboard", Bool{}, "also write metrics.jsonl's scalars as TensorBoard event files in RUN_DIR/tensorboard",
       kOmitDefault);
@@ -708,6 +723,7 @@ struct LoadOptions {
   bool check_data_path = true;         // false: do not require data.path to exist (tests, checkpoints)
   std::string init_from;               // train --init-from: replaces train.init_from
   std::vector<std::string> init_skip;  // train --init-skip (repeatable): replaces train.init_skip
+  std::string profile{};               // train/resume --profile START:STEPS: replaces train.profile
 };
 
 // Reads and validates a config file. Throws UsageError (see the header comment).

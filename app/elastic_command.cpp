@@ -56,6 +56,7 @@ struct InnerCommand {
   std::string config, run_dir, from;
   std::vector<std::string> sets;
   bool overwrite = false;
+  std::string profile{};  // --profile START:STEPS, kept by the resume of a restart
 };
 
 InnerCommand parse_inner(const std::vector<std::string>& args) {
@@ -82,6 +83,7 @@ InnerCommand parse_inner(const std::vector<std::string>& args) {
     else if (auto v = value("--set")) inner.sets.push_back(*v);
     else if (auto v = value("--run-dir")) inner.run_dir = *v;
     else if (auto v = value("--from")) inner.from = *v;
+    else if (auto v = value("--profile")) inner.profile = *v;
     else if (word == "--overwrite") inner.overwrite = true;
   }
   DTRAIN_CHECK_USAGE(!inner.config.empty(), "elastic: the {} command after -- needs --config FILE", inner.command);
@@ -255,7 +257,7 @@ int run_elastic(const CommandOptions& options) {
   DTRAIN_CHECK_USAGE(options.max_restarts >= 0, "elastic: --max-restarts must be >= 0, not {}", options.max_restarts);
   const InnerCommand inner = parse_inner(options.elastic_args);
   // The config as the job will read it: a bad one stops here, with its FILE:LINE:COL.
-  const Config config = load_config(inner.config, LoadOptions{inner.sets, inner.run_dir, true, "", {}});
+  const Config config = load_config(inner.config, LoadOptions{inner.sets, inner.run_dir, true, "", {}, inner.profile});
   const std::vector<std::string> mpirun = split_words(options.mpirun);
   DTRAIN_CHECK_USAGE(!mpirun.empty(), "elastic: --mpirun is empty");
   // The job as the hostfile intends it: the most of its slots that share the mesh's devices evenly. Later
@@ -322,6 +324,7 @@ int run_elastic(const CommandOptions& options) {
         for (const std::string& set : inner.sets) args.insert(args.end(), {"--set", set});
         if (!inner.run_dir.empty()) args.insert(args.end(), {"--run-dir", inner.run_dir});
         if (inner.overwrite) args.push_back("--overwrite");
+        if (!inner.profile.empty()) args.insert(args.end(), {"--profile", inner.profile});
         from = fmt::format("resuming {}/{}", checkpoints, latest);
       } else if (restart > 0) {
         // Nothing of this run was committed: a train that found the dir empty may clear its failed start's files.

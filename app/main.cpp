@@ -172,6 +172,11 @@ int main(int argc, char** argv) {
     if (name == "resume")
       sub->add_flag("--overwrite", options.overwrite, "Replace another run's checkpoints in the config's checkpoint dir");
     if (name == "resume") sub->add_option("--from", options.from, "Checkpoint dir (default: the config's)");
+    if (name == "train" || name == "resume")
+      sub->add_option("--profile", options.profile,
+                      "Trace steps START .. START+STEPS-1 into RUN_DIR/trace/process-P.trace.json (Chrome trace-event "
+                      "JSON; replaces train.profile)")
+          ->type_name("START:STEPS");
     if (name == "eval" || name == "predict") {
       CLI::Option* checkpoint = sub->add_option("--checkpoint", options.checkpoint, "Checkpoint dir");
       if (name == "predict") checkpoint->required();

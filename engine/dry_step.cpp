@@ -67,6 +67,7 @@ DryStep dry_step(const Config& config, MemoryUse use, bool dry, int64_t steps) {
   one_step.devices = Place::Kind::Cpu;
   one_step.in_process = true;
   one_step.validation = {};
+  one_step.profile = {};  // a dry run's step is no step of the run
   Engine engine = build_engine(config, one_step, std::nullopt);
   const int devices = engine.mesh->size();
   DryStep step;

@@ -15,6 +15,7 @@
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda/cuda.hpp"
 #include "core/nn/layers.hpp"
+#include "core/profile/trace.hpp"
 #include "engine/model_graph.hpp"
 
 namespace dtrain {
@@ -378,6 +379,10 @@ train::TrainOptions train_options(const Config& config) {
   options.bitwise = config.train.bitwise;
   options.validation = validation_options(config);
   options.prefetch = config.data.prefetch;
+  if (config.train.profile) {
+    options.profile = {config.train.profile->start_step, config.train.profile->steps,
+                       profile::trace_file(config.run_dir + "/trace", process_index())};
+  }
   const OptimizerConfig optimizer = config.train.optimizer;
   options.make_optimizer = [optimizer] { return make_optimizer(optimizer); };
   return options;

@@ -27,6 +27,7 @@
 #include "core/error.hpp"
 #include "core/fibers.hpp"
 #include "core/output_dir.hpp"
+#include "core/profile/trace.hpp"
 
 namespace dtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -291,7 +292,12 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
     if (device.rank == 0) prepare_folder(partial);
     device.comm->barrier(everyone);
 
-    const std::optional<FileDigest> shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
+    std::optional<FileDigest> shard;
+    {
+      const profile::Span span(profile::track_if_recording(), profile::Category::Checkpoint, "", "write shards",
+                               {{"tensors", int64_t(tensors.size())}});
+      shard = write_shards(partial, tensors, device.rank, {context_.run_id, state.position.step});
+    }
     // Rank 0 learns every shard file's digest for the manifest: [rank + 1 (0: none), size, hash low, high].
     constexpr size_t kWords = 4, kFloats = kWords * 2;
     uint64_t record[kWords] = {shard ? uint64_t(device.rank) + 1 : 0, shard ? shard->size : 0, shard ? shard->hash_low : 0,
@@ -309,6 +315,8 @@ void CheckpointManager::save(train::RankState& state, bool end_of_epoch) {
         const int rank = int(record[0] - 1);
         shards.push_back({shard_file_name(rank, device.mesh->size()), record[1], record[2], record[3]});
       }
+      const profile::Span span(profile::track_if_recording(), profile::Category::Checkpoint, "", "commit",
+                               {{"shards", int64_t(shards.size())}});
       write_and_commit(partial, name, save_meta(context_, state, device, end_of_epoch), tensor_records(tensors), shards,
                        is_best(state));
     }

@@ -11,6 +11,7 @@
 #pragma once
 #include "core/dry_run.hpp"
 #include "core/place.hpp"
+#include "core/profile/recording.hpp"
 
 namespace dtrain::kernels {
 
@@ -21,6 +22,10 @@ const Family& reference_kernels();
 // A dry run's (core/dry_run.hpp): they note their work and compute nothing (core/kernels/dry_run/).
 template <class Family>
 const Family& dry_kernels();
+// A profiled step's (core/profile/trace.hpp, recording.hpp): the CPU kernels, each call timed on the calling device's track
+// (core/kernels/timed/).
+template <class Family>
+const Family& timed_kernels();
 // The kernels for CUDA device `device` (made current for the calling thread); `op` names the caller in errors.
 template <class Family>
 const Family& cuda_kernels(int device, const char* op);
@@ -29,7 +34,10 @@ template <class Family>
 const Family& kernels_for(const Place& place, const char* op) {
   if (dry_run::active()) [[unlikely]]
     return dry_kernels<Family>();
-  return place.is_cpu() ? cpu_kernels<Family>() : cuda_kernels<Family>(place.device, op);
+  if (!place.is_cpu()) return cuda_kernels<Family>(place.device, op);
+  if (profile::recording()) [[unlikely]]
+    return timed_kernels<Family>();
+  return cpu_kernels<Family>();
 }
 
 }  // namespace dtrain::kernels

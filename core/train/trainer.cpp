@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "core/bitwise.hpp"
+#include "core/comm/mpi/hierarchical.hpp"
 #include "core/comm/mpi/mpi.hpp"
+#include "core/comm/tracing.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm_engine.hpp"
@@ -363,8 +365,25 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
   // data.prefetch: the ranks' next batches are read ahead on a worker thread (one for this process's ranks).
   std::optional<BatchPrefetch> prefetch;
   if (options_.prefetch > 0) prefetch.emplace(int(options_.prefetch));
+  // train.profile: this process's step timeline; every rank's collectives go through a tracing communicator.
+  std::optional<profile::Recorder> recorder;
+  if (options_.profile.on()) {
+    const Placement placement =
+        options_.in_process ? placement_of(mesh_->size(), 1, 0) : placement_of(mesh_->size());
+    std::vector<int> process_of(size_t(mesh_->size()));
+    for (int rank = 0; rank < mesh_->size(); ++rank) process_of[size_t(rank)] = placement.process_of(rank);
+    recorder.emplace(options_.profile, placement.first, placement.local, placement.process, placement.processes,
+                     std::move(process_of));
+  }
   run_ranks([&](DeviceContext& device) {
     const bool reports = device.rank == 0;
+    profile::Track* const track = recorder ? &recorder->track(device.rank) : nullptr;
+    std::optional<TracingCommunicator> tracing;
+    if (track) {
+      track->place = device.place.is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", device.place.device);
+      tracing.emplace(*device.comm, *recorder, *track);
+      device.comm = &*tracing;
+    }
     RankRun run(model_, options_, hooks, device);
     nn::Parameters& params = run.params;
     optim::Optimizer& optimizer = *run.optimizer;
@@ -495,6 +514,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       while (position.batch_in_epoch < batches && !stopped) {
         DTRAIN_CHECK(!(device.rank == failing_rank && position.step == failing_step),
                      "[train] device {} fails at step {} (DTRAIN_TEST_FAIL_AT)", device.rank, position.step);
+        if (recorder) recorder->begin_step(device.rank, position.step + 1);
         const auto step_start = Clock::now();
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
@@ -504,9 +524,13 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         for (int64_t micro_begin = 0; micro_begin < size; micro_begin += micro) {
           const int64_t micro_size = std::min(micro, size - micro_begin);
           const std::span<const int64_t> ids = std::span(order).subspan(begin + micro_begin, micro_size);
-          Batch batch = prefetched ? to_batch(prefetched->next(ids), micro_size, train_data.example_shape(), layout,
-                                              upload.get())
-                                   : make_batch(train_data, ids, layout, device.rank, &input, upload.get());
+          Batch batch = [&] {
+            const profile::Span wait(track, profile::Category::Data, "", prefetched ? "data wait" : "read batch",
+                                     {{"examples", micro_size}});
+            return prefetched ? to_batch(prefetched->next(ids), micro_size, train_data.example_shape(), layout,
+                                         upload.get())
+                              : make_batch(train_data, ids, layout, device.rank, &input, upload.get());
+          }();
           nn::ForwardContext context{params, true, uint64_t(position.step)};
           Var logits = model_.forward(Var(batch.x), context);
           Var total = reduce_sum(per_example_loss(options_.loss, logits, batch.labels), {0});
@@ -538,7 +562,10 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         ran_every_step = end_of_epoch && position.epoch + 1 == options_.epochs;
         const bool looks = stop_check.due(position.step);
         if (looks) signal = stop_check.look(device, everyone, position.step);
-        if (hooks.after_step) hooks.after_step(run.state, looks);
+        if (hooks.after_step) {
+          const profile::Span wait(track, profile::Category::Checkpoint, "", "checkpoint wait");
+          hooks.after_step(run.state, looks);
+        }
         stopped = signal != 0 || at_max_steps();
         // Validated when due even at a stop, so that a resumed run has seen the same validations.
         const bool validates = validation_data != nullptr && validation_due(options_.validation, position, end_of_epoch);
@@ -575,10 +602,15 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         if (saves) {
           position.totals = {loss_total, correct_total, examples};  // read back above on a GPU
           const auto save_start = Clock::now();
-          hooks.save(run.state, end_of_epoch);
+          {
+            const profile::Span save(track, profile::Category::Checkpoint, "", "checkpoint save",
+                                     {{"end_of_epoch", end_of_epoch}});
+            hooks.save(run.state, end_of_epoch);
+          }
           if (reports) reporter.on_save(position.step, seconds_since(save_start));
           last_saved = position.step;
         }
+        if (recorder) recorder->end_step(device.rank, position.step);
       }
       const bool epoch_done = position.batch_in_epoch == batches;
       if (reports && epoch_done && examples > 0) {  // a partial epoch is no epoch's result
@@ -603,6 +635,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       if (stopped) break;  // where it stopped: no next epoch
     }
     if (!stopped) ran_every_step = true;
+    if (recorder) recorder->finish(device.rank);  // writes the trace when it is the process's last device
     if (hooks.finish_saves) hooks.finish_saves(run.state);  // the last save committed before the run ends
     // A signal after the last step's check (in the last evaluation, say) found nothing left to stop, but the
     // exit code still tells it.

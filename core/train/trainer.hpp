@@ -19,6 +19,7 @@
 
 #include "core/nn/model.hpp"
 #include "core/optim/optimizer.hpp"
+#include "core/profile/recording.hpp"
 #include "core/train/batch_source.hpp"
 #include "core/train/loss.hpp"
 #include "core/train/validation.hpp"
@@ -58,6 +59,9 @@ struct TrainOptions {
   // train.bitwise: every sum in the canonical order of core/bitwise.hpp (the same bits on any mesh and
   // process count); a last partial batch runs only when the order's leaves divide it.
   bool bitwise = false;
+  // train.profile: a step timeline of steps [start_step, start_step + steps) in the window's file
+  // (core/profile/trace.hpp); off when steps is 0.
+  profile::Window profile;
 };
 
 // Where a run stands: enough to continue it exactly.
