@@ -20,6 +20,15 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An event at `step`, now, holding one summary value tagged `tag` (returned, for its contents).
+tensorboard::Summary::Value* add_value(tensorboard::Event& event, const std::string& tag, int64_t step) {
+  event.set_wall_time(now_seconds());
+  event.set_step(step);
+  tensorboard::Summary::Value* entry = event.mutable_summary()->add_value();
+  entry->set_tag(tag);
+  return entry;
+}
+
 std::string host_name() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
@@ -83,21 +92,14 @@ std::string TensorBoardLog::file_of(const std::string& run) const {
 void TensorBoardLog::scalar(const std::string& run, const std::string& tag, int64_t step, float value) {
   EventFile& out = file(run);
   tensorboard::Event event;
-  event.set_wall_time(now_seconds());
-  event.set_step(step);
-  tensorboard::Summary::Value* entry = event.mutable_summary()->add_value();
-  entry->set_tag(tag);
-  entry->set_simple_value(value);
+  add_value(event, tag, step)->set_simple_value(value);
   out.write(event);
 }
 
 void TensorBoardLog::text(const std::string& run, const std::string& tag, int64_t step, const std::string& markdown) {
   EventFile& out = file(run);
   tensorboard::Event event;
-  event.set_wall_time(now_seconds());
-  event.set_step(step);
-  tensorboard::Summary::Value* entry = event.mutable_summary()->add_value();
-  entry->set_tag(tag);
+  tensorboard::Summary::Value* entry = add_value(event, tag, step);
   entry->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
   tensorboard::TensorProto* tensor = entry->mutable_tensor();
   tensor->set_dtype(tensorboard::DT_STRING);
