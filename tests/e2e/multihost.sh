@@ -86,11 +86,12 @@ check "eval on 4 hosts x 2 processes prints one process's numbers: $(result eval
 echo "part 1 (train, resume, eval on test hosts): $(seconds_since "$start") s"
 
 # ---- 2: faults between hosts ----
-# launch NAME ARGS...: a long DP run of 4 processes on hosts 1 and 2 (2 each) in the background; $job.
+# launch NAME ARGS...: a long run of 4 processes on hosts 1 and 2 (2 each) in the background, of $config (DP's
+# dp.yaml unless set); $job.
 launch() {
   local run=$1
   shift
-  timeout 120 "$mpirun_hosts" -x DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS -np 4 "$dtrain" train --config dp.yaml \
+  timeout 120 "$mpirun_hosts" -x DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS -np 4 "$dtrain" train --config "${config:-dp.yaml}" \
     --set checkpoint.dir="$run" --run-dir "r_$run" --set train.epochs=100000 "$@" </dev/null >"$run.log" 2>&1 &
   job=$!
   started+=("$job")
@@ -140,6 +141,17 @@ fault_ends cut_save "host 2 cut off while writing ckpt-16" 20 "on node $(host 2)
 # barrier before the cut, and never is otherwise.
 check "cut_save: latest is ckpt-8 or the complete ckpt-16 ($(latest cut_save))" \
   eval '[[ $(latest cut_save) == ckpt-8 || $(latest cut_save) == ckpt-16 ]]'
+hosts up 4 --slots 2 >/dev/null
+
+# Host 2 cut while its own processes write their shards: on {batch: 1, model: 8} devices 4-7 (processes 2 and 3,
+# host 2) hold and write dense1/kernel's columns 16-31 and dense2/kernel's rows 16-31. ckpt-16 cannot commit
+# without them (the shared folder still takes their writes: only the network is cut), so latest stays ckpt-8.
+config=mp.yaml DTRAIN_TEST_CHECKPOINT_WRITE_DELAY_MS=300 launch cut_own --set comm.timeout_s=20 \
+  --set "mesh.dims={batch: 1, model: 8}"
+wait_for 60 writing "cut_own/ckpt-16.partial/shard-4-of-8.h5" || true
+hosts cut 2
+fault_ends cut_own "host 2 cut off while writing its own shards of ckpt-16" 20 "on node $(host 2)"
+check "cut_own: latest is ckpt-8 ($(latest cut_own))" test "$(latest cut_own)" = ckpt-8
 hosts up 4 --slots 2 >/dev/null
 echo "part 2a (killed and cut hosts): $(seconds_since "$start") s"
 
