@@ -5,7 +5,7 @@
 # The unit tests run as two processes, each with every other test file, so both cores work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_dir="${1:-build-asan}"
+build_dir=$(realpath -m "${1:-build-asan}")  # absolute: the training run below starts elsewhere
 # The optimization and debug flags go in the build type's own variables: CMake puts those after
 # CMAKE_CXX_FLAGS, so RelWithDebInfo's default "-O2 -g" overrode the "-g1" given there. -O2 keeps the run
 # short. Line tables alone save a fifth of the compile time.
@@ -41,5 +41,5 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && source "$OLDPWD/tests/e2e/lib/mnist_fixture.sh" >/dev/null &&
-  "$OLDPWD/$build_dir/dtrain" train --config mp.yaml >train.log 2>&1 && tail -2 train.log)
+  "$build_dir/dtrain" train --config mp.yaml >train.log 2>&1 && tail -2 train.log)
 echo "sanitizers: no report"
