@@ -105,9 +105,7 @@ int run_export(const CommandOptions& options) {
   // The ONNX model is made (or refused) before anything is written.
   std::string onnx_bytes;
   if (!options.onnx_file.empty()) {
-    std::map<std::string, NamedValues> by_path;
-    for (const NamedValues& v : variables) by_path.emplace(v.name, v);
-    const onnx::ModelProto model = onnx_model(OnnxExportInput{config, *loaded.built.model, by_path, metadata});
+    const onnx::ModelProto model = onnx_model(OnnxExportInput{config, *loaded.built.model, variables, metadata});
     DTRAIN_CHECK(model.SerializeToString(&onnx_bytes), "[export] the ONNX model of {} did not serialize", index.folder);
   }
   if (process_index() != 0) return 0;  // under mpirun, process 0 writes

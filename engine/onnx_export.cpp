@@ -1,5 +1,7 @@
 #include "engine/onnx_export.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <functional>
 #include <set>
@@ -108,9 +110,10 @@ class GraphWriter {
   std::string variable(const std::string& path) { return variable(path, values(path).shape); }
 
   const NamedValues& values(const std::string& path) const {
-    const auto found = input_.variables.find(path);
+    const auto found = std::find_if(input_.variables.begin(), input_.variables.end(),
+                                    [&](const NamedValues& v) { return v.name == path; });
     DTRAIN_CHECK(found != input_.variables.end(), "[export] the checkpoint's values lack variable {}", path);
-    return found->second;
+    return *found;
   }
 
  private:

@@ -33,7 +33,7 @@ inline constexpr int64_t kOnnxIrVersion = 8;  // the IR version of opset 17's ON
 struct OnnxExportInput {
   const Config& config;    // the checkpoint's: its layers, data set (input kind, scaling) and loss
   const nn::Model& model;  // built from it (connected): its graph order and shapes
-  const std::map<std::string, NamedValues>& variables;  // every variable's value by path ("dense1/kernel")
+  const std::vector<NamedValues>& variables;  // every variable's value, named by path ("dense1/kernel")
   StringPairs metadata;    // the model's metadata_props (class_names, step, run_id, ...)
 };
 

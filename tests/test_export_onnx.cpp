@@ -31,12 +31,14 @@ Exported export_config(const std::string& text, const std::vector<std::string>& 
   MeshPtr mesh = make_mesh(config.mesh.dim_names(), ones);
   BuiltModel built = build_model(config, mesh, config.data.example_shape());
   Exported out;
+  std::vector<NamedValues> values_in_order;
   for (const nn::VariableInfo& v : built.model->variables()) {
     NamedValues values{v.path, v.shape, std::vector<float>(size_t(num_elements(v.shape)))};
     for (size_t i = 0; i < values.values.size(); ++i) values.values[i] = float(i + 1) / 8.0f;
-    out.variables.emplace(v.path, std::move(values));
+    out.variables.emplace(v.path, values);
+    values_in_order.push_back(std::move(values));
   }
-  const onnx::ModelProto model = onnx_model(OnnxExportInput{config, *built.model, out.variables, {{"step", "7"}}});
+  const onnx::ModelProto model = onnx_model(OnnxExportInput{config, *built.model, values_in_order, {{"step", "7"}}});
   std::string bytes;
   REQUIRE(model.SerializeToString(&bytes));
   REQUIRE(out.model.ParseFromString(bytes));
