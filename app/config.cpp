@@ -1220,7 +1220,7 @@ void check_accumulation(Reader& reader, const Config& config) {
 }
 
 // train.bitwise needs CPU meshes whose dims can shard a summed axis into nodes of its tree (core/bitwise.hpp)
-// and no micro-batches; refused here rather than run with bits that depend on the mesh. (An op whose sums it
+// and micro-batches that are nodes of it; refused here rather than run with bits that depend on the mesh. (An op whose sums it
 // does not order on some layout refuses at run time: softmax or layer norm over sharded features.)
 void check_bitwise(Reader& reader, const Config& config) {
   if (!config.train.bitwise) return;
@@ -1232,8 +1232,15 @@ void check_bitwise(Reader& reader, const Config& config) {
       reader.fail_at(path, fmt::format("mesh dim '{}' has {} devices: the canonical order cuts each summed axis into "
                                        "{} leaves, so a mesh dim must have 1, 2, 4 or 8",
                                        dim.name, dim.size, bitwise::kLeaves));
-  if (config.train.accumulation_steps > 1)
-    reader.fail_at(path, "train.accumulation_steps > 1 is not covered yet (micro-batches are not leaves of the order)");
+  // Each device's share of a micro-batch must be a node of the tree over the step's batch.
+  const std::int64_t k = config.train.accumulation_steps;
+  const std::string batch_dim = config.data.layout.empty() ? "unsharded" : config.data.layout.front();
+  const std::int64_t shards = config.mesh.size_of(batch_dim);
+  if (k > 1 && ((k & (k - 1)) != 0 || k * shards > bitwise::kLeaves))
+    reader.fail_at("train.accumulation_steps",
+                   fmt::format("{} micro-batches on mesh dim '{}' of {} devices: train.bitwise cuts the step's batch "
+                               "into {} leaves, so accumulation_steps times the batch's mesh dim must be 1, 2, 4 or 8",
+                               k, batch_dim, shards, bitwise::kLeaves));
 }
 
 // `dtrain train --init-from PATH --init-skip PATTERN...` replace the config's train.init_from / init_skip;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <vector>
 
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 
@@ -13,6 +14,16 @@ std::atomic<bool> detail::active{false};
 
 Scope::Scope(bool on) : previous_(detail::active.exchange(on)) {}
 Scope::~Scope() { detail::active.store(previous_); }
+
+AxisSlice example_axis(int64_t n, int64_t offset) {
+  const DeviceContext::MicroBatch& micro = current_device().micro_batch;
+  if (micro.count == micro.of) return {n, offset};
+  // n is the micro-batch's examples times what each holds along the axis (positions flattened into it).
+  DTRAIN_CHECK(n % micro.count == 0, "[bitwise] an axis of {} is not the examples' of a micro-batch of {}", n,
+               micro.count);
+  const int64_t per_example = n / micro.count;
+  return {per_example * micro.of, offset + per_example * micro.first};
+}
 
 LeafSpan leaves_of(int64_t n, int64_t offset, int64_t count, const char* what) {
   if (offset == 0 && count == n) return {0, kLeaves};

@@ -11,6 +11,14 @@
 // node, so no arithmetic may touch it before it is combined: linear ops resolve it first under a Scope
 // (scaling each node would round otherwise than scaling their sum). Axes summed together nest: the inner
 // axis's nodes combine over its mesh dim before the outer axis's tree adds them.
+//
+// Micro-batches (train.accumulation_steps k): the leaves are those of the whole step's batch, so a step
+// of k micro-batches adds what one batch does. Micro-batch i of k is the step's rows [n * i / k, n * (i + 1)
+// / k), a node of the tree when k is 1, 2, 4 or 8; an example axis (axis 0 of an activation: the batch,
+// whose extent in a micro-batch is n / k) is cut by example_axis into the step's leaves, and the trainer
+// adds the micro-batches' nodes in the tree (core/train/micro_batch_tree.hpp). Sums inside one example
+// (features, positions, an image's rows) and over one micro-batch's examples alone (BatchNorm's statistics)
+// keep their own axes.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -47,6 +55,18 @@ inline int64_t leaf_start(int64_t n, int leaf) { return n * leaf / kLeaves; }
 struct LeafSpan {
   int first = 0, last = kLeaves;
 };
+// Where the slice [offset, offset + count) of an example axis of extent n lies in the step's batch: the axis
+// as the canonical order cuts it (n and offset unchanged unless this rank computes a micro-batch). Also
+// keys dropout's masks by the example's place in the step, so micro-batches draw the batch's masks.
+struct AxisSlice {
+  int64_t extent = 0, offset = 0;
+};
+AxisSlice example_axis(int64_t n, int64_t offset);
+// Axis `axis` of an activation or its gradient: axis 0 holds the examples (example_axis), others stay.
+inline AxisSlice activation_axis(int axis, int64_t n, int64_t offset) {
+  return axis == 0 ? example_axis(n, offset) : AxisSlice{n, offset};
+}
+
 // Throws "[bitwise] ..." (naming `what`) unless the slice is a node of the canonical tree: a mesh dim of a
 // size that is not a power of two dividing kLeaves shards the axis.
 LeafSpan leaves_of(int64_t n, int64_t offset, int64_t count, const char* what);

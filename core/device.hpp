@@ -22,6 +22,11 @@ struct DeviceContext {
   int rank = 0;
   Communicator* comm = nullptr;
   Place place;  // where this rank's tensors live; a GPU rank's kernels run on its own stream
+  // A micro-batch of train.accumulation_steps being computed: the step's examples [first, first + count)
+  // of its `of` (core/bitwise.hpp's example_axis); all zero for a whole batch.
+  struct MicroBatch {
+    int64_t first = 0, count = 0, of = 0;
+  } micro_batch;
 
   // The group of ranks along `dims` (group_along: along one dim) that contains this rank, by dim names or
   // mesh dim indices. Computed once per set of dims and kept, found again by comparing bits: ops ask for it

@@ -311,6 +311,68 @@ TEST_CASE("train.bitwise: imdb_transformer (heads on model, the sequence on seq,
   CHECK(bitwise_losses("imdb_transformer.yaml", {"mesh.dims={batch: 8, model: 1, seq: 1}"}, reviews, 30) == one);
 }
 
+TEST_CASE("train.bitwise: micro-batches (accumulation_steps 2, 4, 8) give the unaccumulated batch's bits on every mesh") {
+  // Models without BatchNorm: a step of k micro-batches is the same sum as one batch (dropout's masks are
+  // keyed by the example's place in the step).
+  data::Dataset images = generated(128 * 6 + 64, 784, 10, false);  // a partial last batch of 64 (8 divides it)
+  const std::vector<std::string> flat{"data.image_shape=flat", "data.layout=[batch, unsharded]"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), flat.begin(), flat.end());
+    return extra;
+  };
+  const std::vector<double> core = bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}"}, images, 14);
+  REQUIRE(core.size() == 14);
+  check_learns(core, "mnist_core_dp {batch: 1}");
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}", "train.accumulation_steps=4"}, images, 14) == core);
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}", "train.accumulation_steps=8"}, images, 14) == core);
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 2}", "train.accumulation_steps=4"}, images, 14) == core);
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 4}", "train.accumulation_steps=2"}, images, 14) == core);
+  // Model-parallel kernels and Adam (mnist_mp), accumulated on its own mesh and on model: 8.
+  const std::vector<double> mp = bitwise_losses("mnist_mp.yaml", with({"mesh.dims={batch: 1, model: 1}"}), images, 14);
+  CHECK(bitwise_losses("mnist_mp.yaml", with({"train.accumulation_steps=2"}), images, 14) == mp);
+  CHECK(bitwise_losses("mnist_mp.yaml", with({"mesh.dims={batch: 1, model: 8}", "train.accumulation_steps=4"}), images, 14) ==
+        mp);
+  // Without train.bitwise the micro-batches add in arrival order: the comparison above can fail.
+  CHECK(bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}", "train.accumulation_steps=4"}, images, 14, false) !=
+        bitwise_losses("mnist_core_dp.yaml", {"mesh.dims={batch: 1}"}, images, 14, false));
+  // Convolutions on batch and row bands (their kernel gradient's batch leaves).
+  data::Dataset small_images = generated_images(64 * 6);
+  const std::vector<double> cnn =
+      bitwise_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 1, spatial: 1}"}, small_images, 12);
+  CHECK(bitwise_losses("mnist_cnn_sp.yaml", {"train.accumulation_steps=2"}, small_images, 12) == cnn);
+  CHECK(bitwise_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 1, spatial: 2}", "train.accumulation_steps=8"},
+                       small_images, 12) == cnn);
+  CHECK(bitwise_losses("mnist_cnn_sp.yaml", {"mesh.dims={batch: 2, spatial: 1}", "train.accumulation_steps=4"},
+                       small_images, 12) == cnn);
+  // Dropout, token and position embeddings, attention with heads on model and the sequence on seq.
+  data::Dataset ids = generated_token_ids(64 * 8, 500, 10000);
+  const std::vector<double> embedding = bitwise_losses("imdb_embedding.yaml", {"mesh.dims={batch: 1}", "layouts={}"}, ids, 8);
+  CHECK(bitwise_losses("imdb_embedding.yaml", {"mesh.dims={batch: 1}", "layouts={}", "train.accumulation_steps=8"}, ids, 8) ==
+        embedding);
+  CHECK(bitwise_losses("imdb_embedding.yaml", {"train.accumulation_steps=2"}, ids, 8) == embedding);
+  data::Dataset reviews = generated_token_ids(32 * 8, 40, 20000);
+  const std::vector<double> transformer =
+      bitwise_losses("imdb_transformer.yaml", {"mesh.dims={batch: 1, model: 1, seq: 1}"}, reviews, 8);
+  CHECK(bitwise_losses("imdb_transformer.yaml", {"mesh.dims={batch: 1, model: 1, seq: 1}", "train.accumulation_steps=4"},
+                       reviews, 8) == transformer);
+  CHECK(bitwise_losses("imdb_transformer.yaml", {"train.accumulation_steps=2"}, reviews, 8) == transformer);
+}
+
+TEST_CASE("train.bitwise: with BatchNorm, k micro-batches give the same bits on every mesh") {
+  // BatchNorm normalizes each micro-batch by its own statistics, so k micro-batches are not one batch; but
+  // any mesh and the same k give the same bits.
+  data::Dataset reviews = generated(64 * 6 + 40, 1200, 2, true);
+  const std::vector<std::string> four{"train.accumulation_steps=4"};
+  const std::vector<double> one = bitwise_losses("imdb_dp.yaml", {"mesh.dims={batch: 1}", four[0]}, reviews, 14);
+  REQUIRE(one.size() == 14);
+  check_learns(one, "imdb_dp {batch: 1}, 4 micro-batches");
+  CHECK(bitwise_losses("imdb_dp.yaml", {"mesh.dims={batch: 2}", four[0]}, reviews, 14) == one);
+  CHECK(bitwise_losses("imdb_mp.yaml", {"mesh.dims={batch: 2, model: 2}", four[0]}, reviews, 14) == one);
+  CHECK(bitwise_losses("imdb_sp.yaml", {"mesh.dims={batch: 2, feature: 2, model: 2}", four[0]}, reviews, 14) == one);
+  CHECK(bitwise_losses("imdb_dp_adam.yaml", {"mesh.dims={batch: 1}", four[0]}, reviews, 14) ==
+        bitwise_losses("imdb_dp_adam.yaml", {"mesh.dims={batch: 2}", four[0]}, reviews, 14));
+}
+
 TEST_CASE("train.bitwise refuses at run time a layout whose sums it does not order: classes or features sharded") {
   data::Dataset reviews = generated(64 * 4, 1200, 2, true);
   CHECK_THROWS_WITH_AS(bitwise_losses("imdb_mp.yaml", {"layouts={dense2/kernel: [unsharded, model]}"}, reviews, 2),
@@ -330,8 +392,13 @@ train: {epochs: 1, optimizer: sgd, bitwise: true}
   CHECK(error_of(base).empty());
   check_error(replace(base, "{batch: 8}", "{batch: 6}"), "true", {"mesh dim 'batch' has 6 devices", "1, 2, 4 or 8"}, "bitwise");
   check_error(replace(base, "{batch: 8}", "{batch: 16}"), "true", {"mesh dim 'batch' has 16 devices"}, "bitwise");
-  check_error(replace(base, "bitwise: true", "bitwise: true, accumulation_steps: 2"), "true", {"accumulation_steps"},
-              "bitwise");
+  // A device's share of a micro-batch must be a node of the step's tree: k times the batch's dim at most 8.
+  check_error(replace(base, "bitwise: true", "bitwise: true, accumulation_steps: 2"), "2",
+              {"2 micro-batches on mesh dim 'batch' of 8 devices", "1, 2, 4 or 8"}, "accumulation_steps");
+  const std::string two = replace(base, "{batch: 8}", "{batch: 2}");
+  CHECK(error_of(replace(two, "bitwise: true", "bitwise: true, accumulation_steps: 4")).empty());
+  check_error(replace(replace(two, "batch_size: 48", "batch_size: 96"), "bitwise: true", "bitwise: true, accumulation_steps: 3"),
+              "3", {"3 micro-batches"}, "accumulation_steps");
   check_error(replace(base, "{dims: {batch: 8}}", "{dims: {batch: 8}, devices: gpu}"), "true", {"CPU meshes only"}, "bitwise");
   // Off, the same config is fine.
   CHECK(error_of(replace(replace(base, "{batch: 8}", "{batch: 6}"), "bitwise: true", "bitwise: false")).empty());

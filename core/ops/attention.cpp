@@ -134,8 +134,9 @@ Tensor canonical_product(const char* op, const DTensor& a, const Operand& a_in, 
   const Shape a_offset = a.local_offset(device.rank);
   for (int i = 0; i < count; ++i) {
     const int axis = a_in.contracted_begin() + i, dim = a_dims[size_t(axis)];
-    const int64_t extent = a.global_shape()[axis], offset = dim >= 0 ? a_offset[axis] : 0;
-    axes.push_back({extent, offset, dim, bitwise::leaves_of(extent, offset, la.dim(axis), op)});
+    // a's axis 0 is the examples' (a weight's gradient over the batch): cut as the step's batch.
+    const bitwise::AxisSlice place = bitwise::activation_axis(axis, a.global_shape()[axis], dim >= 0 ? a_offset[axis] : 0);
+    axes.push_back({place.extent, place.offset, dim, bitwise::leaves_of(place.extent, place.offset, la.dim(axis), op)});
   }
   const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), op);
   Shape from(size_t(count), 0), extent(size_t(count), 0);  // the block's local slice of each contracted axis

@@ -32,8 +32,10 @@ Tensor canonical_weight_grad(const Tensor& extended, const Tensor& g, const kern
                              int64_t cout, const Tensor& lw, const DTensor& x, const ops::WindowPlan& rows,
                              int64_t global_out_rows) {
   const DeviceContext& device = current_device();
-  const int64_t batch = x.global_shape()[0], local_batch = geometry.batch, out_rows = geometry.h.out;
-  const int64_t batch_offset = x.layout().is_sharded(0) ? x.local_offset(device.rank)[0] : 0;
+  const bitwise::AxisSlice examples =
+      bitwise::example_axis(x.global_shape()[0], x.layout().is_sharded(0) ? x.local_offset(device.rank)[0] : 0);
+  const int64_t batch = examples.extent, batch_offset = examples.offset;
+  const int64_t local_batch = geometry.batch, out_rows = geometry.h.out;
   const int64_t row_offset = rows.dim >= 0 ? device.group_along(rows.dim).index * out_rows : 0;
   const bitwise::LeafSpan batch_span = bitwise::leaves_of(batch, batch_offset, local_batch, "conv2d");
   const bitwise::LeafSpan row_span = bitwise::leaves_of(global_out_rows, row_offset, out_rows, "conv2d");

@@ -161,9 +161,10 @@ DTensor canonical_table_grad(const DTensor& g, const DTensor& ids, const DTensor
       const Tensor id_block = slice_block(id, from, extent), g_block = slice_block(gl, g_from, g_extent);
       return block_rows(g_block.data(), id_block.data(), id_block.size(), first_row, t.dim(0), columns);
     }
-    const int64_t n = ids.global_shape()[axis];
     const bool sharded = ids.layout().is_sharded(axis);
-    const int64_t base = sharded ? offset[axis] : 0;
+    // Axis 0 is the examples': cut as the step's batch.
+    const bitwise::AxisSlice place = bitwise::activation_axis(axis, ids.global_shape()[axis], sharded ? offset[axis] : 0);
+    const int64_t n = place.extent, base = place.offset;
     const bitwise::LeafSpan span = bitwise::leaves_of(n, base, id.dim(axis), "embedding");
     TouchedRows node = rows_tree(n, span.first, span.last, columns, [&](int leaf) {
                          from[size_t(axis)] = bitwise::leaf_start(n, leaf) - base;

@@ -68,11 +68,13 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
                lb.place().describe());
   if (bitwise::active()) {
     const DeviceContext& device = current_device();
+    // K is the examples' axis when it is a's axis 0 (a weight's gradient x^T g): cut as the step's batch.
     const int64_t k_offset = k_dim >= 0 ? a.local_offset(device.rank)[a_cols] : 0;
+    const bitwise::AxisSlice k_place = bitwise::activation_axis(a_cols, k, k_offset);
     PartialDims nodes;  // a sharded K leaves this member's node of the canonical tree
     if (k_dim >= 0) nodes.add(k_dim);
     return DTensor({m, n}, Layout::of_dims({m_dim, n_dim}, mesh),
-                   canonical_product(la, lb, transpose_a, transpose_b, k, k_offset, "matmul"), nodes);
+                   canonical_product(la, lb, transpose_a, transpose_b, k_place.extent, k_place.offset, "matmul"), nodes);
   }
   Tensor out = Tensor::uninitialized({lm, ln}, la.place());
   const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");

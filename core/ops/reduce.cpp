@@ -40,10 +40,12 @@ Tensor sum_axis(const Tensor& t, int axis) {
 // the nodes combined at once. The axis stays, extent 1.
 DTensor canonical_sum_axis(const DTensor& a, int axis, bool combine) {
   const Tensor& t = a.local();
-  const int64_t n = a.global_shape()[axis];
   const DeviceContext& device = current_device();
   const bool sharded = a.layout().is_sharded(axis);
-  const int64_t offset = sharded ? a.local_offset(device.rank)[axis] : 0;
+  // Axis 0 is the examples' (a loss over the batch, a bias's gradient): cut as the step's batch.
+  const bitwise::AxisSlice place =
+      bitwise::activation_axis(axis, a.global_shape()[axis], sharded ? a.local_offset(device.rank)[axis] : 0);
+  const int64_t n = place.extent, offset = place.offset;
   const bitwise::LeafSpan span = bitwise::leaves_of(n, offset, t.dim(axis), "reduce_sum");
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= t.dim(i);
@@ -76,10 +78,11 @@ DTensor canonical_sum_axis(const DTensor& a, int axis, bool combine) {
 DTensor reduce_sum(const DTensor& a_in, Axes axes, bool keep_dims) {
   axes = normalized_axes(axes, a_in.rank(), "reduce_sum");
   if (bitwise::active()) {
-    // Axis by axis; an axis's nodes combine before the next axis sums them, the last axis's may stay pending
-    // (the optimizer sums many small gradients in one collective).
+    // Axis by axis, the last first: the examples' axis 0 is the outermost tree, as in the products, so that
+    // micro-batches' sums add as its nodes. An axis's nodes combine before the next axis sums them, the
+    // last axis's may stay pending (the optimizer sums many small gradients in one collective).
     DTensor a = resolve_partial(a_in);
-    for (size_t i = 0; i < axes.size(); ++i) a = canonical_sum_axis(a, axes[i], i + 1 < axes.size());
+    for (size_t i = axes.size(); i-- > 0;) a = canonical_sum_axis(a, axes[i], i > 0);
     if (keep_dims) return a;
     Shape kept;
     for (int i = 0; i < a.rank(); ++i)

@@ -20,6 +20,10 @@ int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool*
   return examples / batch_size + (run_partial ? 1 : 0);
 }
 
+int64_t micro_batch_examples(int64_t size, int64_t micro, int64_t accumulation_steps) {
+  return bitwise::active() && accumulation_steps > 1 ? size / accumulation_steps : micro;
+}
+
 namespace {
 
 // Where a lane's worker stands in its plan: the training loop's walk over epochs, batches and micro-batches.
@@ -43,9 +47,11 @@ class PlanCursor {
       }
       const int64_t begin = batch_ * plan_.batch_size;
       const int64_t size = std::min<int64_t>(plan_.batch_size, int64_t(order_.size()) - begin);
-      const int64_t micro_size = std::min(plan_.micro_batch_size, size - micro_begin_);
+      const int64_t step_micro =
+          micro_batch_examples(size, plan_.micro_batch_size, plan_.batch_size / plan_.micro_batch_size);
+      const int64_t micro_size = std::min(step_micro, size - micro_begin_);
       ids.assign(order_.begin() + begin + micro_begin_, order_.begin() + begin + micro_begin_ + micro_size);
-      micro_begin_ += plan_.micro_batch_size;
+      micro_begin_ += step_micro;
       if (micro_begin_ >= size) {
         micro_begin_ = 0, ++batch_;
         if (steps_left_ > 0) --steps_left_;

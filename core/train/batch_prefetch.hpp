@@ -31,6 +31,11 @@ namespace dtrain::train {
 // divide it (else it is dropped: *dropped_partial).
 int64_t runnable_batches(int64_t examples, int64_t batch_size, int shards, bool* dropped_partial);
 
+// The examples of each micro-batch of a step of `size` examples (`micro` = batch_size / k, the last one
+// shorter). Under train.bitwise a step's k micro-batches are equal, each a node of the canonical tree over the
+// step's batch, so a partial last batch (which 8 divides there) is cut into k.
+int64_t micro_batch_examples(int64_t size, int64_t micro, int64_t accumulation_steps);
+
 // The input batches (micro-batches when accumulating) a rank's run reads, in order, from a position on.
 struct BatchPlan {
   const BatchSource* source = nullptr;

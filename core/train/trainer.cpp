@@ -23,6 +23,7 @@
 #include "core/train/class_counts.hpp"
 #include "core/train/batch_block.hpp"
 #include "core/train/batch_prefetch.hpp"
+#include "core/train/micro_batch_tree.hpp"
 #include "core/train/step_totals.hpp"
 #include "core/train/stop_signals.hpp"
 
@@ -283,6 +284,21 @@ std::string early_stop_notice(const ValidationState& state, const ValidationOpti
                      record.best_step);
 }
 
+// While alive, `device` computes the step's examples [first, first + count) of `of` (core/bitwise.hpp's
+// example_axis); a whole batch again after, also when the step throws.
+class MicroBatchScope {
+ public:
+  MicroBatchScope(DeviceContext& device, int64_t first, int64_t count, int64_t of) : device_(device) {
+    device_.micro_batch = {first, count, of};
+  }
+  ~MicroBatchScope() { device_.micro_batch = {}; }
+  MicroBatchScope(const MicroBatchScope&) = delete;
+  MicroBatchScope& operator=(const MicroBatchScope&) = delete;
+
+ private:
+  DeviceContext& device_;
+};
+
 // One rank's variables, optimizer and position: initialized, then handed to hooks.on_start (a restore).
 struct RankRun {
   nn::Parameters params;
@@ -487,6 +503,11 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       if (reports) reporter.on_epoch_begin(position.epoch, options_.epochs, batches);
       if (reports && resumed.examples > 0) reporter.on_epoch_resumed(resumed);
       const int64_t micro = options_.batch_size / options_.accumulation_steps;
+      // train.bitwise: micro-batches add in the canonical tree (a tree per variable's gradient, one for the
+      // totals), each micro-batch's example axes cut as the step's batch (core/bitwise.hpp).
+      const bool in_tree = bitwise::active() && options_.accumulation_steps > 1;
+      std::vector<MicroBatchTree> gradient_trees(in_tree ? params.paths().size() : 0);
+      MicroBatchTree totals_tree;
       const auto epoch_start = Clock::now();
       double loss_total = resumed.loss_sum, correct_total = resumed.correct;
       int64_t examples = resumed.examples;
@@ -519,10 +540,13 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
         const int64_t begin = position.batch_in_epoch * options_.batch_size;
         const int64_t size = std::min<int64_t>(options_.batch_size, int64_t(order.size()) - begin);
         // The step's batch in micro-batches of `micro` examples (one when not accumulating), their gradients
-        // and totals summed; each micro-batch's mean loss is over the whole step's examples.
+        // and totals summed; each micro-batch's mean loss is over the whole step's examples. Under
+        // train.bitwise each is a node of the step's tree, and they add in the tree.
         std::optional<DTensor> step_totals_sum;
-        for (int64_t micro_begin = 0; micro_begin < size; micro_begin += micro) {
-          const int64_t micro_size = std::min(micro, size - micro_begin);
+        const int64_t step_micro = micro_batch_examples(size, micro, options_.accumulation_steps);
+        for (int64_t micro_begin = 0; micro_begin < size; micro_begin += step_micro) {
+          const int64_t micro_size = std::min(step_micro, size - micro_begin);
+          const MicroBatchScope in_micro_batch(device, micro_begin, micro_size, size);
           const std::span<const int64_t> ids = std::span(order).subspan(begin + micro_begin, micro_size);
           Batch batch = [&] {
             const profile::Span wait(track, profile::Category::Data, "", prefetched ? "data wait" : "read batch",
@@ -538,7 +562,22 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
           backward(loss);
           DTensor micro_totals =
               batch_totals_pending(total.value(), predicted_classes(options_.loss, logits.value()), batch.labels);
-          step_totals_sum = step_totals_sum ? ops::add(*step_totals_sum, micro_totals) : std::move(micro_totals);
+          if (in_tree) {
+            for (size_t i = 0; i < params.paths().size(); ++i) {
+              std::optional<DTensor>& grad = params.at(params.paths()[i]).state()->grad;
+              if (!grad) continue;
+              gradient_trees[i].add(resolve_partial(*grad));
+              grad.reset();
+            }
+            totals_tree.add(resolve_partial(micro_totals));
+          } else {
+            step_totals_sum = step_totals_sum ? ops::add(*step_totals_sum, micro_totals) : std::move(micro_totals);
+          }
+        }
+        if (in_tree) {
+          for (size_t i = 0; i < params.paths().size(); ++i)
+            if (!gradient_trees[i].empty()) params.at(params.paths()[i]).state()->grad = gradient_trees[i].take();
+          step_totals_sum = totals_tree.take();
         }
         DTensor totals = std::move(*step_totals_sum);
         DTensor* const sum_with_gradients[] = {&totals};
