@@ -239,6 +239,35 @@ TEST_CASE("dropout op: every layout's shards are slices of the one global mask")
   }
 }
 
+TEST_CASE("dropout op: a micro-batch's mask is its rows of the step's mask (not one mask for every micro-batch)") {
+  using namespace dtrain;
+  const uint64_t seed = 3, step = 9;
+  const float rate = 0.5f;
+  const Shape step_shape{12, 5, 4};  // 12 examples of 5 x 4, cut into micro-batches of 4 (the last one 4 too)
+  Tensor global(step_shape);
+  const uint64_t key = seed_key(int64_t(seed), int64_t(step));
+  for (int64_t i = 0; i < global.size(); ++i) global[i] = mask_oracle(key, uint64_t(i), rate);
+  const MeshPtr mesh = make_mesh({"x"}, {2});
+  for (int64_t first : {0, 4, 8}) {
+    CAPTURE(first);
+    const Shape micro_shape{4, 5, 4};
+    const Layout layout({"x", kUnsharded, kUnsharded}, mesh);
+    std::vector<Values> masks(size_t(mesh->size()));
+    std::mutex mutex;
+    run_spmd_in_process(mesh, [&](DeviceContext& device) {
+      device.micro_batch = {first, 4, 12};
+      DTensor like(micro_shape, layout, pack(Tensor(micro_shape), layout, device.rank));
+      DTensor mask = ops::dropout_mask(like, rate, seed, step);
+      device.micro_batch = {};
+      std::lock_guard<std::mutex> lock(mutex);
+      masks[device.rank] = mask.local().to_vector();
+    });
+    const Tensor rows = global.slice_view(first * 20, micro_shape).clone();
+    for (int rank = 0; rank < mesh->size(); ++rank)
+      check_same_bits(masks[rank], pack(rows, layout, rank).to_vector(), "micro-batch mask");
+  }
+}
+
 TEST_CASE("needs a GPU: the CUDA dropout mask is the CPU's, bit for bit") {
   using namespace dtrain::kernels;
   if (cuda_device_count() == 0) {
