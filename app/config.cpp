@@ -1076,6 +1076,14 @@ void check(Reader& reader, const Field& field, DataConfig& data) {
 // kMaxTensorElements is an error at the number), inputs a layer cannot take (a conv2d on flat pixels, a
 // relayout of the wrong rank), and spatially sharded image axes (data.layout, relayout) that a window layer
 // would cut into uneven bands (an error at that layout).
+bool has_batch_norm(const Config& config) {
+  const auto any = [](const std::vector<LayerConfig>& layers) {
+    return std::any_of(layers.begin(), layers.end(), [](const LayerConfig& l) { return l.kind == LayerKind::batch_norm; });
+  };
+  return any(config.model) || std::any_of(config.blocks.begin(), config.blocks.end(),
+                                          [&](const BlockConfig& block) { return any(block.layers); });
+}
+
 std::vector<Shape> model_shapes(const Config& config) {
   const DataConfig& data = config.data;
   const MeshConfig& mesh = config.mesh;

@@ -752,6 +752,10 @@ std::string config_schema();
 // prints. Throws UsageError at the key concerned.
 std::vector<Shape> model_shapes(const Config& config);
 
+// Whether a layer of the model or of a block it may use is a batch_norm: its statistics are a micro-batch's
+// under train.accumulation_steps, so only a model without one accumulates to its batch's bits.
+bool has_batch_norm(const Config& config);
+
 // imdb, text_folder: texts through data.vectorizer.
 inline bool is_text(Dataset dataset) { return dataset == Dataset::imdb || dataset == Dataset::text_folder; }
 // text_folder, image_folder: a split is any folder under data.path.

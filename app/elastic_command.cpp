@@ -332,9 +332,11 @@ int run_elastic(const CommandOptions& options) {
         from = "starting again";
       }
       if (auto_processes == 0) args.insert(args.end(), {"--set", "mesh.dims=" + elastic::dims_text(launch.dims)});
-      // Under train.bitwise accumulation is refused (its micro-batches would sum in another order).
-      accumulation = config.train.bitwise ? config.train.accumulation_steps
-                                          : fitting_accumulation(self, inner, config, launch, batch_dim);
+      // Under train.bitwise micro-batches add to the batch's bits, but BatchNorm's statistics would be a
+      // micro-batch's: such a model keeps its accumulation (and the run's memory check speaks).
+      accumulation = config.train.bitwise && has_batch_norm(config)
+                         ? config.train.accumulation_steps
+                         : fitting_accumulation(self, inner, config, launch, batch_dim);
       if (accumulation != config.train.accumulation_steps)
         args.insert(args.end(), {"--set", fmt::format("train.accumulation_steps={}", accumulation)});
     }

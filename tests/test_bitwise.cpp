@@ -402,4 +402,11 @@ train: {epochs: 1, optimizer: sgd, bitwise: true}
   check_error(replace(base, "{dims: {batch: 8}}", "{dims: {batch: 8}, devices: gpu}"), "true", {"CPU meshes only"}, "bitwise");
   // Off, the same config is fine.
   CHECK(error_of(replace(replace(base, "{batch: 8}", "{batch: 6}"), "bitwise: true", "bitwise: false")).empty());
+  // elastic accumulates a bitwise run to fit a smaller mesh only without BatchNorm (in the model or a block).
+  CHECK_FALSE(has_batch_norm(parse_config(base, "t.yaml", no_path_check())));
+  CHECK(has_batch_norm(parse_config(replace(base, "  - {dense: 10}", "  - {batch_norm: {}}\n  - {dense: 10}"), "t.yaml",
+                                    no_path_check())));
+  CHECK(has_batch_norm(parse_config(replace(base, "model:\n  - {dense: 10}",
+                                            "blocks: {b: [{batch_norm: {}}]}\nmodel:\n  - {block: b}\n  - {dense: 10}"),
+                                    "t.yaml", no_path_check())));
 }

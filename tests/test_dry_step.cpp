@@ -70,7 +70,7 @@ TEST_CASE("the dry step takes the real step's collectives on every shipped confi
   CHECK(checked >= 10);
 }
 
-TEST_CASE("the dry step takes the real collectives with accumulation, Adam, clipping and other meshes") {
+TEST_CASE("the dry step takes the real collectives with accumulation (also under train.bitwise), Adam, clipping and other meshes") {
   const std::string imdb = (source_dir() / "configs" / "imdb_dp.yaml").string();
   const std::string adam = (source_dir() / "configs" / "imdb_dp_adam.yaml").string();
   const std::string mnist = (source_dir() / "configs" / "mnist_mp.yaml").string();
@@ -79,7 +79,8 @@ TEST_CASE("the dry step takes the real collectives with accumulation, Adam, clip
            {adam, {"train.clip.global_norm=1"}},
            {imdb, {"mesh.dims.batch=2"}},
            {mnist, {"train.accumulation_steps=2"}},
-           {mnist, {"mesh.dims.batch=1"}}}) {
+           {mnist, {"mesh.dims.batch=1"}},
+           {mnist, {"train.bitwise=true", "train.accumulation_steps=2"}}}) {
     INFO(file, " ", overrides.size() > 0 ? overrides[0] : "");
     check_same_collectives(load_config(file, testing::no_path_check(overrides)), MemoryUse::train);
   }
