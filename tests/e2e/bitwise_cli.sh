@@ -119,6 +119,11 @@ if train acc4_np2 2 micro2 --set train.accumulation_steps=4; then
   expect 0 "^verdict: identical" -- diff whole acc4_np2
   expect 0 "^verdict: identical" -- diff --metrics run_whole run_acc4_np2
 fi
+# Stopped mid-epoch with 2 micro-batches on {batch: 4}, resumed with 8 on {batch: 1}: still the whole batch's bits.
+train switch 1 micro4 --set train.accumulation_steps=2 --set train.max_steps=5
+expect 0 "test accuracy" -- resume --config micro1.yaml --set checkpoint.dir=switch --set train.accumulation_steps=8 \
+  --run-dir run_switch
+expect 0 "^verdict: identical" -- diff whole switch
 # Without train.bitwise 4 micro-batches add in arrival order: the same comparison finds it.
 train acc4_plain 1 micro1 --set train.accumulation_steps=4 --set train.bitwise=false
 train whole_plain 1 whole --set train.bitwise=false
