@@ -77,6 +77,7 @@ struct Blocks { static constexpr const char* text = "map of block name -> list o
 struct LayoutRules { static constexpr const char* text = "map of RE2 pattern -> specs"; };
 
 inline const std::vector<std::string> kDeviceKinds{"cpu", "gpu"};
+inline const std::vector<std::string> kPrecisions{"float32", "bf16"};
 inline const std::vector<std::string> kDatasets{"mnist", "imdb", "text_folder", "image_folder", "arrays", "csv"};
 inline const std::vector<std::string> kInitKinds{"zeros", "ones", "normal", "uniform", "glorot_uniform"};
 inline const std::vector<std::string> kLayerKinds{
@@ -612,6 +613,10 @@ struct ProfileConfig {
   }
 };
 
+// train.precision: float32, or bf16 (Keras' mixed_bfloat16: float32 variables, optimizer state, reductions,
+// loss and metrics; layers compute from bf16 values, core/ops/precision.hpp).
+enum class Precision { float32, bf16 };
+
 struct TrainConfig {
   int epochs = 1;
   std::optional<std::int64_t> max_steps;
@@ -629,6 +634,7 @@ struct TrainConfig {
   bool bitwise = false;
   std::optional<ProfileConfig> profile;
   bool tensorboard = true;  // RUN_DIR/tensorboard/ beside metrics.jsonl (core/train/metrics_log.hpp)
+  Precision precision = Precision::float32;
   template <class V> void visit(V& v) {
     v(epochs, "epochs", Int{1, 1 << 30}, "passes over the training split", kRequired);
     v(max_steps, "max_steps", Int{1}, "stop after this many steps in all", kOmitDefault);
@@ -651,6 +657,9 @@ struct TrainConfig {
     v(profile, "profile", Sub{}, "a step timeline {start_step, steps}: RUN_DIR/trace/process-P.trace.json (Chrome trace)",
       kOmitDefault);
     v(tensorboard, "tensorboard", Bool{}, "also write metrics.jsonl's scalars as TensorBoard event files in RUN_DIR/tensorboard",
+      kOmitDefault);
+    v(precision, "precision", Choice{&kPrecisions},
+      "float32, or bf16: Keras' mixed_bfloat16 (layers compute from bf16 values; variables, optimizer, loss float32)",
       kOmitDefault);
   }
 };
@@ -764,6 +773,7 @@ inline bool has_split_folders(Dataset dataset) { return dataset == Dataset::text
 inline int known_class_count(Dataset d) { return d == Dataset::mnist ? 10 : d == Dataset::imdb ? 2 : 0; }
 // An enum's name: its entry in the names list the config reads it from.
 inline std::string to_string(DeviceKind kind) { return kDeviceKinds.at(size_t(kind)); }
+inline std::string to_string(Precision precision) { return kPrecisions.at(size_t(precision)); }
 inline std::string to_string(Dataset dataset) { return kDatasets.at(size_t(dataset)); }
 inline std::string to_string(InitKind kind) { return kInitKinds.at(size_t(kind)); }
 inline std::string to_string(LayerKind kind) { return kLayerKinds.at(size_t(kind)); }

@@ -174,6 +174,9 @@ int run_plan(const CommandOptions& options) {
   }
   say("mesh: {} ({} devices, {})\n", mesh->to_string(), mesh->size(), to_string(config.mesh.devices));
   say("processes: {} ({})\n", placement.processes, placement.describe());
+  if (config.train.precision == Precision::bf16)
+    say("precision: bf16 (Keras' mixed_bfloat16): layers compute from bf16-rounded values held as float32, so every "
+        "tensor below is counted at 4 bytes a value, the rounded copies included\n");
   say("input x: global {} layout {} -> local {} per device; {} classes ({}{})\n", shape_string(input_shape),
              input.specs_string(), shape_string(input.local_shape(input_shape)),
              classes > 0 ? std::to_string(classes) : "unknown", dataset_text(config), classes_note);
@@ -313,12 +316,13 @@ int run_plan(const CommandOptions& options) {
                "\"fits\": {}, \"available_bytes\": {}, \"peak_bytes_per_process\": {:.0f}, \"peak_bytes_per_device\": {:.0f}, "
                "\"variable_bytes_per_device\": {:.0f}, \"slot_bytes_per_device\": {:.0f}, \"parameters\": {}, "
                "\"step_seconds\": {:.6g}, \"compute_seconds\": {:.6g}, \"examples_per_second\": {:.6g}, "
-               "\"flops_per_device\": {:.6g}, \"calibrated\": {}, "
+               "\"flops_per_device\": {:.6g}, \"calibrated\": {}, \"precision\": {}, "
                "\"collective_bytes_per_device\": {}, \"items\": {{{}}}, \"collectives\": [{}]}}\n",
                train::json_string(options.config_path), train::json_string(mesh->to_string()), mesh->size(),
                placement.processes, placement.local, fits, available, memory.process_peak(), memory.per_device(),
                memory.variable_bytes, memory.slot_bytes, built.model->num_parameters(), time.step_s, time.compute_s,
-               time.examples_per_s(config.data.batch_size), flops, calibration.calibrated, all_bytes, items, collectives);
+               time.examples_per_s(config.data.batch_size), flops, calibration.calibrated,
+               train::json_string(to_string(config.train.precision)), all_bytes, items, collectives);
   }
   if (!fits && !per_device) check_memory(config, memory);  // exit 2, naming the bytes
   if (!fits && per_device)

@@ -174,7 +174,8 @@ int run_predict(const CommandOptions& options) {
   Tensor outputs = train::predict(*built.model, mesh, input_specs(config), inputs, config.data.batch_size,
                                   [&](nn::Parameters& params, int rank) {
                                     checkpoint::read_tensors(index, checkpoint::variable_tensors(params), rank);
-                                  });
+                                  },
+                                  config.train.precision == Precision::bf16);
   // A binary model's one output is the probability of class 1: both classes' probabilities are [1 - p, p].
   const bool binary = config.train.loss.kind == LossKind::binary_crossentropy;
   if (binary) outputs = train::binary_class_probabilities(outputs);

@@ -106,7 +106,7 @@ int run_resume(const CommandOptions& options) {
   RunOutputs outputs(config, data.vectorizer, start);
   train::print_line(stdout, fmt::format("dtrain: resuming {} (step {}, {}, saved on mesh {}) on mesh {}{}", index.folder,
                                         saved.step, checkpoint::position_text(saved), describe_mesh_string(saved.mesh),
-                                        mesh_line(engine), cpu_kernels_clause(engine)));
+                                        mesh_line(engine), cpu_kernels_clause(engine, config)));
   if (saves) fmt::print("dtrain: checkpoints of this run go to {}\n", config.checkpoint.dir);
   checkpoint::SaveContext context = save_context(config, data.vectorizer, data.class_names);
   context.run_id = saved.run_id;

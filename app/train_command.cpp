@@ -58,7 +58,7 @@ int run_train(const CommandOptions& options) {
   RunOutputs outputs(config, data.vectorizer, start);
   train::print_line(stdout, fmt::format("dtrain: {} parameters on mesh {}; {} training and {} test examples{}",
                                         built.model->num_parameters(), mesh_line(engine), data.train->num_examples(),
-                                        data.test->num_examples(), cpu_kernels_clause(engine)));
+                                        data.test->num_examples(), cpu_kernels_clause(engine, config)));
   if (init) {
     const checkpoint::CheckpointMeta& saved = init->index.meta;
     train::print_line(

@@ -377,6 +377,7 @@ train::TrainOptions train_options(const Config& config) {
   options.clip = {float(config.train.clip.global_norm), float(config.train.clip.value)};
   options.accumulation_steps = config.train.accumulation_steps;
   options.bitwise = config.train.bitwise;
+  options.bf16 = config.train.precision == Precision::bf16;
   options.validation = validation_options(config);
   options.prefetch = config.data.prefetch;
   if (config.train.profile) {

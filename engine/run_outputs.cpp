@@ -53,9 +53,11 @@ std::string mesh_line(const Engine& engine) {
   return fmt::format("{} (over {} processes: {})", mesh, engine.placement.processes, engine.placement.describe());
 }
 
-std::string cpu_kernels_clause(const Engine& engine) {
-  if (engine.devices == Place::Kind::Cuda) return "";
-  return "; " + kernels::cpu_kernels_line();
+std::string cpu_kernels_clause(const Engine& engine, const Config& config) {
+  const std::string precision =
+      config.train.precision == Precision::bf16 ? "; bf16 compute (mixed_bfloat16: float32 variables)" : "";
+  if (engine.devices == Place::Kind::Cuda) return precision;
+  return "; " + kernels::cpu_kernels_line() + precision;
 }
 
 void note_schedule_past_run(const Config& config, int64_t train_examples) {
@@ -97,6 +99,7 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
           row.hosts.push_back(process_host(p));
     }
     row.cpu_kernels = kernels::cpu_isa_name(kernels::active_cpu_isa());
+    row.precision = to_string(config.train.precision);
     row.config_text = dump_config(config);
     // Set by `dtrain elastic` (app/elastic_command.cpp) when it launches the run again.
     if (const char* restart = std::getenv("DTRAIN_ELASTIC_RESTART"); restart != nullptr && std::atoi(restart) > 0) {

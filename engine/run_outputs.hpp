@@ -55,8 +55,8 @@ void note_schedule_past_run(const Config& config, int64_t train_examples);
 // holding them under mpirun.
 std::string mesh_line(const Engine& engine);
 // "; avx512 kernels": the CPU kernel build a CPU mesh runs (core/kernels/cpu/cpu_isa.hpp), for the start-up
-// lines of train and resume; "" on a GPU mesh.
-std::string cpu_kernels_clause(const Engine& engine);
+// lines of train and resume ("" on a GPU mesh), and "; bf16 compute (...)" under train.precision bf16.
+std::string cpu_kernels_clause(const Engine& engine, const Config& config);
 // A Mesh::to_string() (a checkpoint's) in that form; the text itself when it is no mesh string.
 std::string describe_mesh_string(const std::string& mesh);
 

@@ -80,7 +80,8 @@ TEST_CASE("the dry step takes the real collectives with accumulation (also under
            {imdb, {"mesh.dims.batch=2"}},
            {mnist, {"train.accumulation_steps=2"}},
            {mnist, {"mesh.dims.batch=1"}},
-           {mnist, {"train.bitwise=true", "train.accumulation_steps=2"}}}) {
+           {mnist, {"train.bitwise=true", "train.accumulation_steps=2"}},
+           {mnist, {"train.precision=bf16"}}}) {
     INFO(file, " ", overrides.size() > 0 ? overrides[0] : "");
     check_same_collectives(load_config(file, testing::no_path_check(overrides)), MemoryUse::train);
   }

@@ -45,7 +45,7 @@ Exported export_config(const std::string& text, const std::vector<std::string>& 
   return out;
 }
 
-std::vector<std::string> ops(const onnx::ModelProto& model) {
+std::vector<std::string> op_types(const onnx::ModelProto& model) {
   std::vector<std::string> out;
   for (const onnx::NodeProto& node : model.graph().node()) out.push_back(node.op_type());
   return out;
@@ -124,7 +124,7 @@ TEST_CASE("onnx export: a CNN's graph takes raw pixels, runs NCHW convolutions a
   REQUIRE(m.graph().output_size() == 1);
   CHECK(m.graph().output(0).name() == "probabilities");
   CHECK(dims_of(m.graph().output(0)) == std::vector<int64_t>{-1, 10});
-  CHECK(ops(m) == std::vector<std::string>{"Div",  // pixels / 255
+  CHECK(op_types(m) == std::vector<std::string>{"Div",  // pixels / 255
                                            "Transpose", "Conv", "Transpose", "Relu",
                                            "Transpose", "MaxPool", "Transpose",
                                            "Transpose", "AveragePool", "Transpose",
@@ -162,7 +162,7 @@ TEST_CASE("onnx export: an int-mode text model takes int64 token ids into a Gath
   const onnx::ModelProto& m = e.model;
   CHECK(m.graph().input(0).type().tensor_type().elem_type() == onnx::TensorProto::INT64);
   CHECK(dims_of(m.graph().input(0)) == std::vector<int64_t>{-1, 6});
-  CHECK(ops(m) == std::vector<std::string>{"Gather", "ReduceMean", "MatMul", "Add", "Softmax", "Identity"});
+  CHECK(op_types(m) == std::vector<std::string>{"Gather", "ReduceMean", "MatMul", "Add", "Softmax", "Identity"});
   CHECK(m.graph().node(0).input(0) == "embedding1/embeddings");
   CHECK(m.graph().node(0).input(1) == "input");
 }
@@ -170,7 +170,7 @@ TEST_CASE("onnx export: an int-mode text model takes int64 token ids into a Gath
 TEST_CASE("onnx export: a binary_crossentropy model's probabilities are [1 - p, p]") {
   const Exported e = export_config(kText, {"train.loss=binary_crossentropy",
                                            "model=[{embedding: 4}, {global_average_pool: {}}, {dense: 1, activation: sigmoid}]"});
-  const std::vector<std::string> o = ops(e.model);
+  const std::vector<std::string> o = op_types(e.model);
   REQUIRE(o.size() >= 2);
   CHECK(o[o.size() - 2] == "Sub");
   CHECK(o.back() == "Concat");

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -29,6 +31,22 @@ std::vector<float> random_values(int64_t count, uint32_t seed, float low = -1.0f
   for (auto& value : values) value = uniform(engine);
   const float specials[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 3e38f, -2.5f, 7.0f};
   for (size_t i = 0; special && i < std::size(specials) && i < values.size(); ++i) values[i] = specials[i];
+  return values;
+}
+
+// bfloat16 rounding's hard cases first (ties to even both ways, carries into the exponent, the largest
+// floats that become inf, subnormal ties, infinities, signed zeros), then floats of any bits but NaN.
+std::vector<float> bf16_cases(int64_t count, uint32_t seed) {
+  const uint32_t hard[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x3f807fffu, 0xbf808000u, 0x3fffffffu,
+                           0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0x7f7f8000u, 0x00008000u, 0x00018000u,
+                           0x80008001u, 0x007fffffu, 0x7f800000u, 0xff800000u, 0x80000000u, 0x00000001u};
+  std::mt19937 engine(seed);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits = i < std::size(hard) ? hard[i] : uint32_t(engine());
+    if ((bits & 0x7fffffffu) > 0x7f800000u) bits &= 0xff7fffffu;  // a NaN's bits: a finite number instead
+    std::memcpy(&values[i], &bits, sizeof bits);
+  }
   return values;
 }
 
@@ -118,13 +136,15 @@ void check_against_reference(const ElementwiseKernels& tested, bool on_gpu) {
     CAPTURE(n);
     const auto x = random_values(n, uint32_t(n + 1), -1.0f, 1.0f, true);
     const auto positive = random_values(n, uint32_t(n + 2), 0.0f, 2.0f);
+    const auto any_bits = bf16_cases(n, uint32_t(n + 5));
     struct Unary {
       UnaryOp op;
       float param;
       const std::vector<float>& input;
     };
     for (const Unary& u : {Unary{UnaryOp::Scale, 2.5f, x}, Unary{UnaryOp::Scale, -0.5f, x},
-                           Unary{UnaryOp::Relu, 0.0f, x}, Unary{UnaryOp::Rsqrt, 1e-5f, positive}}) {
+                           Unary{UnaryOp::Relu, 0.0f, x}, Unary{UnaryOp::Rsqrt, 1e-5f, positive},
+                           Unary{UnaryOp::RoundBf16, 0.0f, x}, Unary{UnaryOp::RoundBf16, 0.0f, any_bits}}) {
       CAPTURE(int(u.op));
       auto got = nans(n), expected = nans(n);
       Staging staging(on_gpu);
@@ -204,6 +224,24 @@ TEST_CASE("the elementwise reference computes what its ops mean") {
   reference().unary(UnaryOp::Rsqrt, 1.0f, x.data() + 3, y.data(), 2);
   CHECK(y[0] == doctest::Approx(1.0 / std::sqrt(1.5)));
   CHECK(y[1] == 0.5f);
+
+  // bfloat16: 8 significant bits, ties to even, the largest floats to inf, NaN stays NaN.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> cases = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -3.0f, 3.0e38f,
+                                -std::numeric_limits<float>::max(), 0x1.fep127f, 0x1.8p-133f, inf,
+                                std::nanf("")};
+  std::vector<float> r(cases.size());
+  reference().unary(UnaryOp::RoundBf16, 0.0f, cases.data(), r.data(), int64_t(cases.size()));
+  CHECK(r[0] == 1.0f);                // a tie: down to the even neighbour
+  CHECK(r[1] == 1.0f + 0x4p-8f);      // a tie: up to the even neighbour
+  CHECK(r[2] == 1.0f + 0x2p-8f);      // past the tie: up
+  CHECK(r[3] == -3.0f);               // exact
+  CHECK(r[4] == 0x1.c4p127f);         // 3e38 = 0x1.c363ccp127: 8 significant bits
+  CHECK(r[5] == -inf);                // past bf16's largest finite value
+  CHECK(r[6] == 0x1.fep127f);         // bf16's largest finite value stays
+  CHECK(r[7] == 0x1p-132f);           // a subnormal tie: 1.5 quanta of 2^-133, to 2 (the even one)
+  CHECK(r[8] == inf);
+  CHECK(std::isnan(r[9]));
 
   // a is 2x3, b (3) broadcast over its rows.
   const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {10, -1, 0};

@@ -27,7 +27,7 @@ std::vector<VariableSpec> PositionEmbedding::variables(const Shape& input) const
 }
 
 Var PositionEmbedding::forward(const Var& x, ForwardContext& context) const {
-  return add(x, variable(context, "embeddings"));  // [length, features] broadcast over the batch
+  return add(x, compute_variable(context, "embeddings"));  // [length, features] broadcast over the batch
 }
 
 MultiHeadAttention::MultiHeadAttention(std::string name, Options options)
@@ -66,8 +66,8 @@ std::vector<VariableSpec> MultiHeadAttention::variables(const Shape& input) cons
 
 Var MultiHeadAttention::forward(const Var& x, ForwardContext& context) const {
   auto project = [&](const std::string& sub, const Var& in, int contracted) {
-    Var y = contract(in, variable(context, sub + "/kernel"), contracted);
-    return options_.use_bias ? add(y, variable(context, sub + "/bias")) : y;
+    Var y = contract(in, compute_variable(context, sub + "/kernel"), contracted);
+    return options_.use_bias ? add(y, compute_variable(context, sub + "/bias")) : y;
   };
   AttentionOptions attention_options;
   attention_options.scale = float(1.0 / std::sqrt(double(options_.key_dim)));
@@ -80,12 +80,12 @@ Var MultiHeadAttention::forward(const Var& x, ForwardContext& context) const {
                               context.padding_ids, attention_options);
   // [B,T,H,V] . [H,V,O]: partial over the heads' dim when they are sharded; summed into x's layout (a
   // reduce-scatter when that layout shards an axis on the heads' dim) before the bias.
-  Var y = contract(heads, variable(context, "attention_output/kernel"), 2);
+  Var y = contract(heads, compute_variable(context, "attention_output/kernel"), 2);
   Layout target = x.value().layout();
   const Shape out_shape = y.value().global_shape();
   if (target.is_sharded(2) && out_shape[2] % target.num_shards(2) != 0) target = target.with_spec(2, kUnsharded);
   y = redistribute(y, target);
-  if (options_.use_bias) y = add(y, variable(context, "attention_output/bias"));
+  if (options_.use_bias) y = add(y, compute_variable(context, "attention_output/bias"));
   return y;
 }
 

@@ -53,8 +53,8 @@ std::vector<VariableSpec> Dense::variables(const Shape& input) const {
 
 Var Dense::forward(const Var& x, ForwardContext& context) const {
   // Rank 2 keeps matmul (its sparse input path and gradient factors); higher ranks contract the last axis.
-  Var y = x.value().rank() == 2 ? matmul(x, variable(context, "kernel")) : contract(x, variable(context, "kernel"), 1);
-  if (use_bias_) y = add(y, variable(context, "bias"));
+  Var y = x.value().rank() == 2 ? matmul(x, compute_variable(context, "kernel")) : contract(x, compute_variable(context, "kernel"), 1);
+  if (use_bias_) y = add(y, compute_variable(context, "bias"));
   return activate(y, activation_);
 }
 

@@ -49,8 +49,8 @@ std::vector<VariableSpec> Conv2D::variables(const Shape& input) const {
 
 Var Conv2D::forward(const Var& x, ForwardContext& context) const {
   const Conv2dOptions conv{options_.stride_h, options_.stride_w, options_.padding};
-  Var y = options_.use_bias ? conv2d(x, variable(context, "kernel"), variable(context, "bias"), conv)
-                            : conv2d(x, variable(context, "kernel"), conv);
+  Var y = options_.use_bias ? conv2d(x, compute_variable(context, "kernel"), compute_variable(context, "bias"), conv)
+                            : conv2d(x, compute_variable(context, "kernel"), conv);
   return activate(y, options_.activation);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/autograd.hpp"
+#include "core/ops/precision.hpp"
 #include "core/random.hpp"
 
 namespace dtrain::nn {
@@ -43,6 +44,9 @@ struct ForwardContext {
   // Keras' mask_zero: the token ids [batch, length] an embedding with mask_zero saw; attention hides their
   // padding (id 0). Set by that embedding, read by the layers after it.
   std::optional<DTensor> padding_ids{};
+  // train.precision: bf16: layers compute from bf16 values (core/ops/precision.hpp): the model rounds its
+  // input and each layer's output, compute layers their variables as they read them.
+  bool bf16 = false;
 };
 
 // Layer::arity() of a layer that takes two or more inputs.
@@ -58,6 +62,11 @@ class Layer {
   virtual Shape output_shape(const Shape& input) const = 0;
   virtual std::vector<VariableSpec> variables(const Shape& input) const { return {}; }
   virtual Var forward(const Var& x, ForwardContext& context) const = 0;
+  // Whether the layer only moves or selects its input's values (flatten, relayout, max pooling, concatenate):
+  // under train.precision bf16 its output is as rounded as its input, and it rounds nothing itself.
+  virtual bool moves_values() const { return false; }
+  // Whether its input is token ids (an embedding), never rounded.
+  virtual bool takes_ids() const { return false; }
 
   // How many inputs the layer takes: 1, or kManyInputs (merge layers). The graph calls the *_of forms with
   // its inputs' shapes or values, in the order the layer names them; a one-input layer's take its one.
@@ -70,6 +79,12 @@ class Layer {
  protected:
   Var& variable(ForwardContext& context, const std::string& local_name) const {
     return context.params.at(name_ + "/" + local_name);
+  }
+  // A variable as a product or convolution reads it: rounded to bf16 under train.precision bf16 (the
+  // float32 variable keeps its value and takes the bf16 gradient), itself otherwise.
+  Var compute_variable(ForwardContext& context, const std::string& local_name) const {
+    Var& stored = variable(context, local_name);
+    return context.bf16 ? round_bf16(stored) : stored;
   }
 
  private:

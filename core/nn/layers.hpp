@@ -64,6 +64,7 @@ class Flatten : public Layer {
  public:
   explicit Flatten(std::string name) : Layer(std::move(name)) {}
   std::string kind() const override { return "flatten"; }
+  bool moves_values() const override { return true; }
   Shape output_shape(const Shape& input) const override;
   Var forward(const Var& x, ForwardContext& context) const override;
 };
@@ -100,6 +101,7 @@ class Pool2D : public Layer {
   };
   Pool2D(std::string name, Options options);
   std::string kind() const override { return options_.kind == Kind::Max ? "max_pool2d" : "avg_pool2d"; }
+  bool moves_values() const override { return options_.kind == Kind::Max; }
   Shape output_shape(const Shape& input) const override;
   Var forward(const Var& x, ForwardContext& context) const override;
 
@@ -124,6 +126,7 @@ class Embedding : public Layer {
   // mask_zero: id 0 is padding, which later attention layers hide (Keras' mask_zero).
   Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init, bool mask_zero = false);
   std::string kind() const override { return "embedding"; }
+  bool takes_ids() const override { return true; }
   Shape output_shape(const Shape& input) const override;
   std::vector<VariableSpec> variables(const Shape& input) const override;
   Var forward(const Var& x, ForwardContext& context) const override;
@@ -192,6 +195,7 @@ class Relayout : public Layer {
  public:
   Relayout(std::string name, std::vector<std::string> specs) : Layer(std::move(name)), specs_(std::move(specs)) {}
   std::string kind() const override { return "relayout"; }
+  bool moves_values() const override { return true; }
   Shape output_shape(const Shape& input) const override;
   Var forward(const Var& x, ForwardContext& context) const override;
 
@@ -207,6 +211,7 @@ class Merge : public Layer {
   enum class Kind { Add, Subtract, Multiply, Average, Concatenate };
   Merge(std::string name, Kind kind, int axis = -1);
   std::string kind() const override;
+  bool moves_values() const override { return kind_ == Kind::Concatenate; }
   int arity() const override { return kManyInputs; }
   Shape output_shape_of(std::span<const Shape> inputs) const override;
   Var forward_of(std::span<const Var> inputs, ForwardContext& context) const override;

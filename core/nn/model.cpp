@@ -1,6 +1,7 @@
 #include "core/nn/model.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.hpp"
 
@@ -194,11 +195,35 @@ Var Model::forward(const Var& x, ForwardContext& context) const {
       if (in != kInputNode) ++users[size_t(in)];
   std::vector<Var> values(nodes_.size());
   std::vector<Var> inputs;
+  // train.precision bf16: a layer that computes takes bf16 values and gives bf16 values; a value is rounded
+  // once, where it is made, or where a computing layer first takes it (the model's input, which a layer that
+  // only moves values passes on unrounded).
+  std::vector<char> rounded(nodes_.size(), 0);
+  std::optional<Var> rounded_input;
   for (int i : order_) {
     const Node& node = nodes_[size_t(i)];
+    const Layer& layer = *node.layer;
+    const bool rounds = context.bf16 && !layer.moves_values() && !layer.takes_ids();
     inputs.clear();
-    for (int in : node.inputs) inputs.push_back(in == kInputNode ? x : values[size_t(in)]);
-    values[size_t(i)] = node.layer->forward_of(inputs, context);
+    bool inputs_rounded = true;
+    for (int in : node.inputs) {
+      if (in == kInputNode) {
+        if (rounds && !rounded_input) rounded_input = round_bf16(x);
+        inputs.push_back(rounds ? *rounded_input : x);
+        inputs_rounded &= rounds;
+        continue;
+      }
+      if (rounds && !rounded[size_t(in)]) {
+        values[size_t(in)] = round_bf16(values[size_t(in)]);
+        rounded[size_t(in)] = 1;
+      }
+      inputs.push_back(values[size_t(in)]);
+      inputs_rounded &= rounded[size_t(in)] != 0;
+    }
+    values[size_t(i)] = layer.forward_of(inputs, context);
+    if (rounds) values[size_t(i)] = round_bf16(values[size_t(i)]);
+    // An embedding's rows come from its rounded table: bf16 already.
+    rounded[size_t(i)] = rounds || (context.bf16 && layer.takes_ids()) || (layer.moves_values() && inputs_rounded);
     for (int in : node.inputs)
       if (in != kInputNode && --users[size_t(in)] == 0 && in != output_) values[size_t(in)] = Var();
   }

@@ -26,7 +26,7 @@ std::vector<VariableSpec> Embedding::variables(const Shape&) const {
 
 Var Embedding::forward(const Var& x, ForwardContext& context) const {
   if (mask_zero_) context.padding_ids = x.value();
-  return embedding(x.value(), variable(context, "embeddings"));
+  return embedding(x.value(), compute_variable(context, "embeddings"));
 }
 
 LayerNorm::LayerNorm(std::string name, float epsilon, bool center, bool scale)

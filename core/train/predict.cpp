@@ -10,7 +10,7 @@ namespace dtrain::train {
 
 Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
                const Tensor& inputs, int64_t batch_size,
-               const std::function<void(nn::Parameters&, int rank)>& restore) {
+               const std::function<void(nn::Parameters&, int rank)>& restore, bool bf16) {
   DTRAIN_CHECK(inputs.rank() >= 2 && inputs.dim(0) >= 1 && batch_size >= 1,
                "[predict] inputs must be [N, ...] with N >= 1, and batch_size >= 1");
   const int64_t count = inputs.dim(0), example = inputs.size() / std::max<int64_t>(count, 1);
@@ -34,6 +34,7 @@ Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<st
       std::copy(inputs.data() + begin * example, inputs.data() + (begin + size) * example, batch.data());
       layout.check_shape(shape);
       nn::ForwardContext context{params, false, 0};
+      context.bf16 = bf16;
       Var y = model.forward(Var(DTensor(shape, layout, pack(batch, layout, device.rank))), context);
       DTensor whole = redistribute(y.value(), Layout::replicated(mesh, y.value().rank()));
       if (device.rank != 0) continue;

@@ -12,9 +12,10 @@ namespace dtrain::train {
 
 // inputs: [N, ...example shape]; input_specs: the input layout (batch first, missing axes unsharded);
 // restore(params, rank) runs on every rank before the first batch. Each batch is `batch_size` examples,
-// the last one fewer (every batch-sharding mesh dim must divide it).
+// the last one fewer (every batch-sharding mesh dim must divide it). bf16: train.precision bf16's rounding
+// points, as the model trained.
 Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<std::string>& input_specs,
                const Tensor& inputs, int64_t batch_size,
-               const std::function<void(nn::Parameters&, int rank)>& restore);
+               const std::function<void(nn::Parameters&, int rank)>& restore, bool bf16 = false);
 
 }  // namespace dtrain::train

@@ -126,7 +126,7 @@ std::pair<int, int64_t> injected_failure() {
 // examples again, and the padded rows are left out of the loss sum and the correct count.
 SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, const BatchSource& data,
                               const Layout& layout, int64_t batch_size, int64_t step, Loss loss,
-                              kernels::HostToDevice* upload = nullptr, bool confusion = false) {
+                              kernels::HostToDevice* upload = nullptr, bool confusion = false, bool bf16 = false) {
   const DeviceContext& device = current_device();
   NoGradGuard no_grad;
   // Each batch's [loss sum, correct], summed over the mesh, read back in one copy per kCapacity batches.
@@ -148,6 +148,7 @@ SplitMetrics evaluate_on_rank(const nn::Model& model, nn::Parameters& params, co
     }
     Batch batch = make_batch(data, ids, layout, device.rank, nullptr, upload);
     nn::ForwardContext context{params, false, 0};
+    context.bf16 = bf16;
     Var logits = model.forward(Var(batch.x), context);
     Var per_example = per_example_loss(loss, logits, batch.labels);
     if (batch.size > size) per_example = Var(without_padding(per_example.value(), size));
@@ -431,7 +432,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     // early stopping ends the run. Every rank runs it; the ranks agree on the decision in a collective.
     const auto validate = [&] {
       SplitMetrics metrics = evaluate_on_rank(model_, params, *validation_data, layout, options_.batch_size,
-                                              position.step, options_.loss, upload.get());
+                                              position.step, options_.loss, upload.get(), false, options_.bf16);
       metrics.split = "validation";
       metrics.epoch = position.epoch;
       if (reports) {
@@ -556,6 +557,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
                               : make_batch(train_data, ids, layout, device.rank, &input, upload.get());
           }();
           nn::ForwardContext context{params, true, uint64_t(position.step)};
+          context.bf16 = options_.bf16;
           Var logits = model_.forward(Var(batch.x), context);
           Var total = reduce_sum(per_example_loss(options_.loss, logits, batch.labels), {0});
           Var loss = options_.reduction == Reduction::Mean ? scale(total, 1.0f / float(size)) : total;
@@ -664,7 +666,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
       if ((options_.eval_every_epoch || last_epoch) && test_data != nullptr && examples > 0) {
         // Same threads, same parameters: evaluate in place.
         SplitMetrics metrics = evaluate_on_rank(model_, params, *test_data, layout, options_.batch_size, position.step,
-                                                options_.loss, upload.get());
+                                                options_.loss, upload.get(), false, options_.bf16);
         metrics.epoch = position.epoch;
         if (reports) {
           result.epochs.push_back(metrics);
@@ -705,7 +707,7 @@ SplitMetrics Trainer::evaluate(const BatchSource& data, Reporter& reporter, cons
     std::unique_ptr<kernels::HostToDevice> upload;
     if (device.place.is_cuda()) upload = std::make_unique<kernels::HostToDevice>(device.place.device);
     SplitMetrics metrics = evaluate_on_rank(model_, run.params, data, layout, options_.batch_size, run.position.step,
-                                            options_.loss, upload.get(), confusion);
+                                            options_.loss, upload.get(), confusion, options_.bf16);
     metrics.epoch = run.position.epoch;
     if (device.rank == 0) {
       result = metrics;

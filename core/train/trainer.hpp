@@ -59,6 +59,8 @@ struct TrainOptions {
   // train.bitwise: every sum in the canonical order of core/bitwise.hpp (the same bits on any mesh and
   // process count); a last partial batch runs only when the order's leaves divide it.
   bool bitwise = false;
+  // train.precision bf16: the forward passes (training, evaluation) round at core/ops/precision.hpp's points.
+  bool bf16 = false;
   // train.profile: a step timeline of steps [start_step, start_step + steps) in the window's file
   // (core/profile/trace.hpp); off when steps is 0.
   profile::Window profile;

@@ -9,7 +9,8 @@
 namespace dtrain::kernels {
 
 // y = f(x; param): Scale multiplies by param, Relu ignores it, Rsqrt is 1 / sqrt(x + param).
-enum class UnaryOp : uint8_t { Scale, Relu, Rsqrt };
+// RoundBf16: x rounded to bfloat16 (8 significant bits, ties to even; inf stays, NaN stays NaN), kept as a float.
+enum class UnaryOp : uint8_t { Scale, Relu, Rsqrt, RoundBf16 };
 // y = f(a, b): ReluGrad is (g, y) -> y > 0 ? g : 0.
 enum class BinaryOp : uint8_t { Add, Subtract, Multiply, ReluGrad };
 

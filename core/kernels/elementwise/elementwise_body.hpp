@@ -2,6 +2,8 @@
 // kernels (so the CPU tests check the GPU's arithmetic), and the switches that pick one outside the loops.
 #pragma once
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/kernels/host_device.hpp"
@@ -19,6 +21,33 @@ struct Relu {
 struct Rsqrt {
   float epsilon;
   DTRAIN_HD float operator()(float x) const { return 1.0f / sqrtf(x + epsilon); }
+};
+
+// train.precision bf16's rounding: the float's top 16 bits, rounded to nearest even on the 16 dropped (a
+// carry may reach the exponent: the largest floats become inf, as a bf16 conversion does); a NaN keeps its
+// sign and stays a NaN (the quiet bit set, so no payload rounds away).
+struct RoundBf16 {
+  DTRAIN_HD float operator()(float x) const {
+    uint32_t bits;
+#ifdef __CUDA_ARCH__
+    bits = __float_as_uint(x);
+#else
+    memcpy(&bits, &x, sizeof bits);
+#endif
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+      bits = (bits | 0x00400000u) & 0xffff0000u;
+    } else {
+      bits += 0x7fffu + ((bits >> 16) & 1u);
+      bits &= 0xffff0000u;
+    }
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(bits);
+#else
+    float y;
+    memcpy(&y, &bits, sizeof y);
+    return y;
+#endif
+  }
 };
 
 struct Add {
@@ -41,6 +70,7 @@ void with_unary(UnaryOp op, float param, Run&& run) {
     case UnaryOp::Scale: return run(Scale{param});
     case UnaryOp::Relu: return run(Relu{});
     case UnaryOp::Rsqrt: return run(Rsqrt{param});
+    case UnaryOp::RoundBf16: return run(RoundBf16{});
   }
 }
 

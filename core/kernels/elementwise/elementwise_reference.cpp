@@ -1,17 +1,44 @@
 // The scalar reference for the elementwise kernels: one element at a time, the arithmetic written out
 // here rather than taken from elementwise_body.hpp, so that comparing against it checks the bodies too.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "core/kernels/elementwise/elementwise.hpp"
 
 namespace dtrain::kernels {
 namespace {
 
+// bfloat16's 8 significant bits by arithmetic (not the body's bit trick): x scaled so that its quantum is 1,
+// rounded to nearest even, scaled back; the quantum stops shrinking below the smallest normal exponent
+// (bf16 has float's exponent range), and what passes bf16's largest finite value is inf.
+float round_to_bfloat16(float x) {
+  if (std::isnan(x)) {  // a NaN: its sign and top payload bits, the quiet bit set (a bf16 NaN)
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits = (bits | 0x00400000u) & 0xffff0000u;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+  }
+  if (std::isinf(x) || x == 0.0f) return x;
+  int exponent = 0;
+  std::frexp(x, &exponent);  // x = m * 2^exponent, 0.5 <= |m| < 1
+  const int quantum = std::max(exponent, -125) - 8;
+  const double rounded = std::nearbyint(std::ldexp(double(x), -quantum));  // ties to even (the default mode)
+  const double value = std::ldexp(rounded, quantum);
+  const double largest = std::ldexp(255.0, 120);  // 0x7f7f0000: 1.11111111b x 2^127
+  if (std::fabs(value) > largest) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  return std::copysign(float(value), x);
+}
+
 float apply(UnaryOp op, float param, float x) {
   switch (op) {
     case UnaryOp::Scale: return x * param;
     case UnaryOp::Relu: return x > 0.0f ? x : 0.0f;
     case UnaryOp::Rsqrt: return 1.0f / std::sqrt(x + param);
+    case UnaryOp::RoundBf16: return round_to_bfloat16(x);
   }
   return 0.0f;
 }
