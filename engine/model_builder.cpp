@@ -261,7 +261,9 @@ Engine build_engine(const Config& config, train::TrainOptions options, std::opti
   engine.mesh = build_mesh(config);
   engine.devices = options.devices;
   try {
-    engine.placement = placement_of(engine.mesh->size());
+    // A dry or timed step in this process (options.in_process: plan, the memory check, calibration) holds every
+    // rank of the mesh whatever mpirun started: under `mpirun -np 2` calibration's one-device model was refused.
+    engine.placement = options.in_process ? placement_of(engine.mesh->size(), 1, 0) : placement_of(engine.mesh->size());
   } catch (const UsageError& error) {
     throw_config_error(config.where("mesh"), error.what());
   }

@@ -10,6 +10,8 @@
 #include <map>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "data/idx.hpp"
 #include "data/split.hpp"
@@ -48,77 +50,118 @@ constexpr double kFiberBytes = 64.0 * 1024;
 constexpr double kStringOverhead = 48;
 
 // glibc's allocator as dtrain sets it (core/tensor.cpp: mallopt M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD
-// 512 MiB, so that a step's tensors are not handed back and faulted in again): a block below 256 MiB comes
-// from an arena's heap, and what is freed there stays resident, to be reused by later blocks that fit; the
-// heap grows at its top when none does. VmHWM is then each arena's top, not the live bytes: MNIST's loading
-// frees its inflated files (36 MB) but the test split's pixels (31 MB) fit none of the holes, and RSS polled
-// every 2 ms never fell while loading (128 MiB after it, for 87 MiB of data; this model: 125 MiB).
-// Two arenas are modelled: the main thread's and one for the worker threads (the loaders' threads end
-// before the fibers' start, whose blocks then reuse their arena).
+// 512 MiB, so that a step's tensors are not handed back and faulted in again). Each thread allocates from an
+// arena: the main thread from the main arena (one heap grown with sbrk), the others from arenas of their own
+// (a thread takes the arena an exited thread left, else makes one). A block below 256 MiB comes from its
+// thread's arena, and what is freed there stays resident, to be reused by later blocks of that arena that fit
+// (best fit); the arena grows at its top when none does. The main arena is never trimmed (its free top would
+// have to pass 512 MiB). Another arena is a chain of heaps of at most 64 MiB each (glibc's HEAP_MAX_SIZE): a
+// block that does not fit the top heap starts a new one, a block larger than a heap is mapped on its own, and
+// a heap at the top of the chain left wholly free is unmapped (heap_trim). Measured on IMDB (malloc_info at
+// phase boundaries): the loaders' second thread's arena reached 88 MiB during the fit, two heaps, and was
+// 48 MiB after it, the second heap unmapped; the main arena kept its 119 MiB.
 class Arena {
  public:
-  // The block's offset in the arena.
-  double alloc(double bytes) {
-    // Best fit among the free segments (glibc's large bins are searched best-fit first).
-    auto best = segments_.end();
-    for (auto it = segments_.begin(); it != segments_.end(); ++it)
-      if (it->free && it->bytes >= bytes && (best == segments_.end() || it->bytes < best->bytes)) best = it;
-    if (best == segments_.end()) {
-      if (!segments_.empty() && segments_.back().free) {  // the top chunk grows
-        best = std::prev(segments_.end());
-        best->bytes = bytes;
-      } else {
-        best = segments_.insert(segments_.end(), Segment{top(), bytes, false});
+  explicit Arena(bool main) : main_(main) {}
+  // The block's id in the arena.
+  int64_t alloc(double bytes) {
+    const int64_t id = next_id_++;
+    if (!main_ && bytes > kHeapBytes) {  // mapped on its own, unmapped when freed
+      mapped_[id] = bytes;
+      return id;
+    }
+    // Best fit among the free chunks in the bins: every free segment but the top heap's free tail (glibc's
+    // large bins are searched best-fit first; the top chunk is used only when no bin fits).
+    Segment* best = nullptr;
+    size_t best_heap = 0;
+    for (size_t h = 0; h < heaps_.size(); ++h)
+      for (auto it = heaps_[h].segments.begin(); it != heaps_[h].segments.end(); ++it) {
+        const bool top_chunk = h + 1 == heaps_.size() && std::next(it) == heaps_[h].segments.end();
+        if (it->free && !top_chunk && it->bytes >= bytes && (best == nullptr || it->bytes < best->bytes)) best = &*it, best_heap = h;
       }
+    if (best == nullptr) {  // from the top chunk, the top heap grown (or a new heap when it cannot grow enough)
+      if (heaps_.empty() || (!main_ && heaps_.back().used_top() + bytes > kHeapBytes)) heaps_.emplace_back();
+      Heap& top = heaps_.back();
+      if (top.segments.empty() || !top.segments.back().free) top.segments.push_back(Segment{top.end(), bytes, true, -1});
+      best = &top.segments.back();
+      best->bytes = std::max(best->bytes, bytes);
+      best_heap = heaps_.size() - 1;
     }
-    if (best->bytes > bytes) segments_.insert(std::next(best), Segment{best->offset + bytes, best->bytes - bytes, true});
-    best->bytes = bytes;
-    best->free = false;
-    high_ = std::max(high_, top_used());
-    return best->offset;
+    Heap& heap = heaps_[best_heap];
+    auto it = std::find_if(heap.segments.begin(), heap.segments.end(), [&](const Segment& s) { return &s == best; });
+    if (it->bytes > bytes) heap.segments.insert(std::next(it), Segment{it->offset + bytes, it->bytes - bytes, true, -1});
+    it->bytes = bytes;
+    it->free = false;
+    it->id = id;
+    heap.high = std::max(heap.high, heap.used_top());
+    return id;
   }
-  void free(double offset) {
-    auto it = std::find_if(segments_.begin(), segments_.end(), [&](const Segment& s) { return s.offset == offset && !s.free; });
-    DTRAIN_CHECK(it != segments_.end(), "[process_memory] no block at {}", offset);
-    it->free = true;
-    if (auto next = std::next(it); next != segments_.end() && next->free) {
-      it->bytes += next->bytes;
-      segments_.erase(next);
-    }
-    if (it != segments_.begin()) {
-      if (auto previous = std::prev(it); previous->free) {
-        previous->bytes += it->bytes;
-        segments_.erase(it);
+  void free(int64_t id) {
+    if (mapped_.erase(id) > 0) return;
+    for (size_t h = 0; h < heaps_.size(); ++h) {
+      auto& segments = heaps_[h].segments;
+      auto it = std::find_if(segments.begin(), segments.end(), [&](const Segment& s) { return s.id == id && !s.free; });
+      if (it == segments.end()) continue;
+      it->free = true;
+      it->id = -1;
+      if (auto next = std::next(it); next != segments.end() && next->free) {
+        it->bytes += next->bytes;
+        segments.erase(next);
       }
+      if (it != segments.begin()) {
+        if (auto previous = std::prev(it); previous->free) {
+          previous->bytes += it->bytes;
+          segments.erase(it);
+        }
+      }
+      // heap_trim: the top heaps left wholly free go back to the system (never an arena's first heap).
+      while (!main_ && heaps_.size() > 1 && heaps_.back().used_top() == 0) heaps_.pop_back();
+      return;
     }
+    DTRAIN_CHECK(false, "[process_memory] no block {}", id);
   }
-  // Resident bytes: every page the heap ever reached (freed ones are not trimmed).
-  double resident() const { return high_; }
+  // Resident bytes: every page each heap ever reached (freed ones are not trimmed) and the mapped blocks.
+  double resident() const {
+    double sum = 0;
+    for (const Heap& heap : heaps_) sum += heap.high;
+    for (const auto& [id, bytes] : mapped_) sum += bytes;
+    return sum;
+  }
 
  private:
+  static constexpr double kHeapBytes = 64 * MiB;
   struct Segment {
     double offset, bytes;
     bool free;
+    int64_t id;
   };
-  double top() const { return segments_.empty() ? 0 : segments_.back().offset + segments_.back().bytes; }
-  double top_used() const {
-    for (auto it = segments_.rbegin(); it != segments_.rend(); ++it)
-      if (!it->free) return it->offset + it->bytes;
-    return 0;
-  }
-  std::list<Segment> segments_;
-  double high_ = 0;
+  struct Heap {
+    std::list<Segment> segments;
+    double high = 0;
+    double end() const { return segments.empty() ? 0 : segments.back().offset + segments.back().bytes; }
+    double used_top() const {
+      for (auto it = segments.rbegin(); it != segments.rend(); ++it)
+        if (!it->free) return it->offset + it->bytes;
+      return 0;
+    }
+  };
+  bool main_;
+  std::vector<Heap> heaps_;
+  std::map<int64_t, double> mapped_;
+  int64_t next_id_ = 0;
 };
 
+// The process's arenas: the main thread's (0) and the others' (1, 2, ...), by the thread that allocates.
 class HeapModel {
  public:
-  enum class Thread { main, worker };
+  using Thread = int;
+  static constexpr Thread main_thread = 0;
 
   void alloc(const std::string& name, double bytes, Thread thread) {
     Block block{bytes, thread, bytes >= kMmapThreshold, 0};
     if (block.mapped) mapped_ += bytes;
-    else block.offset = arena(thread).alloc(bytes);
-    blocks_.emplace(name, block);
+    else block.id = arena(thread).alloc(bytes);
+    DTRAIN_CHECK(blocks_.emplace(name, block).second, "[process_memory] block '{}' twice", name);
     peak_ = std::max(peak_, resident());
   }
   void free(const std::string& name) {
@@ -127,33 +170,40 @@ class HeapModel {
     const Block block = it->second;
     blocks_.erase(it);
     if (block.mapped) mapped_ -= block.bytes;
-    else arena(block.thread).free(block.offset);
+    else arena(block.thread).free(block.id);
   }
-  double resident() const { return main_.resident() + worker_.resident() + mapped_; }
+  double resident() const {
+    double sum = mapped_;
+    for (const Arena& a : arenas_) sum += a.resident();
+    return sum;
+  }
   double peak() const { return peak_; }
+  double arena_resident(Thread thread) const { return size_t(thread) < arenas_.size() ? arenas_[size_t(thread)].resident() : 0; }
+  int arenas() const { return int(arenas_.size()); }
 
  private:
   struct Block {
     double bytes;
     Thread thread;
     bool mapped;
-    double offset;
+    int64_t id;
   };
   static constexpr double kMmapThreshold = 256 * MiB;
-  Arena& arena(Thread thread) { return thread == Thread::main ? main_ : worker_; }
-  Arena main_, worker_;
+  Arena& arena(Thread thread) {
+    while (int(arenas_.size()) <= thread) arenas_.emplace_back(arenas_.empty());
+    return arenas_[size_t(thread)];
+  }
+  std::vector<Arena> arenas_;
   double mapped_ = 0, peak_ = 0;
   std::map<std::string, Block> blocks_;
 };
 
 using Thread = HeapModel::Thread;
 
-// The arena of a loader range's blocks. data/parallel.hpp runs range 0 on the calling thread, but the
-// loaders' blocks are modelled as one block an item, far coarser than the real ones (strings, tables and
-// vectors grown by doubling, freed in pieces between live ones): modelled in the main arena, the fit's freed
-// blocks become one hole that takes the later token ids whole, which the real fragmented holes do not
-// (IMDB int mode: 0.76 of VmHWM under mpirun -np 2 that way, 1.15 with every range in the worker arena).
-Thread thread_of_range(int) { return Thread::worker; }
+// The arena of a loader range's blocks: data/parallel.hpp runs range 0 on the calling (main) thread and
+// range k on a thread of its own, which takes the arena the previous call's k-th thread left (an exited
+// thread's arena is handed to the next new thread): arena k.
+Thread thread_of_range(int range) { return range; }
 
 double file_bytes(const std::string& path) {
   std::error_code error;
@@ -194,13 +244,13 @@ std::vector<std::string> load_idx(HeapModel& heap, const Config& config, const s
   const IdxHeader header = idx_header(files.images);
   const double pixels = double(header.count * header.rows * header.cols);
   const double packed = file_bytes(files.images);
-  heap.alloc(tag + " file", packed, Thread::main);
+  heap.alloc(tag + " file", packed, HeapModel::main_thread);
   std::string raw = tag + " file";
   if (header.gzipped) {
     double out = packed * 4 + 4096;
-    heap.alloc(tag + " inflated", out, Thread::main);
+    heap.alloc(tag + " inflated", out, HeapModel::main_thread);
     for (int k = 0; out < pixels + 16; ++k) {  // vector::resize(2x): the new block, then the old one freed
-      heap.alloc(tag + " inflated " + std::to_string(k), out * 2, Thread::main);
+      heap.alloc(tag + " inflated " + std::to_string(k), out * 2, HeapModel::main_thread);
       heap.free(k == 0 ? tag + " inflated" : tag + " inflated " + std::to_string(k - 1));
       out *= 2;
       raw = tag + " inflated " + std::to_string(k);
@@ -208,8 +258,8 @@ std::vector<std::string> load_idx(HeapModel& heap, const Config& config, const s
     if (raw == tag + " file") raw = tag + " inflated";
     heap.free(tag + " file");
   }
-  heap.alloc(tag + " pixels", pixels * 4, Thread::main);
-  heap.alloc(tag + " labels", double(header.count) * 4, Thread::main);
+  heap.alloc(tag + " pixels", pixels * 4, HeapModel::main_thread);
+  heap.alloc(tag + " labels", double(header.count) * 4, HeapModel::main_thread);
   heap.free(raw);
   const data::SplitSlice slice = slice_of_split(config, split_text, header.count, where);
   const double kept = double(slice.end - slice.begin);
@@ -218,7 +268,7 @@ std::vector<std::string> load_idx(HeapModel& heap, const Config& config, const s
     return {tag + " pixels", tag + " labels"};
   }
   const double per_example = pixels / double(header.count) * 4 + 4;
-  heap.alloc(tag + " slice", kept * per_example, Thread::main);
+  heap.alloc(tag + " slice", kept * per_example, HeapModel::main_thread);
   heap.free(tag + " pixels");
   heap.free(tag + " labels");
   items.push_back({tag, kept * per_example});
@@ -299,7 +349,8 @@ double sum_nonzeros(const TextFiles& files, double vocabulary) {
 // 33.1 MB), for the vocabulary's own size.
 double corpus_tokens(double bytes) { return 121364.0 * std::pow(bytes / 33.13e6, 0.6); }
 
-// The texts as read (data/text_folder.cpp, on worker threads): each file's text and path as strings.
+// The texts as read (data/text_folder.cpp, range r of the files on range r's thread): each file's text and
+// path as strings.
 void read_texts(HeapModel& heap, const std::string& tag, const TextFiles& files, int ranges) {
   const double bytes = files.total() + files.path_bytes + double(files.bytes.size()) * kStringOverhead;
   for (int r = 0; r < ranges; ++r) heap.alloc(tag + " texts " + std::to_string(r), bytes / ranges, thread_of_range(r));
@@ -309,54 +360,118 @@ void free_texts(HeapModel& heap, const std::string& tag, int ranges) {
   for (int r = 0; r < ranges; ++r) heap.free(tag + " texts " + std::to_string(r));
 }
 
-// The vectorizer fit (data/tfidf.cpp fit_transform: int mode runs it too and keeps only the vocabulary),
-// on `ranges` worker threads: each range's token ids (4 bytes a token, reserved at bytes / 5), its token
-// counter (hash table and token text: heaptrack measured 44.9 MB for IMDB's 33.1 MB on 2 ranges, growing
-// with a range's distinct tokens) and its TF-IDF rows (index and value a non-zero, grown by doubling and
-// then appended: 1.9x the final rows measured, V = 1,200 and 10,000). keeps_rows: TF-IDF mode keeps the
-// rows as the training split (a block of its own, made by the caller); the rest is the fit's.
-void fit_vectorizer(HeapModel& heap, const TextFiles& files, double vocabulary, int ranges, bool keeps_rows) {
-  const double text = files.total();
-  const double rows = sum_nonzeros(files, vocabulary) * 8 + double(files.bytes.size() + 1) * 8;
-  for (int r = 0; r < ranges; ++r) {
-    const std::string k = std::to_string(r);
-    heap.alloc("fit token ids " + k, text / ranges / 5 * 4, thread_of_range(r));
-    heap.alloc("fit counter " + k, 22.45e6 * std::pow(text / ranges / 16.57e6, 0.6), thread_of_range(r));
-    heap.alloc("fit rows " + k, (keeps_rows ? 0.9 : 1.9) * rows / ranges + vocabulary * 4, thread_of_range(r));
+// A std::vector of `n` elements of `size` bytes grown by push_back from empty (libstdc++ doubles it): its
+// capacity is the power of two at or above n; while it doubles the last time, the old half is still held.
+double pushed_capacity(double n, double size) { return std::exp2(std::ceil(std::log2(std::max(1.0, n)))) * size; }
+void push_vector(HeapModel& heap, const std::string& name, double n, double size, Thread thread) {
+  const double capacity = pushed_capacity(n, size);
+  if (capacity > size) {
+    heap.alloc(name + " (half)", capacity / 2, thread);
+    heap.alloc(name, capacity, thread);
+    heap.free(name + " (half)");
+  } else {
+    heap.alloc(name, capacity, thread);
   }
 }
 
-void end_fit(HeapModel& heap, int ranges) {
+// Tokens of a text of `bytes` (Keras' standardization of IMDB's reviews: 5.69 bytes a token).
+double tokens_of(double bytes) { return bytes / 5.69; }
+
+// The token counter of a text of `bytes` (data/tfidf.cpp's hash table and token text): heaptrack measured
+// 44.9 MB for IMDB's 33.1 MB on 2 ranges, growing with the distinct tokens (Heaps' law, below).
+double counter_bytes(double bytes) { return 22.45e6 * std::pow(bytes / 16.57e6, 0.6); }
+
+// The vectorizer fit (data/tfidf.cpp fit_transform; int mode runs it too and keeps only the vocabulary), as
+// its code holds memory, range r on range r's thread:
+// 1. each range's token ids (reserved at its bytes / 5, 4 bytes each), offsets and token counter;
+// 2. on the main thread, the counters merged into range 0's, the vocabulary sorted out of it;
+// 3. each range's TF-IDF rows (index and value, 4 bytes each, a non-zero): range 0 reserves half of ALL
+//    ranges' tokens, the others half of their own; a vector that needs more doubles;
+// 4. on the main thread, the other ranges' rows appended to range 0's: when the non-zeros pass half the
+//    tokens (a large vocabulary: IMDB at 20,000 tokens has 0.57 non-zeros a token) range 0's vectors move to
+//    blocks of all the non-zeros, the reserved ones held until the copy is done (IMDB int mode: the main
+//    arena grew 93 -> 119 MiB there).
+// Returns the name of range 0's rows block: TF-IDF mode keeps it as the training split, int mode frees it with
+// the rest of the fit (end_fit).
+std::string fit_vectorizer(HeapModel& heap, const TextFiles& files, double vocabulary, int ranges) {
+  const double text = files.total();
+  const double docs = double(files.bytes.size());
+  const double tokens = tokens_of(text), nonzeros = sum_nonzeros(files, vocabulary);
+  for (int r = 0; r < ranges; ++r) {
+    const std::string k = std::to_string(r);
+    heap.alloc("fit token ids " + k, (text / ranges / 5 + 16) * 4 + (docs / ranges + 1) * 8, thread_of_range(r));
+    heap.alloc("fit counter " + k, counter_bytes(text / ranges), thread_of_range(r));
+  }
+  if (ranges > 1) heap.alloc("fit counter merged", counter_bytes(text) - counter_bytes(text / ranges), HeapModel::main_thread);
+  const double distinct = corpus_tokens(text);
+  heap.alloc("fit order", distinct * 8 + vocabulary * (kStringOverhead + 4), HeapModel::main_thread);
+  // Range r's rows: capacity reserved, doubled while its non-zeros pass it.
+  double rows_capacity_0 = 0;
+  for (int r = 0; r < ranges; ++r) {
+    const std::string k = std::to_string(r);
+    const double reserved = (r == 0 ? tokens : tokens / ranges) / 2;
+    double capacity = reserved;
+    while (capacity < nonzeros / ranges) capacity *= 2;
+    if (r > 0) heap.alloc("fit remapped " + k, distinct / ranges * 4, thread_of_range(r));
+    heap.alloc("fit offsets " + k, (r == 0 ? docs : docs / ranges) * 8, thread_of_range(r));
+    if (capacity > reserved) heap.alloc("fit rows (half) " + k, capacity * 4, thread_of_range(r));  // the two vectors' old halves
+    heap.alloc("fit rows " + k, capacity * 8, thread_of_range(r));
+    if (capacity > reserved) heap.free("fit rows (half) " + k);
+    if (r == 0) rows_capacity_0 = capacity;
+  }
+  std::string rows = "fit rows 0";
+  if (ranges > 1 && nonzeros > rows_capacity_0) {  // the append moves range 0's rows: old and new held at once
+    heap.alloc("fit rows appended", nonzeros * 8, HeapModel::main_thread);
+    heap.free("fit rows 0");
+    rows = "fit rows appended";
+  }
+  for (int r = 1; r < ranges; ++r) heap.free("fit rows " + std::to_string(r));
+  return rows;
+}
+
+// The fit's working memory freed; `rows` (fit_vectorizer's) too unless kept as the training split.
+void end_fit(HeapModel& heap, int ranges, const std::string& rows, bool keeps_rows) {
   for (int r = 0; r < ranges; ++r) {
     const std::string k = std::to_string(r);
     heap.free("fit token ids " + k);
     heap.free("fit counter " + k);
-    heap.free("fit rows " + k);
+    heap.free("fit offsets " + k);
+    if (r > 0) heap.free("fit remapped " + k);
   }
+  if (ranges > 1) heap.free("fit counter merged");
+  heap.free("fit order");
+  if (!keeps_rows) heap.free(rows);
 }
 
-// A split's vectorized rows: TF-IDF (sparse: 8 bytes a non-zero, an offset a row; built by doubling on the
-// worker ranges, then appended) or token ids (dense floats, one block made on the main thread).
+// A split's vectorized rows: token ids (dense floats, one block made on the main thread) or TF-IDF
+// (data/tfidf.cpp transform: each range's rows pushed into vectors of its own, then range 0's grown on the
+// main thread to hold the others', appended, and theirs freed).
 double vectorize(HeapModel& heap, const Config& config, const std::string& tag, const TextFiles& files, double vocabulary,
-                 int ranges, bool after_fit) {
+                 int ranges) {
   const double examples = double(files.bytes.size());
   const VectorizerConfig& settings = config.data.vectorizer;
   if (settings.mode == "int") {
     const double bytes = examples * double(settings.output_sequence_length) * 4 + examples * 4;
-    heap.alloc(tag, bytes, Thread::main);
+    heap.alloc(tag, bytes, HeapModel::main_thread);
     return bytes;
   }
-  const double rows = sum_nonzeros(files, vocabulary) * 8 + (examples + 1) * 8 + examples * 4;
-  if (after_fit) {  // fit_transform's rows are the training rows (already counted by fit_vectorizer)
-    // Appended onto range 0's rows on the calling thread, in fact; modelled in the loaders' arena with the
-    // rest of the fit, for the coarseness the note at thread_of_range describes (IMDB TF-IDF: 0.94-0.97
-    // of VmHWM that way, 1.05-1.11 in the main arena).
-    heap.alloc(tag, rows, Thread::worker);
-    return rows;
+  const double nonzeros = sum_nonzeros(files, vocabulary);
+  for (int r = 0; r < ranges; ++r) {
+    const std::string k = std::to_string(r);
+    push_vector(heap, tag + " indices " + k, nonzeros / ranges, 4, thread_of_range(r));
+    push_vector(heap, tag + " values " + k, nonzeros / ranges, 4, thread_of_range(r));
+    push_vector(heap, tag + " offsets " + k, examples / ranges, 8, thread_of_range(r));
   }
-  heap.alloc(tag + " building", 0.9 * rows, Thread::worker);  // the doubling's slack, freed at the append
-  heap.alloc(tag, rows, Thread::worker);
-  heap.free(tag + " building");
+  const double rows = nonzeros * 8 + (examples + 1) * 8 + examples * 4;
+  if (ranges > 1 && pushed_capacity(nonzeros / ranges, 4) < nonzeros * 4) {  // appending moves range 0's vectors
+    heap.alloc(tag, rows, HeapModel::main_thread);
+    for (int r = 0; r < ranges; ++r)
+      for (const char* part : {" indices ", " values ", " offsets "}) heap.free(tag + part + std::to_string(r));
+  } else {
+    for (int r = 1; r < ranges; ++r)
+      for (const char* part : {" indices ", " values ", " offsets "}) heap.free(tag + part + std::to_string(r));
+    heap.alloc(tag, examples * 4, HeapModel::main_thread);  // the labels; the rows stay where range 0 made them
+  }
   return rows;
 }
 
@@ -374,14 +489,15 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
   std::vector<MemoryItem>& items = memory.items;
   HeapModel heap;
   const DataConfig& data = config.data;
+  int ranges_used = 1;  // the loaders' threads: range 0 on the main thread, range k on arena k
 
   if (data.dataset == Dataset::mnist) {
     const std::vector<std::string> train = load_idx(heap, config, data.train_split, "train split", config.where("data.train_split"), items);
     if (data.validation_fraction > 0) {  // Dataset::slice copies both parts
       const double whole = items.back().bytes;
       const double kept = whole * (1 - data.validation_fraction);
-      heap.alloc("validation split", whole - kept, Thread::main);
-      heap.alloc("train kept", kept, Thread::main);
+      heap.alloc("validation split", whole - kept, HeapModel::main_thread);
+      heap.alloc("train kept", kept, HeapModel::main_thread);
       for (const std::string& block : train) heap.free(block);
       items.back().bytes = kept;
       items.push_back({"validation split", whole - kept});
@@ -391,6 +507,7 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
     load_idx(heap, config, data.test_split, "test split", config.where("data.test_split"), items);
   } else if (data.dataset == Dataset::imdb || data.dataset == Dataset::text_folder) {
     const int ranges = cores;  // data/parallel.hpp default_threads(): the process's cores
+    ranges_used = ranges;
     TextFiles train = text_files(config, data.train_split, config.where("data.train_split"));
     TextFiles validation;
     if (data.validation_fraction > 0) {
@@ -408,45 +525,60 @@ ProcessMemory process_memory(const Config& config, int processes, double device_
     const double distinct = corpus_tokens(train_text);
     const double columns = std::min(double(ids ? settings.max_tokens - 1 : settings.max_tokens), distinct + 1);
     read_texts(heap, "train", train, ranges);
-    fit_vectorizer(heap, train, columns, ranges, !ids);
-    double train_rows = 0;
-    if (!ids) train_rows = vectorize(heap, config, "train split", train, columns, ranges, true);
-    end_fit(heap, ranges);
-    if (ids) train_rows = vectorize(heap, config, "train split", train, columns, ranges, true);
+    const std::string fitted_rows = fit_vectorizer(heap, train, columns, ranges);
+    end_fit(heap, ranges, fitted_rows, !ids);
+    heap.alloc("train labels", double(train.bytes.size()) * 4, HeapModel::main_thread);
+    const double train_rows = ids ? vectorize(heap, config, "train split", train, columns, ranges)
+                                  : sum_nonzeros(train, columns) * 8 + double(train.bytes.size() + 1) * 8 +
+                                        double(train.bytes.size()) * 4;
     items.push_back({"train split", train_rows});
     // The vocabulary's strings and idf weights, and its lookup table (16 bytes a slot, at most half full).
     const double vocabulary_bytes = columns * (kStringOverhead + 8 + 4 + 32);
-    heap.alloc("vectorizer", vocabulary_bytes, Thread::main);
+    heap.alloc("vectorizer", vocabulary_bytes, HeapModel::main_thread);
     items.push_back({"vectorizer", vocabulary_bytes});
     if (!validation.bytes.empty()) {
       read_texts(heap, "validation", validation, ranges);
-      items.push_back({"validation split", vectorize(heap, config, "validation split", validation, columns, ranges, false)});
+      items.push_back({"validation split", vectorize(heap, config, "validation split", validation, columns, ranges)});
       free_texts(heap, "validation", ranges);
     }
     free_texts(heap, "train", ranges);
     TextFiles test = text_files(config, data.test_split, config.where("data.test_split"));
     read_texts(heap, "test", test, ranges);
-    items.push_back({"test split", vectorize(heap, config, "test split", test, columns, ranges, false)});
+    items.push_back({"test split", vectorize(heap, config, "test split", test, columns, ranges)});
     free_texts(heap, "test", ranges);
   } else {
     // arrays, csv and image folders: not estimated here (their loaders' memory is not modelled yet).
     items.push_back({"data set (not estimated for dataset " + to_string(data.dataset) + ")", 0});
   }
   const double loading_peak = heap.peak();
+  // What the main arena holds after loading: the loaders' freed blocks stay resident there, unused by training.
+  const double main_kept = heap.arena_resident(HeapModel::main_thread);
 
-  // Training: the ranks' tensors and the threads' buffers, allocated by the fibers' threads.
+  // Training: the ranks' tensors and the threads' buffers, allocated by the fibers' threads (core/fibers.hpp:
+  // min(devices, cores) threads, fiber i on thread i % threads, so each thread makes its share of the tensors).
+  // Fiber thread t takes an exited thread's arena: t + 1, which the loaders' range t + 1 left (its blocks all
+  // freed, its first heap still resident) when there was one, else a new arena. The main arena's free holes
+  // left by the loaders are not reused: no fiber runs on the main thread.
   const int threads = std::min(devices, cores);
   const double runtime = kRuntimeBytes + (processes > 1 ? kMpiRuntimeBytes : 0);
   const double thread_bytes = threads * kThreadBytes + devices * kFiberBytes;
-  // data.prefetch: one worker thread reading ahead (its blocks are the plan's input batches).
+  const double share = device_bytes_per_process / threads;
+  const double piece = std::max(MiB, share / 256);  // a step's tensors are many blocks, freed and made again
+  for (int t = 0; t < threads; ++t) {
+    int pieces = 0;
+    for (double left = share; left > 0; left -= piece)
+      heap.alloc(fmt::format("device tensors {} {}", t, pieces++), std::min(piece, left), t + 1);
+    heap.alloc(fmt::format("thread {}", t), thread_bytes / threads, t + 1);
+  }
+  // data.prefetch: one more thread reading ahead (its blocks are the plan's input batches), its own arena.
   const double prefetch_thread = data.prefetch > 0 ? 256.0 * 1024 : 0;
-  heap.alloc("device tensors", device_bytes_per_process, Thread::worker);
-  heap.alloc("threads", thread_bytes + prefetch_thread, Thread::worker);
+  if (prefetch_thread > 0) heap.alloc("prefetch thread", prefetch_thread, std::max(ranges_used, threads) + 1);
   items.push_back({"device tensors", device_bytes_per_process});
   items.push_back({"compute threads and fibers", thread_bytes});
   if (prefetch_thread > 0) items.push_back({"prefetch thread", prefetch_thread});
   items.push_back({"runtime", runtime});
   items.push_back({"loading, at its peak", loading_peak});
+  items.push_back({"loaders' memory the main thread keeps", main_kept});
   memory.peak_bytes = runtime + heap.peak();
   return memory;
 }

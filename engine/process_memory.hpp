@@ -1,8 +1,9 @@
 // What a training process holds besides its devices' tensors: the runtime (binary, libraries, MPI), the
 // compute threads and fibers, the data set as loaded (train, validation, test), the text vectorizer, and
 // the loaders' working memory. Derived from the config and the data's metadata (file sizes, IDX headers),
-// never by reading the data; the peak replays the loading steps through a small model of how glibc keeps
-// freed memory (process_memory.cpp says which measurements set it). Together with the devices' bytes
+// never by reading the data; the peak replays the loading steps and the training step's tensors, each on the
+// thread that makes it, through a small model of glibc's per-thread arenas and the freed memory they keep
+// (process_memory.cpp says which measurements set it). Together with the devices' bytes
 // (engine/memory_plan, or the dry run) it predicts the process's peak resident memory (VmHWM).
 #pragma once
 #include <string>

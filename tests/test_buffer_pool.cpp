@@ -133,3 +133,26 @@ TEST_CASE("allocate_floats: a weak_ptr keeps the control block, not the buffer")
   CHECK(weak.lock() == nullptr);
   for (const auto& other : others) CHECK(other.use_count() == 1);
 }
+
+TEST_CASE("buffer pool: large buffers freed on another thread reach their maker again, not that thread's shelf") {
+  // A size class no other test uses: the shelves hold none of it.
+  const size_t bytes = (size_t(5) << 20) + 3 * 65536;
+  void* first = acquire_buffer(bytes);
+  void* second = acquire_buffer(bytes);
+  std::atomic<int> stage{0};
+  // The freeing thread stays alive while this one asks again (a thread's shelf goes to the process at its exit).
+  std::thread freeing([&] {
+    release_buffer(first, bytes);
+    release_buffer(second, bytes);
+    stage = 1;
+    while (stage.load() != 2) std::this_thread::yield();
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  // The freeing thread keeps at most 1 MiB of a class (one buffer of a larger one): the second went to the
+  // process shelf. Before, it kept up to 16 of each class, and the maker's steps asked the system for more.
+  void* again = acquire_buffer(bytes);
+  CHECK(again == second);
+  stage = 2;
+  freeing.join();
+  release_buffer(again, bytes);
+}

@@ -15,6 +15,17 @@ check "--calibrate caches one file" test "$(ls cache/dtrain/calibration-*.json |
 check "the cache is JSON with the rates" grep -q '"in_process": {"latency_s": ' cache/dtrain/calibration-*.json
 expect 2 "plan: give one of --calibrate, --cluster FILE and --compare RUN_DIR" -- plan --calibrate --compare x
 expect 2 "plan: --config is required" -- plan
+# Under mpirun -np 2 it adds the link between the processes (its engine-overhead model, one device, runs in each
+# process: it was refused as a mesh of 1 device that 2 processes cannot share).
+if mpi_runnable "$dtrain"; then
+  rc=0
+  timeout 300 mpirun --oversubscribe -np 2 "$dtrain" plan --calibrate </dev/null >out 2>&1 || rc=$?
+  check "mpirun -np 2 dtrain plan --calibrate exits 0 (got $rc): $(tail -3 out)" test "$rc" = 0
+  check "mpirun -np 2 --calibrate measures the processes' link" grep -qE "processes on host +latency [0-9.]+ us" out
+  check "the cache holds the processes' link" grep -q '"processes": {"latency_s": ' cache/dtrain/calibration-*.json
+else
+  skip_part "mpirun -np 2 --calibrate: no mpirun, or dtrain built without MPI"
+fi
 
 # --cluster: the shipped example, a mesh of the wrong size, a bad file.
 expect 0 "8 hosts x 8 processes x 1 GPU device = 64 devices, 80.00 GiB each" -- \
