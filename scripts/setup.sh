@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtrain needs to build and test (idempotent; silent when all are there).
 # `scripts/setup.sh --test` also installs what the end-to-end tests read checkpoints and plots with (h5py,
-# matplotlib), make test hosts with (iproute2, iptables: scripts/hosts.sh) and emulate other CPUs with (qemu-user:
-# tests/e2e/cpu_kernels.sh), and PyPI's readers of TensorBoard, ONNX and safetensors files (scripts/python_env.sh): without them those parts of the tests would be SKIPPED; `--bench` the peers the benchmarks compare against (numpy, PyTorch, sklearn) as well.
+# matplotlib), make test hosts with (iproute2, iptables: scripts/hosts.sh), emulate other CPUs with (qemu-user:
+# tests/e2e/cpu_kernels.sh), run a private one-node Slurm with (slurmctld, slurmd, slurm-client: tests/e2e/slurm_cli.sh), and PyPI's readers of TensorBoard, ONNX and safetensors files (scripts/python_env.sh): without them those parts of the tests would be SKIPPED; `--bench` the peers the benchmarks compare against (numpy, PyTorch, sklearn) as well.
 set -euo pipefail
 
 packages=(cmake g++ make libcli11-dev libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev libxxhash-dev libre2-dev pkg-config
@@ -10,7 +10,7 @@ packages=(cmake g++ make libcli11-dev libyaml-cpp-dev libeigen3-dev libhdf5-dev 
 # protobuf: `dtrain export --onnx` writes ONNX's model format, and every run TensorBoard's event files
 packages+=(libprotobuf-dev protobuf-compiler)
 case "${1:-}" in
-  --test) packages+=(python3-h5py python3-matplotlib python3-venv iproute2 iptables qemu-user) ;;
+  --test) packages+=(python3-h5py python3-matplotlib python3-venv iproute2 iptables qemu-user slurmctld slurmd slurm-client) ;;
   --bench) packages+=(python3-h5py python3-matplotlib python3-numpy python3-torch libopenblas0-pthread python3-sklearn) ;;
 esac
 
