@@ -99,7 +99,7 @@ RunOutputs::RunOutputs(const Config& config, const std::optional<data::TextVecto
           row.hosts.push_back(process_host(p));
     }
     row.cpu_kernels = kernels::cpu_isa_name(kernels::active_cpu_isa());
-    row.precision = to_string(config.train.precision);
+    if (config.train.precision != Precision::float32) row.precision = to_string(config.train.precision);
     row.config_text = dump_config(config);
     // Set by `dtrain elastic` (app/elastic_command.cpp) when it launches the run again.
     if (const char* restart = std::getenv("DTRAIN_ELASTIC_RESTART"); restart != nullptr && std::atoi(restart) > 0) {

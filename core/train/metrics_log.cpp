@@ -162,7 +162,7 @@ void MetricsLog::write_run(const RunRow& r) {
     predicted += fmt::format(", \"hosts\": [{}]", fmt::join(names, ", "));
   }
   if (!r.cpu_kernels.empty()) predicted += fmt::format(", \"cpu_kernels\": {}", json_string(r.cpu_kernels));
-  predicted += fmt::format(", \"precision\": {}", json_string(r.precision));
+  if (!r.precision.empty()) predicted += fmt::format(", \"precision\": {}", json_string(r.precision));
   if (r.restart > 0) predicted += fmt::format(", \"restart\": {}, \"cause\": {}", r.restart, json_string(r.restart_cause));
   write_line(fmt::format(
       "{{\"split\": \"run\", \"event\": {}, \"run_id\": {}, \"epoch\": {}, \"step\": {}, \"mesh\": {}, "
@@ -178,7 +178,7 @@ void MetricsLog::write_run(const RunRow& r) {
   if (!r.init_from.empty()) text += fmt::format("\nvariables from {}\n", code(r.init_from));
   if (!r.hosts.empty()) text += fmt::format("\nhosts: {}\n", code(fmt::format("{}", fmt::join(r.hosts, ", "))));
   if (!r.cpu_kernels.empty()) text += fmt::format("\nCPU kernels: {}\n", code(r.cpu_kernels));
-  text += fmt::format("\nprecision: {}\n", code(r.precision));
+  if (!r.precision.empty()) text += fmt::format("\nprecision: {}\n", code(r.precision));
   if (!r.config_text.empty()) text += fmt::format("\n{}", code_block(r.config_text));
   tensorboard_->text("train", "run", r.step, text);
 }

@@ -55,7 +55,7 @@ struct RunRow {
   std::string init_from;    // a fine-tuning start: the checkpoint its variables came from ("" otherwise)
   std::vector<std::string> hosts{};  // the hosts its processes run on, when more than one
   std::string cpu_kernels{};         // the CPU kernel build that runs ("avx512", "avx2", "generic"; core/kernels/cpu)
-  std::string precision{"float32"};  // train.precision: "float32" or "bf16"
+  std::string precision{};           // train.precision when not float32 ("bf16"); "": float32, not written
   int restart = 0;                   // `dtrain elastic`'s restart count (0: not a restart) and its cause
   std::string restart_cause{};
   // The dry run's predictions for this run (written when set).
