@@ -10,7 +10,7 @@
 # Prints one JSON line per config and process count: medians over every save of every repetition:
 #   "sync_stall_seconds", "async_stall_seconds", "ratio" (async / sync; the target is under 0.2), "saves",
 #   "step_seconds" (no save, sync runs), "async_steps_after_save_seconds".
-#   bench/checkpoint_async.sh [build_dir]     env: MAX_STEPS, EVERY, REPS, NO_MPI=1, SHARED_DATA (default
+#   bench/checkpoint_async.sh [build_dir]     env: MAX_STEPS, EVERY, REPS, NO_MPI=1, CONFIGS, SHARED_DATA (default
 #   ../shared/data beside the project; the MNIST IDX files and aclImdb_v1.tar.gz are read from it)
 set -euo pipefail
 
@@ -37,7 +37,7 @@ launchers=("one")
 ((${#mpi[@]} > 0)) && launchers+=("two")
 
 for ((rep = 0; rep < reps; ++rep)); do
-  for config in imdb_dp mnist_cnn_sp; do
+  for config in ${CONFIGS:-imdb_dp mnist_cnn_sp}; do
     for launcher in "${launchers[@]}"; do
       for mode in sync async; do
         run="$tmp/$config.$launcher.$mode.$rep"

@@ -139,9 +139,17 @@ std::vector<std::pair<std::string, DTensor*>> Optimizer::slots() {
   for (FlatBuffer& flat : flats_) {
     if (flat.slots.empty() || !entries_[flat.entries.front()].full.empty()) continue;  // none, or gathered already
     Communicator& comm = *current_device().comm;
-    for (const Tensor& shard : flat.slots) {
-      Tensor gathered = Tensor::uninitialized({flat.group.size() * flat.capacity}, flat.place);
-      comm.all_gather(flat.group, view_of(shard), view_of(gathered));
+    // Every slot's shard in one all-gather (a checkpoint's save waits for it: one collective's latency, not
+    // one per slot), each member's shards side by side; then each slot's members' parts in flat order.
+    const int64_t slots = int64_t(flat.slots.size()), c = flat.capacity, members = flat.group.size();
+    Tensor mine = Tensor::uninitialized({slots * c}, flat.place);
+    for (int64_t i = 0; i < slots; ++i) copy_values(flat.place, mine.buffer() + i * c, flat.slots[size_t(i)].buffer(), c);
+    Tensor all = Tensor::uninitialized({members * slots * c}, flat.place);
+    comm.all_gather(flat.group, view_of(mine), view_of(all));
+    for (int64_t i = 0; i < slots; ++i) {
+      Tensor gathered = Tensor::uninitialized({members * c}, flat.place);
+      for (int64_t m = 0; m < members; ++m)
+        copy_values(flat.place, gathered.buffer() + m * c, all.buffer() + (m * slots + i) * c, c);
       for (size_t e : flat.entries) {
         Entry& entry = entries_[e];
         entry.full.emplace_back(entry.shape, entry.layout,
