@@ -1,6 +1,7 @@
 // Cache-blocked SGEMM in the BLIS layout: B is packed into kc x 16 column panels (kept in L1 while the
 // 6-row panels of a packed A block stream from L2), and a 6x16 AVX2/FMA register tile does the work (6x32 in
-// AVX-512 registers in the avx512 build, two panels at a time).
+// AVX-512 registers in the avx512 build, two panels at a time, and 24x16 for a panel alone, such as N = 10's,
+// reading A in place when it is the product's only panel).
 // Packing absorbs the transposes, so A^T*B and A*B^T run at the speed of A*B.
 #include "core/kernels/gemm/gemm_blocked.hpp"
 
@@ -281,10 +282,97 @@ void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const flo
   });
 }
 constexpr bool kWideTiles = true;
+
+// The avx512 build's kernel for one panel of up to 16 columns (narrow products such as N = 10, and the panel
+// left over beside the 6x32 tiles): a tile of up to 24 rows in one 16-float accumulator a row, so each B row
+// loaded serves 24 rows rather than 6 and the 32 registers hold enough independent FMA chains. Each C element is
+// the same chain of FMAs over p as in the 6x16 kernel, and a ragged panel (cols < 16) is finished as that kernel
+// finishes it (alpha * sum, then + beta * C unfused), so the builds give the same bits.
+constexpr int64_t kTallTileRows = 4 * kTileRows;
+
+// Where the tall kernel reads A(r, p) of its tile: from consecutive 6-row panels of packed A (`stride` floats
+// apart), or in place when a narrow product uses each value of A once (packing it would cost as much as the
+// multiply): a row-major A (rows `stride` apart) or a transposed one (A(r, p) at p * stride + r).
+enum class TallA { Packed, RowMajor, Transposed };
+
+template <TallA Source, int Rows>
+void micro_kernel_tall(int64_t depth, const float* a, int64_t stride, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, int64_t cols, float alpha, float beta) {
+  constexpr int kPanels = (Rows + kTileRows - 1) / kTileRows;
+  const float* panel[kPanels];  // Packed: the 6-row panels; RowMajor: rows 0, 6, 12, 18 of the tile
+  for (int q = 0; q < kPanels; ++q)
+    panel[q] = Source == TallA::Packed ? a + q * stride : Source == TallA::RowMajor ? a + q * kTileRows * stride : a;
+  __m512 acc[Rows];
+#pragma GCC unroll 24
+  for (int r = 0; r < Rows; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  }
+  auto a_at = [&](int r, int64_t offset) __attribute__((always_inline)) {
+    if constexpr (Source == TallA::Packed) return panel[r / kTileRows][offset * kTileRows + r % kTileRows];
+    if constexpr (Source == TallA::RowMajor) return panel[r / kTileRows][(r % kTileRows) * stride + offset];
+    return a[offset * stride + r];
+  };
+  // A packed B panel is 16 floats wide, zeros past `cols`; a B read in place is only ever a whole panel.
+  auto step = [&](int64_t offset) __attribute__((always_inline)) {
+    const __m512 row_of_b = _mm512_loadu_ps(b + offset * ldb);
+#pragma GCC unroll 24
+    for (int r = 0; r < Rows; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a_at(r, offset)), row_of_b, acc[r]);
+  };
+  over_depth(depth, step, [&](int64_t count) __attribute__((always_inline)) {
+    if constexpr (Source == TallA::Packed)
+      for (int q = 0; q < kPanels; ++q) panel[q] += count * kTileRows;
+    if constexpr (Source == TallA::RowMajor)
+      for (int q = 0; q < kPanels; ++q) panel[q] += count;
+    if constexpr (Source == TallA::Transposed) a += count * stride;
+    b += count * ldb;
+  });
+  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+  const __mmask16 columns = cols == kTileCols ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+#pragma GCC unroll 24
+  for (int r = 0; r < Rows; ++r) {
+    float* row = c + r * ldc;
+    __m512 value = _mm512_mul_ps(alpha_v, acc[r]);
+    if (beta != 0.0f) {
+      const __m512 old = _mm512_maskz_loadu_ps(columns, row);
+      value = cols == kTileCols ? _mm512_fmadd_ps(beta_v, old, value) : _mm512_add_ps(value, _mm512_mul_ps(beta_v, old));
+    }
+    _mm512_mask_storeu_ps(row, columns, value);
+  }
+}
+
+// kernel(std::integral_constant<int, Rows>) for Rows = rows, 1 to Max.
+template <int Max, class Kernel>
+void with_rows_up_to(int64_t rows, Kernel&& kernel) {
+  if constexpr (Max > 1) {
+    if (rows < Max) return with_rows_up_to<Max - 1>(rows, kernel);
+  }
+  kernel(std::integral_constant<int, Max>{});
+}
+
+void micro_kernel_tall(TallA source, int64_t depth, const float* a, int64_t stride, const float* b, int64_t ldb,
+                       float* c, int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
+  with_rows_up_to<kTallTileRows>(rows, [&](auto tile_rows) {
+    switch (source) {
+      case TallA::Packed:
+        return micro_kernel_tall<TallA::Packed, tile_rows()>(depth, a, stride, b, ldb, c, ldc, cols, alpha, beta);
+      case TallA::RowMajor:
+        return micro_kernel_tall<TallA::RowMajor, tile_rows()>(depth, a, stride, b, ldb, c, ldc, cols, alpha, beta);
+      case TallA::Transposed:
+        return micro_kernel_tall<TallA::Transposed, tile_rows()>(depth, a, stride, b, ldb, c, ldc, cols, alpha, beta);
+    }
+  });
+}
+constexpr bool kTallTiles = true;
 #else
 void micro_kernel_wide(int64_t, const float*, const float*, const float*, int64_t, float*, int64_t, int64_t, float,
                        float) {}
 constexpr bool kWideTiles = false;
+constexpr int64_t kTallTileRows = kTileRows;
+enum class TallA { Packed, RowMajor, Transposed };
+void micro_kernel_tall(TallA, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                       float, float) {}
+constexpr bool kTallTiles = false;
 #endif
 
 // `b` is a 16-column panel whose rows are ldb floats apart: 16 when packed, the row length of B when
@@ -322,6 +410,9 @@ int64_t packed_a_size(const Problem& problem, int64_t rows) {
   return (row_blocks * problem.row_block + kTileRows) * problem.k;
 }
 
+// Whether the tiles read A in place rather than packed: a product of one column panel in the avx512 build.
+bool reads_a_in_place(const Problem& problem) { return kTallTiles && problem.n <= kTileCols; }
+
 // C[row_begin:row_end, col_begin:col_end] of the problem. `packed_a`, when given, holds all of A packed
 // (SharedPackedA: each depth block, within it each row block, in this loop's order); otherwise A blocks
 // are packed here.
@@ -329,6 +420,8 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
                     const float* packed_a) {
   PackBuffers& buffers = pack_buffers();
   float* packed_b = buffers.b.get();
+  // One panel of columns uses each value of A once: the avx512 build's tall tile reads A where it is.
+  const bool a_in_place = reads_a_in_place(problem) && !packed_a;
   for (int64_t jc = col_begin; jc < col_end; jc += kColBlock) {
     const int64_t nc = std::min(kColBlock, col_end - jc);
     const float* packed_a_next = packed_a;
@@ -347,7 +440,9 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
       for (int64_t ic = row_begin; ic < row_end; ic += problem.row_block) {
         const int64_t mc = std::min(problem.row_block, row_end - ic);
         const float* a_block = packed_a_next;
-        if (a_block) {
+        if (a_in_place) {
+          a_block = nullptr;
+        } else if (a_block) {
           packed_a_next += (mc + kTileRows - 1) / kTileRows * kTileRows * kc;
         } else {
           pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc, buffers.a.get());
@@ -365,6 +460,20 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
           }
           const int64_t ldb = in_place ? problem.b.row_stride : kTileCols;
           float* c_panel = problem.c + ic * problem.n + jc + jr;
+          if (kTallTiles && !wide) {
+            for (int64_t ir = 0; ir < mc; ir += kTallTileRows)
+              if (a_in_place)
+                micro_kernel_tall(problem.a.col_stride == 1 ? TallA::RowMajor : TallA::Transposed, kc,
+                                  problem.a.at(ic + ir, pc), std::max(problem.a.row_stride, problem.a.col_stride),
+                                  b_panel, ldb, c_panel + ir * problem.n, problem.n, std::min(kTallTileRows, mc - ir),
+                                  width, problem.alpha, beta_here);
+              else
+                micro_kernel_tall(TallA::Packed, kc, a_block + ir * kc, kTileRows * kc, b_panel, ldb,
+                                  c_panel + ir * problem.n, problem.n, std::min(kTallTileRows, mc - ir), width,
+                                  problem.alpha, beta_here);
+            jr += width;
+            continue;
+          }
           for (int64_t ir = 0; ir < mc; ir += kTileRows) {
             if (wide) {
               const float* second = in_place ? b_panel + kTileCols : b_panel + kTileCols * kc;
@@ -425,7 +534,8 @@ void gemm_parallel(const Problem& problem, int threads) {
   const bool by_columns = problem.n >= 2 * kTileCols * threads || problem.m < 2 * kTileRows * threads;
   const int64_t extent = by_columns ? problem.n : problem.m;
   const int64_t unit = by_columns ? kTileCols : kTileRows;
-  const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
+  const bool cache_a =
+      by_columns && !reads_a_in_place(problem) && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
   // Bands small enough to even out a slow or late thread, large enough to amortize packing. With A
   // packed once a column band only packs its own B columns, so bands can be narrow: about twelve per
   // thread (two 16-column panels at least) leave the caller little waiting at the end.
