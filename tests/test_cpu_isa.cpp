@@ -192,7 +192,7 @@ TEST_CASE("needs AVX-512: the avx512 build gives the avx2 build's GEMM bits, the
     }
 }
 
-TEST_CASE("needs AVX2: narrow products (N <= 16; the avx512 build's tall tile) give the FMA chain's bits in every build") {
+TEST_CASE("needs AVX2: narrow products (N <= 16; the avx512 build's tall tile, and C's rows in the lanes for A^T) give the FMA chain's bits in every build") {
   std::vector<CpuIsa> builds;
   for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
     if (std::find(dtrain::kernels::built_cpu_isas().begin(), dtrain::kernels::built_cpu_isas().end(), isa) !=
@@ -205,7 +205,7 @@ TEST_CASE("needs AVX2: narrow products (N <= 16; the avx512 build's tall tile) g
   }
   if (builds.size() < 2) MESSAGE("this CPU does not run the avx512 kernels: the avx2 build's alone checked");
   constexpr int64_t kGuard = 16;  // C is followed by 16 sentinels: a store of a whole row past N shows there
-  // Odd rows around the tall tile's 24 and the 6-row panels; k within one depth panel (the model holds) and past
+  // Odd rows around the tall tile's 24, the lane tile's 16 and 32 and the 6-row panels; k within one depth panel (the model holds) and past
   // it (301 splits into two panels: the builds must agree).
   for (int64_t m : {1, 7, 25, 53, 151})
     for (int64_t k : {1, 5, 33, 255, 301})
