@@ -504,7 +504,7 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
                     const float* packed_a) {
   PackBuffers& buffers = pack_buffers();
   float* packed_b = buffers.b.get();
-  // One panel of columns uses each value of A once: the avx512 build's tall tile reads A where it is.
+  // One panel of columns uses each value of A once: the avx512 build's narrow tiles read A where it is.
   const bool a_in_place = reads_a_in_place(problem) && !packed_a;
   for (int64_t jc = col_begin; jc < col_end; jc += kColBlock) {
     const int64_t nc = std::min(kColBlock, col_end - jc);
