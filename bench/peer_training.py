@@ -1,6 +1,7 @@
-"""The timed training loop the PyTorch peers of the training benches share (cnn_peer.py, transformer_peer.py):
-batches taken in order from whole tensors, Adam with Keras' defaults, mean cross-entropy; --warmup steps, then
---steps timed one by one. Returns the figures every peer prints."""
+"""The timed training loop the PyTorch peers of the training benches share (cnn_peer.py, transformer_peer.py,
+mlp_peer.py, embedding_peer.py): batches taken in order from whole tensors, Adam with Keras' defaults (or the
+caller's optimizer), mean (or summed) cross-entropy; --warmup steps, then --steps timed one by one. Returns the
+figures every peer prints."""
 import resource
 import statistics
 import time
@@ -9,15 +10,16 @@ import torch
 import torch.nn.functional as F
 
 
-def train_timed(net, x_all, y_all, batch, warmup, steps):
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
+def train_timed(net, x_all, y_all, batch, warmup, steps, optimizer=None, reduction="mean"):
+    """optimizer: the net's optimizer (Adam 1e-3 with Keras' defaults when None); reduction: the loss's."""
+    opt = optimizer or torch.optim.Adam(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     batches = x_all.shape[0] // batch
 
     def step(i):
         j = i % batches
         xb, yb = x_all[j * batch:(j + 1) * batch], y_all[j * batch:(j + 1) * batch]
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(xb), yb)
+        loss = F.cross_entropy(net(xb), yb, reduction=reduction)
         loss.backward()
         opt.step()
         return loss

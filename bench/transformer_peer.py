@@ -84,8 +84,8 @@ class Transformer(nn.Module):
         return self.head(x.mean(dim=1))
 
 
-def generated(examples, seed=88172645463325252):
-    """bench_train_step's generated_ids: xorshift64, 50 to LENGTH ids per review, then zeros."""
+def generated(examples, length=LENGTH, vocabulary=VOCABULARY, seed=88172645463325252):
+    """bench_train_step's generated_ids: xorshift64, 50 to `length` ids per review, then zeros."""
     state, mask = seed, (1 << 64) - 1
 
     def draw():
@@ -95,10 +95,10 @@ def generated(examples, seed=88172645463325252):
         state ^= (state << 17) & mask
         return state >> 11
 
-    ids = torch.zeros(examples, LENGTH, dtype=torch.int64)
+    ids = torch.zeros(examples, length, dtype=torch.int64)
     for e in range(examples):
-        used = min(LENGTH, 50 + draw() % LENGTH)
-        ids[e, :used] = torch.tensor([1 + draw() % (VOCABULARY - 1) for _ in range(used)])
+        used = min(length, 50 + draw() % length)
+        ids[e, :used] = torch.tensor([1 + draw() % (vocabulary - 1) for _ in range(used)])
     return ids, torch.arange(examples) % 2
 
 

@@ -5,6 +5,8 @@
 // portable one is plain arithmetic and so matches across builds too.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <tuple>
@@ -17,6 +19,7 @@
 #include "core/kernels/dropout/dropout.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/kernels/gemm/gemm.hpp"
+#include "core/kernels/gemm/gemm_blocked.hpp"
 #include "core/kernels/rows/rows.hpp"
 #include "core/kernels/updates/updates.hpp"
 
@@ -95,6 +98,25 @@ Values outputs_of(const CpuKernelSet& set) {
   return out;
 }
 
+// C = alpha * op(A) * op(B) + beta * C as the blocked kernels compute an element when k fits one depth panel: one
+// FMA chain over p ascending from 0, then alpha, then beta, fused when the element's 16-column panel is whole,
+// else alpha * sum + beta * c rounded twice (the 6x16 kernel's ragged edge). lda: A's stored row length.
+Values fma_chain_model(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const Values& a, int64_t lda,
+                       const Values& b, float beta, Values c) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < k; ++p)
+        sum = std::fma(ta ? a[size_t(p * lda + i)] : a[size_t(i * lda + p)],
+                       tb ? b[size_t(j * k + p)] : b[size_t(p * n + j)], sum);
+      float& out = c[size_t(i * n + j)];
+      const bool whole_panel = j < n / 16 * 16;
+      const float scaled = alpha * sum;
+      out = beta == 0.0f ? scaled : whole_panel ? std::fma(beta, out, scaled) : scaled + beta * out;
+    }
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("the CPU kernel builds: the generic one everywhere, avx2 and avx512 on x86-64, best first") {
@@ -168,4 +190,59 @@ TEST_CASE("needs AVX-512: the avx512 build gives the avx2 build's GEMM bits, the
       avx512.gemm(ta, tb, m, n, k, 0.5f, left->data(), ta ? m : k, b.data(), -1.5f, from_avx512.data());
       CHECK(std::memcmp(from_avx2.data(), from_avx512.data(), from_avx2.size() * sizeof(float)) == 0);
     }
+}
+
+TEST_CASE("needs AVX2: narrow products (N <= 16; the avx512 build's tall tile, and C's rows in the lanes for A^T) give the FMA chain's bits in every build") {
+  std::vector<CpuIsa> builds;
+  for (CpuIsa isa : {CpuIsa::Avx2, CpuIsa::Avx512})
+    if (std::find(dtrain::kernels::built_cpu_isas().begin(), dtrain::kernels::built_cpu_isas().end(), isa) !=
+            dtrain::kernels::built_cpu_isas().end() &&
+        dtrain::kernels::cpu_runs(isa))
+      builds.push_back(isa);
+  if (builds.empty()) {
+    MESSAGE("skipped: this CPU runs no blocked GEMM kernels");
+    return;
+  }
+  if (builds.size() < 2) MESSAGE("this CPU does not run the avx512 kernels: the avx2 build's alone checked");
+  constexpr int64_t kGuard = 16;  // C is followed by 16 sentinels: a store of a whole row past N shows there
+  // Odd rows around the tall tile's 24, the lane tile's 16 and 32 and the 6-row panels; k within one depth panel (the model holds) and past
+  // it (301 splits into two panels: the builds must agree).
+  for (int64_t m : {1, 7, 25, 53, 151})
+    for (int64_t k : {1, 5, 33, 255, 301})
+      for (int64_t n = 1; n <= 16; ++n)
+        for (int combo = 0; combo < 4; ++combo)
+          for (float beta : {0.0f, -1.5f})
+            for (int threads : {1, 2}) {
+              const bool ta = combo & 1, tb = combo & 2;
+              CAPTURE(m);
+              CAPTURE(n);
+              CAPTURE(k);
+              CAPTURE(combo);
+              CAPTURE(beta);
+              CAPTURE(threads);
+              // A's stored rows 3 floats longer than they need, the gaps NaN: a kernel reading A in place that
+              // steps by the row length instead of lda, or reads past a row, shows.
+              const int64_t stored_rows = ta ? k : m, row_length = ta ? m : k, lda = row_length + 3;
+              Values a(size_t(stored_rows * lda), std::nanf(""));
+              const Values values = random_values(size_t(stored_rows * row_length), uint32_t(10 + m + n + k));
+              for (int64_t r = 0; r < stored_rows; ++r)
+                std::copy_n(values.begin() + r * row_length, row_length, a.begin() + r * lda);
+              const Values b = random_values(size_t(k * n), uint32_t(20 + n + k));
+              const Values c0 = random_values(size_t(m * n + kGuard), uint32_t(30 + m + n));
+              std::vector<Values> results;
+              for (CpuIsa isa : builds) {
+                CAPTURE(dtrain::kernels::cpu_isa_name(isa));
+                Values c = c0;
+                dtrain::kernels::cpu_kernel_set(isa).gemm_blocked(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(),
+                                                                 beta, c.data(), threads);
+                CHECK(std::memcmp(c.data() + m * n, c0.data() + m * n, kGuard * sizeof(float)) == 0);
+                if (k <= dtrain::kernels::kGemmDepthBlock) {
+                  const Values model = fma_chain_model(ta, tb, m, n, k, 0.5f, a, lda, b, beta, c0);
+                  CHECK(std::memcmp(model.data(), c.data(), model.size() * sizeof(float)) == 0);
+                }
+                results.push_back(std::move(c));
+              }
+              for (const Values& c : results)
+                CHECK(std::memcmp(c.data(), results.front().data(), c.size() * sizeof(float)) == 0);
+            }
 }

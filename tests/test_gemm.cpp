@@ -282,6 +282,9 @@ TEST_CASE("needs AVX2: the blocked CPU engine matches the reference, including t
       check_against_reference(blocked, combo & 1, combo & 2, Shape3{301, 100, 530}, 1.0f, 0.5f);
     check_against_reference(blocked, true, false, Shape3{784, 700, 128}, 1.0f, 0.0f);
     check_against_reference(blocked, false, true, Shape3{128, 700, 500}, 1.0f, 0.0f);
+    // The logits layer's N = 10 products, forward and kernel gradient (the avx512 build's narrow tiles, A in place).
+    check_against_reference(blocked, false, false, Shape3{128, 10, 500}, 1.0f, 0.0f);
+    check_against_reference(blocked, true, false, Shape3{500, 10, 128}, 1.0f, 1.0f);
   }
 }
 

@@ -1,6 +1,7 @@
 // Cache-blocked SGEMM in the BLIS layout: B is packed into kc x 16 column panels (kept in L1 while the
 // 6-row panels of a packed A block stream from L2), and a 6x16 AVX2/FMA register tile does the work (6x32 in
-// AVX-512 registers in the avx512 build, two panels at a time).
+// AVX-512 registers in the avx512 build, two panels at a time, and 24x16 for a panel alone, such as N = 10's;
+// when it is the product's only panel, A is read in place, and a transposed A with C's rows in the lanes).
 // Packing absorbs the transposes, so A^T*B and A*B^T run at the speed of A*B.
 #include "core/kernels/gemm/gemm_blocked.hpp"
 
@@ -281,10 +282,181 @@ void micro_kernel_wide(int64_t depth, const float* a, const float* b0, const flo
   });
 }
 constexpr bool kWideTiles = true;
+
+// The avx512 build's kernel for one panel of up to 16 columns (narrow products such as N = 10, and the panel
+// left over beside the 6x32 tiles): a tile of up to 24 rows in one 16-float accumulator a row, so each B row
+// loaded serves 24 rows rather than 6 and the 32 registers hold enough independent FMA chains. Each C element is
+// the same chain of FMAs over p as in the 6x16 kernel, and a ragged panel (cols < 16) is finished as that kernel
+// finishes it (alpha * sum, then + beta * C unfused), so the builds give the same bits.
+constexpr int64_t kTallTileRows = 4 * kTileRows;
+
+// Where the tall kernel reads A(r, p) of its tile: from consecutive 6-row panels of packed A (`stride` floats
+// apart), or in place from a row-major A (rows `stride` apart) when a narrow product uses each value of A once
+// (packing it would cost as much as the multiply; a transposed A in place goes to micro_kernel_lanes).
+enum class TallA { Packed, RowMajor };
+
+template <TallA Source, int Rows>
+void micro_kernel_tall(int64_t depth, const float* a, int64_t stride, const float* b, int64_t ldb, float* c,
+                       int64_t ldc, int64_t cols, float alpha, float beta) {
+  constexpr int kPanels = (Rows + kTileRows - 1) / kTileRows;
+  const float* panel[kPanels];  // Packed: the 6-row panels; RowMajor: rows 0, 6, 12, 18 of the tile
+  for (int q = 0; q < kPanels; ++q) panel[q] = Source == TallA::Packed ? a + q * stride : a + q * kTileRows * stride;
+  __m512 acc[Rows];
+#pragma GCC unroll 24
+  for (int r = 0; r < Rows; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  }
+  auto a_at = [&](int r, int64_t offset) __attribute__((always_inline)) {
+    if constexpr (Source == TallA::Packed) return panel[r / kTileRows][offset * kTileRows + r % kTileRows];
+    return panel[r / kTileRows][(r % kTileRows) * stride + offset];
+  };
+  // A packed B panel is 16 floats wide, zeros past `cols`; a B read in place is only ever a whole panel.
+  auto step = [&](int64_t offset) __attribute__((always_inline)) {
+    const __m512 row_of_b = _mm512_loadu_ps(b + offset * ldb);
+#pragma GCC unroll 24
+    for (int r = 0; r < Rows; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a_at(r, offset)), row_of_b, acc[r]);
+  };
+  over_depth(depth, step, [&](int64_t count) __attribute__((always_inline)) {
+    for (int q = 0; q < kPanels; ++q) panel[q] += Source == TallA::Packed ? count * kTileRows : count;
+    b += count * ldb;
+  });
+  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+  const __mmask16 columns = cols == kTileCols ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+#pragma GCC unroll 24
+  for (int r = 0; r < Rows; ++r) {
+    float* row = c + r * ldc;
+    __m512 value = _mm512_mul_ps(alpha_v, acc[r]);
+    if (beta != 0.0f) {
+      const __m512 old = _mm512_maskz_loadu_ps(columns, row);
+      value = cols == kTileCols ? _mm512_fmadd_ps(beta_v, old, value) : _mm512_add_ps(value, _mm512_mul_ps(beta_v, old));
+    }
+    _mm512_mask_storeu_ps(row, columns, value);
+  }
+}
+
+// kernel(std::integral_constant<int, Rows>) for Rows = rows, 1 to Max.
+template <int Max, class Kernel>
+void with_rows_up_to(int64_t rows, Kernel&& kernel) {
+  if constexpr (Max > 1) {
+    if (rows < Max) return with_rows_up_to<Max - 1>(rows, kernel);
+  }
+  kernel(std::integral_constant<int, Max>{});
+}
+
+void micro_kernel_tall(TallA source, int64_t depth, const float* a, int64_t stride, const float* b, int64_t ldb,
+                       float* c, int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
+  with_rows_up_to<kTallTileRows>(rows, [&](auto tile_rows) {
+    if (source == TallA::Packed)
+      micro_kernel_tall<TallA::Packed, tile_rows()>(depth, a, stride, b, ldb, c, ldc, cols, alpha, beta);
+    else
+      micro_kernel_tall<TallA::RowMajor, tile_rows()>(depth, a, stride, b, ldb, c, ldc, cols, alpha, beta);
+  });
+}
+constexpr bool kTallTiles = true;
+
+// Transposes the 16x16 block rows[0..15] in registers: rows[i] becomes what column i was.
+__attribute__((always_inline)) inline void transpose_16x16(__m512 rows[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(rows[i], rows[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(rows[i], rows[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + c], per 128-bit lane L: rows g..g+3 at column 4L + c
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int half = 0; half < 2; ++half)  // t[8 half + c]: columns c and c + 8 (c < 4), 4 + c and 12 + c (c >= 4)
+    for (int c = 0; c < 4; ++c) {
+      t[8 * half + c] = _mm512_shuffle_f32x4(u[8 * half + c], u[8 * half + 4 + c], 0x88);
+      t[8 * half + 4 + c] = _mm512_shuffle_f32x4(u[8 * half + c], u[8 * half + 4 + c], 0xdd);
+    }
+  for (int c = 0; c < 8; ++c) {
+    rows[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    rows[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
+// The avx512 build's kernel for a product of one panel whose A is stored transposed (A^T * B with N <= 16, the
+// kernel gradient of a logits layer), reading A in place: C's rows lie in the vector lanes instead of its
+// columns, since a stored row of A holds A(i..i+15, p) side by side, so every lane works where the 24x16 tile
+// would use N of 16. Vectors x 16 rows by Cols columns, each accumulator a column of C; each C element is still one
+// chain of FMAs over p, finished as the 6x16 kernel finishes it (the same bits). The tile is transposed in
+// registers before C is written. `rows`: the tile's rows that exist (the rest of the lanes are not read).
+template <int Vectors, int Cols>
+void micro_kernel_lanes(int64_t depth, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                        int64_t ldc, int64_t rows, bool whole_panel, float alpha, float beta) {
+  __mmask16 lanes[Vectors];
+  for (int v = 0; v < Vectors; ++v) {
+    const int64_t here = std::clamp<int64_t>(rows - 16 * v, 0, 16);
+    lanes[v] = here == 16 ? __mmask16(0xFFFF) : __mmask16((1u << here) - 1);
+  }
+  __m512 acc[Vectors][Cols];
+  for (int v = 0; v < Vectors; ++v)
+    for (int j = 0; j < Cols; ++j) acc[v][j] = _mm512_setzero_ps();
+  auto step = [&](int64_t offset) __attribute__((always_inline)) {
+    __m512 column[Vectors];
+    for (int v = 0; v < Vectors; ++v) column[v] = _mm512_maskz_loadu_ps(lanes[v], a + offset * lda + 16 * v);
+#pragma GCC unroll 16
+    for (int j = 0; j < Cols; ++j) {
+      const __m512 x = _mm512_set1_ps(b[offset * ldb + j]);
+      for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_fmadd_ps(column[v], x, acc[v][j]);
+    }
+  };
+  over_depth(depth, step, [&](int64_t count) __attribute__((always_inline)) {
+    a += count * lda;
+    b += count * ldb;
+  });
+  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+  const __mmask16 columns = Cols == 16 ? __mmask16(0xFFFF) : __mmask16((1u << Cols) - 1);
+  for (int v = 0; v < Vectors; ++v) {
+    __m512 block[16];
+    for (int j = 0; j < 16; ++j) block[j] = j < Cols ? _mm512_mul_ps(alpha_v, acc[v][j]) : _mm512_setzero_ps();
+    transpose_16x16(block);
+    const int64_t here = std::min<int64_t>(16, rows - 16 * v);
+    for (int64_t r = 0; r < here; ++r) {
+      float* row = c + (16 * v + r) * ldc;
+      __m512 value = block[r];
+      if (beta != 0.0f) {
+        const __m512 old = _mm512_maskz_loadu_ps(columns, row);
+        value = whole_panel ? _mm512_fmadd_ps(beta_v, old, value) : _mm512_add_ps(value, _mm512_mul_ps(beta_v, old));
+      }
+      _mm512_mask_storeu_ps(row, columns, value);
+    }
+  }
+}
+
+// Rows of C per micro_kernel_lanes call for `cols` columns: two vectors of accumulators while they fit the 32
+// registers beside the two columns of A.
+int64_t lane_tile_rows(int64_t cols) { return cols <= 14 ? 32 : 16; }
+
+void micro_kernel_lanes(int64_t depth, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                        int64_t rows, int64_t cols, float alpha, float beta) {
+  with_rows_up_to<kTileCols>(cols, [&](auto tile_cols) {
+    constexpr int kCols = tile_cols();
+    if constexpr (kCols <= 14) {
+      if (rows > 16)
+        return micro_kernel_lanes<2, kCols>(depth, a, lda, b, ldb, c, ldc, rows, cols == kTileCols, alpha, beta);
+    }
+    micro_kernel_lanes<1, kCols>(depth, a, lda, b, ldb, c, ldc, rows, cols == kTileCols, alpha, beta);
+  });
+}
 #else
 void micro_kernel_wide(int64_t, const float*, const float*, const float*, int64_t, float*, int64_t, int64_t, float,
                        float) {}
 constexpr bool kWideTiles = false;
+constexpr int64_t kTallTileRows = kTileRows;
+enum class TallA { Packed, RowMajor };
+void micro_kernel_tall(TallA, int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                       float, float) {}
+int64_t lane_tile_rows(int64_t) { return kTileRows; }
+void micro_kernel_lanes(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t, float,
+                        float) {}
+constexpr bool kTallTiles = false;
 #endif
 
 // `b` is a 16-column panel whose rows are ldb floats apart: 16 when packed, the row length of B when
@@ -322,6 +494,9 @@ int64_t packed_a_size(const Problem& problem, int64_t rows) {
   return (row_blocks * problem.row_block + kTileRows) * problem.k;
 }
 
+// Whether the tiles read A in place rather than packed: a product of one column panel in the avx512 build.
+bool reads_a_in_place(const Problem& problem) { return kTallTiles && problem.n <= kTileCols; }
+
 // C[row_begin:row_end, col_begin:col_end] of the problem. `packed_a`, when given, holds all of A packed
 // (SharedPackedA: each depth block, within it each row block, in this loop's order); otherwise A blocks
 // are packed here.
@@ -329,6 +504,8 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
                     const float* packed_a) {
   PackBuffers& buffers = pack_buffers();
   float* packed_b = buffers.b.get();
+  // One panel of columns uses each value of A once: the avx512 build's narrow tiles read A where it is.
+  const bool a_in_place = reads_a_in_place(problem) && !packed_a;
   for (int64_t jc = col_begin; jc < col_end; jc += kColBlock) {
     const int64_t nc = std::min(kColBlock, col_end - jc);
     const float* packed_a_next = packed_a;
@@ -347,7 +524,9 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
       for (int64_t ic = row_begin; ic < row_end; ic += problem.row_block) {
         const int64_t mc = std::min(problem.row_block, row_end - ic);
         const float* a_block = packed_a_next;
-        if (a_block) {
+        if (a_in_place) {
+          a_block = nullptr;
+        } else if (a_block) {
           packed_a_next += (mc + kTileRows - 1) / kTileRows * kTileRows * kc;
         } else {
           pack_a(View{problem.a.at(ic, pc), problem.a.row_stride, problem.a.col_stride}, mc, kc, buffers.a.get());
@@ -365,6 +544,27 @@ void gemm_rows_cols(const Problem& problem, int64_t row_begin, int64_t row_end, 
           }
           const int64_t ldb = in_place ? problem.b.row_stride : kTileCols;
           float* c_panel = problem.c + ic * problem.n + jc + jr;
+          if (kTallTiles && a_in_place && problem.a.row_stride == 1) {  // A^T * B: C's rows in the lanes
+            for (int64_t ir = 0; ir < mc; ir += lane_tile_rows(width))
+              micro_kernel_lanes(kc, problem.a.at(ic + ir, pc), problem.a.col_stride, b_panel, ldb,
+                                 c_panel + ir * problem.n, problem.n, std::min(lane_tile_rows(width), mc - ir), width,
+                                 problem.alpha, beta_here);
+            jr += width;
+            continue;
+          }
+          if (kTallTiles && !wide) {
+            for (int64_t ir = 0; ir < mc; ir += kTallTileRows)
+              if (a_in_place)
+                micro_kernel_tall(TallA::RowMajor, kc, problem.a.at(ic + ir, pc), problem.a.row_stride, b_panel, ldb,
+                                  c_panel + ir * problem.n, problem.n, std::min(kTallTileRows, mc - ir), width,
+                                  problem.alpha, beta_here);
+              else
+                micro_kernel_tall(TallA::Packed, kc, a_block + ir * kc, kTileRows * kc, b_panel, ldb,
+                                  c_panel + ir * problem.n, problem.n, std::min(kTallTileRows, mc - ir), width,
+                                  problem.alpha, beta_here);
+            jr += width;
+            continue;
+          }
           for (int64_t ir = 0; ir < mc; ir += kTileRows) {
             if (wide) {
               const float* second = in_place ? b_panel + kTileCols : b_panel + kTileCols * kc;
@@ -425,7 +625,8 @@ void gemm_parallel(const Problem& problem, int threads) {
   const bool by_columns = problem.n >= 2 * kTileCols * threads || problem.m < 2 * kTileRows * threads;
   const int64_t extent = by_columns ? problem.n : problem.m;
   const int64_t unit = by_columns ? kTileCols : kTileRows;
-  const bool cache_a = by_columns && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
+  const bool cache_a =
+      by_columns && !reads_a_in_place(problem) && packed_a_size(problem, problem.m) <= kMaxCachedPackedA;
   // Bands small enough to even out a slow or late thread, large enough to amortize packing. With A
   // packed once a column band only packs its own B columns, so bands can be narrow: about twelve per
   // thread (two 16-column panels at least) leave the caller little waiting at the end.
