@@ -1211,6 +1211,11 @@ std::vector<Shape> model_shapes(const Config& config) {
 
 namespace {
 
+// The mesh dim that shards the batch (data.layout's first spec; "unsharded" when none does).
+std::string batch_mesh_dim(const Config& config) {
+  return config.data.layout.empty() ? "unsharded" : config.data.layout.front();
+}
+
 // train.accumulation_steps against the batch: k divides data.batch_size, the batch shards the micro-batch.
 void check_accumulation(Reader& reader, const Config& config) {
   const std::int64_t k = config.train.accumulation_steps, batch = config.data.batch_size;
@@ -1219,7 +1224,7 @@ void check_accumulation(Reader& reader, const Config& config) {
   if (batch % k != 0)
     reader.fail_at(path, fmt::format("{} micro-batches do not divide data.batch_size {} (the global batch of a step)",
                                      k, batch));
-  const std::string batch_dim = config.data.layout.empty() ? "unsharded" : config.data.layout.front();
+  const std::string batch_dim = batch_mesh_dim(config);
   const int shards = config.mesh.size_of(batch_dim);
   if ((batch / k) % shards != 0)
     reader.fail_at(path, fmt::format("the micro-batch of {} examples (data.batch_size {} / {}) is not divisible by "
@@ -1242,7 +1247,7 @@ void check_bitwise(Reader& reader, const Config& config) {
                                        dim.name, dim.size, bitwise::kLeaves));
   // Each device's share of a micro-batch must be a node of the tree over the step's batch.
   const std::int64_t k = config.train.accumulation_steps;
-  const std::string batch_dim = config.data.layout.empty() ? "unsharded" : config.data.layout.front();
+  const std::string batch_dim = batch_mesh_dim(config);
   const std::int64_t shards = config.mesh.size_of(batch_dim);
   if (k > 1 && ((k & (k - 1)) != 0 || k * shards > bitwise::kLeaves))
     reader.fail_at("train.accumulation_steps",

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/kernels/elementwise/elementwise.hpp"
 #include "core/ops/ops.hpp"
+#include "core/ops/precision.hpp"
 
 namespace dtrain::ops {
 namespace {
@@ -75,6 +76,10 @@ DTensor scale(const DTensor& a, float factor) {
 
 DTensor relu(const DTensor& a) {
   return map_unary("relu", resolve_partial(a), kernels::UnaryOp::Relu);
+}
+
+DTensor round_bf16(const DTensor& a) {
+  return map_unary("round_bf16", resolve_partial(a), kernels::UnaryOp::RoundBf16);
 }
 
 DTensor relu_grad(const DTensor& grad, const DTensor& output) {

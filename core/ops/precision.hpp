@@ -7,7 +7,8 @@
 
 namespace dtrain::ops {
 
-// Each element rounded to bfloat16 (kernels::UnaryOp::RoundBf16); a pending (partial) value is summed first.
+// Each element rounded to bfloat16 (kernels::UnaryOp::RoundBf16); a pending (partial) value is summed first
+// (elementwise.cpp, beside the other unary maps).
 DTensor round_bf16(const DTensor& a);
 
 }  // namespace dtrain::ops
