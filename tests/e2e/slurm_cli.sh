@@ -19,7 +19,8 @@ if [[ $(id -u) != 0 ]] || ! mpi_runnable "$dtrain"; then
 fi
 source "$lib/mnist_fixture.sh"  # data/ (512 training, 128 test images)
 
-# The private cluster: everything under $work/slurm, ports picked free, daemons stopped by PID at exit.
+# The private cluster: everything under $work/slurm, its daemons on loopback at ports picked free, stopped by
+# PID at exit.
 s="$work/slurm"
 mkdir -p "$s/ctld" "$s/d"
 chmod 700 "$s"
@@ -39,7 +40,7 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 node=$(hostname)
 cat >"$s/slurm.conf" <<CONF
 ClusterName=dtraintest
-SlurmctldHost=$node
+SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
 AuthType=auth/munge
@@ -60,7 +61,7 @@ SlurmdLogFile=$s/slurmd.log
 MpiDefault=none
 ReturnToService=2
 JobAcctGatherType=jobacct_gather/none
-NodeName=$node CPUs=$(nproc) State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
 export SLURM_CONF="$s/slurm.conf"
