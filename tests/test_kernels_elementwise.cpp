@@ -308,7 +308,8 @@ TEST_CASE("the GPU's per-element bodies match the reference on the CPU") {
   struct Sum {
     int64_t outer, mid, inner;
   };
-  for (const auto [outer, mid, inner] : {Sum{3, 0, 4}, Sum{1, 1, 1}, Sum{5, 7, 3}, Sum{2, 1000, 17}}) {
+  for (const auto [outer, mid, inner] :
+       {Sum{3, 0, 4}, Sum{1, 1, 1}, Sum{5, 7, 3}, Sum{1, 16, 9}, Sum{2, 33, 5}, Sum{1, 128, 700}, Sum{2, 1000, 17}}) {
     CAPTURE(mid);
     const auto x = random_values(outer * mid * inner, uint32_t(mid));
     auto got = nans(outer * inner), expected = nans(outer * inner);

@@ -6,3 +6,10 @@
 #else
 #define DTRAIN_HD inline
 #endif
+
+// Unrolls the next loop (of a compile-time trip count) on both sides: nvcc's pragma, GCC's.
+#ifdef __CUDACC__
+#define DTRAIN_UNROLL _Pragma("unroll")
+#else
+#define DTRAIN_UNROLL _Pragma("GCC unroll 16")
+#endif

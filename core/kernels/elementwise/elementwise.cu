@@ -23,7 +23,9 @@ __global__ void binary_kernel(F f, const float* a, const float* b, float* y, int
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = f(a[i], b[i % inner]);
 }
 
-// Thread (o, i) reads x[o, :, i]: neighbouring threads read neighbouring floats, so loads coalesce.
+// Thread (o, i) reads x[o, :, i] (body::sum_over_mid): neighbouring threads read neighbouring floats, so loads
+// coalesce. Blocks of 64 spread the few hundred columns of a bias gradient over many SMs.
+constexpr int kSumThreads = 64;
 __global__ void sum_axis_kernel(const float* x, float* y, int64_t outer, int64_t mid, int64_t inner) {
   const int64_t n = outer * inner;
   for (int64_t k = first_index(); k < n; k += grid_stride())
@@ -60,7 +62,8 @@ class CudaElementwise final : public ElementwiseKernels {
   void sum_axis(const float* x, float* y, int64_t outer, int64_t mid, int64_t inner) const override {
     const int64_t n = outer * inner;
     if (n <= 0) return;
-    sum_axis_kernel<<<blocks_for(n), kThreads, 0, current_stream()>>>(x, y, outer, mid, inner);
+    const int blocks = int(std::min<int64_t>((n + kSumThreads - 1) / kSumThreads, kMaxBlocks));
+    sum_axis_kernel<<<blocks, kSumThreads, 0, current_stream()>>>(x, y, outer, mid, inner);
     DTRAIN_CHECK_CUDA(cudaGetLastError());
   }
 

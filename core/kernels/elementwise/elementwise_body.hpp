@@ -85,10 +85,20 @@ void with_binary(BinaryOp op, Run&& run) {
 }
 
 // y[o, i] of sum_axis: x[o, :, i] added from 0 in the order m = 0, 1, ... (the GPU: one (o, i) per thread).
+// kSumRows rows are loaded before they are added: the additions are one chain, and on a GPU a load issued
+// only when the chain reaches it waits a whole memory latency (a 128-row bias gradient took 26 us that way).
+inline constexpr int kSumRows = 16;
 DTRAIN_HD float sum_over_mid(const float* x, int64_t o, int64_t i, int64_t mid, int64_t inner) {
   const float* in = x + o * mid * inner + i;
   float sum = 0.0f;
-  for (int64_t m = 0; m < mid; ++m) sum += in[m * inner];
+  for (int64_t m = 0; m < mid; m += kSumRows) {
+    float rows[kSumRows];
+    DTRAIN_UNROLL
+    for (int j = 0; j < kSumRows; ++j) rows[j] = m + j < mid ? in[(m + j) * inner] : 0.0f;
+    DTRAIN_UNROLL
+    for (int j = 0; j < kSumRows; ++j)
+      if (m + j < mid) sum += rows[j];
+  }
   return sum;
 }
 
