@@ -20,7 +20,10 @@
 # Without a GPU it prints {"name": "gpu training", "skipped": "no GPU"} and exits 0.
 #
 #   bash scripts/build.sh && bash bench/gpu_train.sh [build_dir]    env: STEPS (default 300), REPS (default 3),
-#                                                                  PYTHON (a python with CUDA torch)
+#                                                                  PYTHON (a python with CUDA torch),
+#                                                                  PRECISIONS (default "float32"; "float32 bf16":
+#                                                                  each also in train.precision bf16 against the
+#                                                                  peer under torch.autocast(bfloat16))
 # The GEMM side of the same step: build/bench_gpu_gemm (dtrain's CUDA GEMM vs cuBLAS, and the allocator).
 set -euo pipefail
 
@@ -30,6 +33,7 @@ root="$(dirname "$here")"
 shared_data="${SHARED_DATA:-$root/../shared/data}"
 steps="${STEPS:-300}"
 reps="${REPS:-3}"
+precisions="${PRECISIONS:-float32}"
 program="$build_dir/bench_train_step"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 
@@ -80,26 +84,31 @@ run_dtrain() {  # name, config, then bench_train_step's own options
     >>"$tmp/$name" 2>"$tmp/stderr" || tail -n 1 "$tmp/stderr" >"$tmp/$name.error"
 }
 
-for model in mnist imdb; do
-  if [[ $model == mnist ]]; then
-    config="$root/configs/mnist_core_dp.yaml" data=("${mnist_data[@]}") peer_data=("${peer_mnist_data[@]}")
-  else
-    config="$root/configs/imdb_dp.yaml" data=("${imdb_data[@]}") peer_data=()
-  fi
-  for ((rep = 0; rep < reps; ++rep)); do
-    run_dtrain "$model.1" "$config" --set "mesh.dims={batch: 1}" "${data[@]}"
-    run_dtrain "$model.8" "$config" "${data[@]}"
-    if [[ -n $peer_python ]]; then
-      "$peer_python" "$here/gpu_train_peer.py" --model "$model" --steps "$steps" "${peer_data[@]}" \
-        >>"$tmp/$model.peer" || echo "gpu_train.sh: the PyTorch peer failed on $model" >&2
+for precision in $precisions; do
+  [[ $precision == float32 || $precision == bf16 ]] || { echo "gpu_train.sh: PRECISIONS: float32 or bf16, not $precision" >&2; exit 2; }
+  peer_precision=() dtrain_precision=(--set "train.precision=$precision")
+  [[ $precision == bf16 ]] && peer_precision=(--bf16)
+  for model in mnist imdb; do
+    if [[ $model == mnist ]]; then
+      config="$root/configs/mnist_core_dp.yaml" data=("${mnist_data[@]}") peer_data=("${peer_mnist_data[@]}")
+    else
+      config="$root/configs/imdb_dp.yaml" data=("${imdb_data[@]}") peer_data=()
     fi
+    for ((rep = 0; rep < reps; ++rep)); do
+      run_dtrain "$model.$precision.1" "$config" --set "mesh.dims={batch: 1}" "${dtrain_precision[@]}" "${data[@]}"
+      run_dtrain "$model.$precision.8" "$config" "${dtrain_precision[@]}" "${data[@]}"
+      if [[ -n $peer_python ]]; then
+        "$peer_python" "$here/gpu_train_peer.py" --model "$model" --steps "$steps" "${peer_data[@]}" \
+          "${peer_precision[@]}" >>"$tmp/$model.$precision.peer" || echo "gpu_train.sh: the PyTorch peer failed on $model" >&2
+      fi
+    done
   done
 done
 
 device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)"
-"$python" - "$tmp" "$device" <<'PY'
+"$python" - "$tmp" "$device" "$precisions" <<'PY'
 import json, os, statistics, sys
-tmp, device = sys.argv[1], sys.argv[2]
+tmp, device, precisions = sys.argv[1], sys.argv[2], sys.argv[3].split()
 
 def runs(name):
     path = os.path.join(tmp, name)
@@ -112,24 +121,25 @@ def med(rows, key):
     return round(statistics.median(values), 1) if values else None
 
 configs = {"mnist": "mnist_core_dp", "imdb": "imdb_dp"}
-for model in ("mnist", "imdb"):
-    peer = [row for row in runs(model + ".peer") if "skipped" not in row]
+for precision, model in [(p, m) for p in precisions for m in ("mnist", "imdb")]:
+    peer = [row for row in runs(f"{model}.{precision}.peer") if "skipped" not in row]
     for ranks in (1, 8):
         name = f"{configs[model]} gpu mesh {{batch:{ranks}}}" + (" (8 ranks on one GPU)" if ranks > 1 else "")
-        ours = runs(f"{model}.{ranks}")
+        name += " bf16" if precision == "bf16" else ""
+        ours = runs(f"{model}.{precision}.{ranks}")
         if not ours:
-            error_path = os.path.join(tmp, f"{model}.{ranks}.error")
+            error_path = os.path.join(tmp, f"{model}.{precision}.{ranks}.error")
             error = open(error_path).read().strip() if os.path.exists(error_path) else "it printed nothing"
             print(json.dumps({"name": name + " vs pytorch eager", "failed": error}))
             continue
         line = {"name": name + " vs pytorch eager", "config": f"configs/{configs[model]}.yaml",
                 "device": device or (peer[0]["device"] if peer else None), "mesh": f"{{batch: {ranks}}}",
-                "batch": ours[0]["batch"], "steps": ours[0]["steps"], "repetitions": len(ours),
+                "precision": precision, "batch": ours[0]["batch"], "steps": ours[0]["steps"], "repetitions": len(ours),
                 "data": ours[0].get("data", "generated"),
                 "examples_per_s": med(ours, "examples_per_s"), "examples_per_s_mean": med(ours, "examples_per_s_mean"),
                 "examples_per_s_runs": [row["examples_per_s"] for row in ours],
                 "peak_rss_bytes": max(row.get("peak_rss_bytes", 0) for row in ours),
-                "peer": "pytorch eager cuda" + (f" {peer[0]['torch']}, {peer[0]['data']} data" if peer else ""),
+                "peer": (peer[0]["peer"] + f" {peer[0]['torch']}, {peer[0]['data']} data") if peer else "pytorch eager cuda",
                 "peer_batch": peer[0]["batch"] if peer else None,
                 "peer_examples_per_s": med(peer, "examples_per_s"),
                 "peer_examples_per_s_runs": [row["examples_per_s"] for row in peer]}

@@ -8,7 +8,8 @@ through torch.compile; the warm-up steps compile it) on one CUDA GPU.
           SGD(1e-2), summed cross-entropy, batch 64, on TF-IDF-like rows (8% non-zero, as the real IMDB
           vectors and bench_train_step's generated ones) as dense float tensors
 
-FP32 with TF32 off (as dtrain's cuBLAS calls). The data set stays in pinned host memory and each step's
+FP32 with TF32 off (as dtrain's cuBLAS calls); with --bf16, Keras' mixed_bfloat16 as PyTorch spells it: the
+forward and the loss under torch.autocast(bfloat16), float32 weights and optimizer (dtrain's train.precision: bf16). The data set stays in pinned host memory and each step's
 batch is uploaded with a non-blocking copy (dtrain uploads from pinned host memory too); the loss is read
 back once, after the timed steps; the timer stops after torch.cuda.synchronize(). With --mnist-dir the
 MNIST steps train on the first 5,000 images of the IDX files (the config's train[:5000]), else on random
@@ -18,7 +19,7 @@ Prints one JSON line: {"peer": "pytorch eager cuda" (or "pytorch compile cuda"),
 "examples_per_s", "last_loss", "torch"}; examples_per_s is over all timed steps (a mean).
 Without a CUDA device it prints {"skipped": "no GPU"} and exits 0.
 
-  python3 bench/gpu_train_peer.py --model mnist --steps 300 [--mnist-dir ../shared/data/mnist] [--compile]
+  python3 bench/gpu_train_peer.py --model mnist --steps 300 [--mnist-dir ../shared/data/mnist] [--compile] [--bf16]
 """
 import argparse
 import gzip
@@ -73,8 +74,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--mnist-dir", default="")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (its warm-up compiles)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="mixed precision: the forward and loss under torch.autocast(bfloat16), float32 weights")
     args = parser.parse_args()
-    peer = "pytorch compile cuda" if args.compile else "pytorch eager cuda"
+    peer = ("pytorch compile cuda" if args.compile else "pytorch eager cuda") + (" bf16 autocast" if args.bf16 else "")
 
     import torch
     import torch.nn.functional as F
@@ -110,7 +113,8 @@ def main():
         xb = x_all[j * batch:(j + 1) * batch].to(device, non_blocking=True)
         yb = y_all[j * batch:(j + 1) * batch].to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(forward(xb), yb, reduction=reduction)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = F.cross_entropy(forward(xb), yb, reduction=reduction)
         loss.backward()
         optimizer.step()
         return loss
@@ -125,6 +129,7 @@ def main():
     seconds = time.perf_counter() - start
     print(json.dumps({"peer": peer, "model": args.model, "device": torch.cuda.get_device_name(device),
                       "torch": torch.__version__, "data": data, "batch": batch, "steps": args.steps,
+                      "precision": "bf16" if args.bf16 else "float32",
                       "seconds": round(seconds, 6), "examples_per_s": round(args.steps * batch / seconds, 1),
                       "last_loss": float(loss)}), flush=True)
     return 0

@@ -3,7 +3,8 @@
 //   bench_train_step --config configs/mnist_core_dp.yaml [--set mesh.dims={batch: 1}]... [--steps 200]
 // Prints one JSON line. With --gemm-gflops R it adds the GEMM limit (matmul FLOPs at R GFLOP/s).
 // With --real-data it trains on the config's own training split (data.path; IMDB fits its TF-IDF
-// vocabulary first, outside the timed steps) instead of generated data, and says so ("data": "real").
+// vocabulary first, outside the timed steps) instead of generated data, and says so ("data": "real"). On a GPU
+// mesh it adds the pool of GPU 0 (gpu0_peak_bytes_in_use, gpu0_peak_reserved_bytes: every rank's, on one GPU).
 //
 // Under `mpirun -np P` the mesh is spread over the P processes; process 0 alone prints (the step times are
 // its rank 0's), and the line adds "processes", "peak_rss_bytes_per_process" (gathered, in process order)
@@ -20,6 +21,7 @@
 #include "engine/model_builder.hpp"
 #include "core/comm/mpi/mpi.hpp"
 #include "core/error.hpp"
+#include "core/kernels/cuda/device_memory.hpp"
 
 using namespace dtrain;
 
@@ -184,6 +186,11 @@ int main(int argc, char** argv) {
     } else {
       line += fmt::format(", \"processes\": {}, \"peak_rss_bytes_per_process\": [{}], \"peak_rss_bytes_max_process\": {}",
                           process_count(), fmt::join(peak_rss, ", "), *std::max_element(peak_rss.begin(), peak_rss.end()));
+    }
+    if (config.mesh.devices == DeviceKind::gpu) {  // the pool of GPU 0, which every rank of a 1-GPU machine shares
+      const kernels::DeviceMemoryStats pool = kernels::cuda_memory_stats(0);
+      line += fmt::format(", \"gpu0_peak_bytes_in_use\": {}, \"gpu0_peak_reserved_bytes\": {}", pool.peak_bytes_in_use,
+                          pool.peak_reserved_bytes);
     }
     if (real_data) line += ", \"data\": \"real\"";
     if (gemm_gflops > 0) {

@@ -14,6 +14,8 @@
 #include "core/device.hpp"
 #include "core/gpu_assignment.hpp"
 #include "core/kernels/cuda/cuda.hpp"
+#include "core/kernels/elementwise/elementwise.hpp"
+#include "core/kernels/gemm/gemm.hpp"
 #include "core/kernels/metrics/metrics.hpp"
 #include "core/ops/ops.hpp"
 #include "core/train/step_totals.hpp"
@@ -299,6 +301,41 @@ TEST_CASE("needs a GPU: matmul, relu, softmax and reductions on GPU ranks equal 
       CHECK_MESSAGE(testing::close(gpu_grads[i], cpu_grads[i], 1e-5f, &why), why);
     }
   }
+}
+
+// train.precision bf16 on a GPU: products may take the bf16 tensor cores (cuBLAS's 32F_FAST_16BF allows them;
+// cuBLAS picks them or its float32 kernels per shape). Either way, on operands that hold bf16 values the result
+// is the exact product of them in float32, up to the order of float32 additions.
+TEST_CASE("needs a GPU: bf16 products on the GPU are the CPU's products of the bf16-rounded operands") {
+  if (no_gpu()) return;
+  const int64_t m = 96, k = 784, n = 200;
+  const Tensor a = testing::test_tensor({m, k}, 31, -1.0f, 1.0f), b = testing::test_tensor({k, n}, 32, -1.0f, 1.0f);
+  const auto rounded = [](const Tensor& t) {
+    Tensor out = Tensor::uninitialized(t.shape());
+    kernels::reference_kernels<kernels::ElementwiseKernels>().unary(kernels::UnaryOp::RoundBf16, 0.0f, t.data(),
+                                                                     out.data(), t.size());
+    return out;
+  };
+  const auto cpu_product = [&](const Tensor& x, const Tensor& y) {
+    Tensor c = Tensor::uninitialized({m, n});
+    kernels::reference_kernels<kernels::GemmKernels>().gemm(false, false, m, n, k, 1.0f, x.data(), y.data(), 0.0f,
+                                                            c.data());
+    return c;
+  };
+  const auto gpu_bf16_product = [&](const Tensor& x, const Tensor& y) {
+    const Place gpu = Place::cuda(0);
+    const Tensor gx = x.to(gpu), gy = y.to(gpu);
+    Tensor c = Tensor({m, n}, std::numeric_limits<float>::quiet_NaN()).to(gpu);  // every element written
+    kernels::kernels_for<kernels::GemmKernels>(gpu, "test").gemm_bf16(false, false, m, n, k, 1.0f, gx.buffer(), k,
+                                                                      gy.buffer(), 0.0f, c.buffer());
+    return c.to(Place::cpu());
+  };
+  const Tensor exact = cpu_product(rounded(a), rounded(b));
+  // 784 float32 additions of partial sums up to ~10, in another order (and the tensor cores' own): 1e-4. The
+  // operands' bf16 rounding moves the products by ~3e-3, so a product of the unrounded values would fail.
+  std::string why;
+  CHECK_FALSE(testing::close(cpu_product(a, b), exact, 1e-4f, &why));
+  CHECK_MESSAGE(testing::close(gpu_bf16_product(rounded(a), rounded(b)), exact, 1e-4f, &why), why);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/kernels/gemm/gemm.hpp"
 #include "core/ops/ops.hpp"
+#include "core/ops/precision.hpp"
 
 namespace dtrain::ops {
 namespace {
@@ -80,6 +81,9 @@ DTensor matmul(const DTensor& a_in, const DTensor& b_in, bool transpose_a, bool 
   const auto& gemm = kernels::kernels_for<kernels::GemmKernels>(la.place(), "matmul");
   if (la.compressed_rows() != nullptr && !transpose_a)  // a batch that came with its non-zeros
     gemm.gemm_sparse(*la.compressed_rows(), la.buffer(), transpose_b, ln, 1.0f, lb.buffer(), 0.0f, out.buffer());
+  else if (precision::bf16_products())
+    gemm.gemm_bf16(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.buffer(), transpose_a ? lm : lk, lb.buffer(), 0.0f,
+                   out.buffer());
   else
     gemm.gemm(transpose_a, transpose_b, lm, ln, lk, 1.0f, la.buffer(), lb.buffer(), 0.0f, out.buffer());
   PartialDims partial;  // a sharded K leaves summands over its dim

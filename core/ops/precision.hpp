@@ -2,8 +2,34 @@
 // bf16 kernel would produce is rounded to bfloat16 where it is produced, and stays a float (so the CPU
 // computes what a GPU's bf16 kernels with float32 accumulation give, and CPU CI tests those numerics).
 #pragma once
+#include <atomic>
+
 #include "core/autograd.hpp"
 #include "core/dtensor.hpp"
+
+namespace dtrain::precision {
+
+namespace detail {
+extern std::atomic<bool> bf16_products;
+}
+// Whether products take bf16 operands now (train.precision bf16; set by the trainer and predict for their
+// ranks): their operands are rounded already, so a GPU multiplies them on its bf16 matrix units with float32
+// accumulation where cuBLAS finds them faster (exact products, as the CPU's float32 product of the rounded values).
+inline bool bf16_products() { return detail::bf16_products.load(std::memory_order_relaxed); }
+
+// While alive, products take bf16 operands when `on` (the previous setting comes back after).
+class Bf16Products {
+ public:
+  explicit Bf16Products(bool on) : previous_(detail::bf16_products.exchange(on)) {}
+  ~Bf16Products() { detail::bf16_products.store(previous_); }
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace dtrain::precision
 
 namespace dtrain::ops {
 

@@ -5,6 +5,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/ops/precision.hpp"
 
 namespace dtrain::train {
 
@@ -22,6 +23,7 @@ Tensor predict(const nn::Model& model, const MeshPtr& mesh, const std::vector<st
   std::mutex mutex;
   // Every rank in this process: prediction is small (a 1-device mesh), and its outputs are returned here
   // whole. Under mpirun each process predicts alone and process 0 prints.
+  const precision::Bf16Products products(bf16);
   run_spmd_in_process(mesh, [&](DeviceContext& device) {
     nn::Parameters params = model.initialize(device.rank);
     restore(params, device.rank);

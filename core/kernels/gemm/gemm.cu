@@ -1,6 +1,7 @@
 // The CUDA GemmKernels. Dense: cuBLAS, which is column-major: a row-major C[m,n] is a column-major
 // C^T[n,m], so C^T = op(B)^T op(A)^T is one cublasSgemm with the operands swapped and no copies. TF32 is
-// off (the default math mode, set explicitly) so results match the CPU's to float rounding. Sparse: A's
+// off (the default math mode, set explicitly) so results match the CPU's to float rounding; products of bf16
+// values (train.precision bf16) may take the bf16 tensor cores, with float32 accumulation. Sparse: A's
 // compressed rows are uploaded to a pool buffer and one thread computes each C[i, j] with the body of
 // gemm_body.hpp. Everything runs on the calling rank's current_stream().
 #include "core/kernels/cuda/cuda_check.hpp"
@@ -78,6 +79,22 @@ class CudaGemm final : public GemmKernels {
     DTRAIN_CHECK_CUBLAS(cublasSgemm_64(blas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
                                        std::max<int64_t>(ldb, 1), a, std::max<int64_t>(lda, 1), &beta, c, n));
+  }
+
+  // The operands hold bf16 values already, so letting cuBLAS convert them to bf16 for the tensor cores
+  // (32F_FAST_16BF: allowed, not forced; on the shipped configs' small shapes it keeps its float32 kernels)
+  // loses nothing; products accumulate in float32.
+  void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, float beta, float* c) const override {
+    if (m == 0 || n == 0 || k == 0) return gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+    DTRAIN_CHECK(m > 0 && n > 0 && k > 0, "[gemm] negative size m={} n={} k={}", m, n, k);
+    DTRAIN_CHECK(lda >= (trans_a ? m : k), "[gemm] lda {} is shorter than A's stored rows ({})", lda,
+                 trans_a ? m : k);
+    const int64_t ldb = trans_b ? k : n;
+    DTRAIN_CHECK_CUBLAS(cublasGemmEx_64(blas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_32F, ldb, a,
+                                        CUDA_R_32F, lda, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_16BF,
+                                        CUBLAS_GEMM_DEFAULT));
   }
 
   void gemm_sparse(const CompressedRows& a_rows, const float*, bool trans_b, int64_t n, float alpha, const float* b,

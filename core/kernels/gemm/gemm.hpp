@@ -23,6 +23,13 @@ class GemmKernels {
             float beta, float* c) const {
     gemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, beta, c);
   }
+  // gemm of operands that hold bf16 values (train.precision bf16 rounds them, core/ops/precision.hpp): the
+  // CPU's float32 product of them is the exact product a bf16 kernel with float32 accumulation computes; a
+  // GPU lets cuBLAS take its bf16 matrix units (the 32F_FAST_16BF compute type) where it finds them faster.
+  virtual void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t lda, const float* b, float beta, float* c) const {
+    gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+  }
   // The same for A = `a` (m x k, packed, not transposed, at the implementation's place) whose non-zeros
   // `a_rows` lists in host memory (a_rows.rows == m, a_rows.cols == k): the product of the listed
   // non-zeros, which is gemm() on A alone up to rounding (a zero of A times an inf or NaN of B adds
