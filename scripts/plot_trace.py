@@ -4,7 +4,8 @@
 Usage: scripts/plot_trace.py TRACE.json [OUT.png]
 
 Prints, per device track, the time of the traced steps by category: compute ops (kernel calls), collectives,
-data wait, checkpoint, other (the rest of the step: host code between the events). An event directly inside a
+data wait, checkpoint, other (the rest of the step: host code between the events); a GPU device's kernels track
+(CUDA events) is compute ops alone. An event directly inside a
 step counts whole for its category: the collectives of a checkpoint save are the save's time, the copies of a
 batch read the read's. Draws the same table as stacked horizontal bars (OUT.png, default TRACE.png). Needs matplotlib (Debian's /usr/bin/python3 has it).
 """
@@ -74,12 +75,13 @@ def main(argv):
     keys = sorted(names)
     rows = [category_times(events[key]) for key in keys]
     labels = [f"{names[key]}, process {key[0]}" for key in keys]
-    header = f"{'track':<28}" + "".join(f"{title:>14}" for _, title in CATEGORIES) + f"{'total':>14}"
+    width = max(28, *(len(label) + 2 for label in labels))
+    header = f"{'track':<{width}}" + "".join(f"{title:>14}" for _, title in CATEGORIES) + f"{'total':>14}"
     print("time per category, ms (each event directly inside a step whole; other: the rest of the steps)")
     print(header)
     for label, row in zip(labels, rows):
         values = [row[category] / 1000.0 for category, _ in CATEGORIES]
-        print(f"{label:<28}" + "".join(f"{v:>14.3f}" for v in values) + f"{sum(values):>14.3f}")
+        print(f"{label:<{width}}" + "".join(f"{v:>14.3f}" for v in values) + f"{sum(values):>14.3f}")
 
     import matplotlib
     matplotlib.use("Agg")

@@ -26,6 +26,9 @@ const Family& dry_kernels();
 // (core/kernels/timed/).
 template <class Family>
 const Family& timed_kernels();
+// The same around CUDA device `device`'s kernels: each call timed by CUDA events on the rank's stream.
+template <class Family>
+const Family& timed_cuda_kernels(int device, const char* op);
 // The kernels for CUDA device `device` (made current for the calling thread); `op` names the caller in errors.
 template <class Family>
 const Family& cuda_kernels(int device, const char* op);
@@ -34,7 +37,11 @@ template <class Family>
 const Family& kernels_for(const Place& place, const char* op) {
   if (dry_run::active()) [[unlikely]]
     return dry_kernels<Family>();
-  if (!place.is_cpu()) return cuda_kernels<Family>(place.device, op);
+  if (!place.is_cpu()) {
+    if (profile::recording()) [[unlikely]]
+      return timed_cuda_kernels<Family>(place.device, op);
+    return cuda_kernels<Family>(place.device, op);
+  }
   if (profile::recording()) [[unlikely]]
     return timed_kernels<Family>();
   return cpu_kernels<Family>();

@@ -11,6 +11,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/fibers.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 
 namespace dtrain::profile {
 
@@ -80,6 +81,12 @@ void Recorder::begin_step(int rank, int64_t step) {
   Track& track = this->track(rank);
   track.step = step;
   if (!window_.holds(step) || left_[size_t(rank - first_rank_)]) return;
+  if (track.on_gpu && track.reference == nullptr) {  // the GPU's clock against the host's, once a window
+    kernels::synchronize_rank_stream();
+    track.reference = kernels::cuda_record_mark();
+    kernels::cuda_mark_elapsed_ms(track.reference, track.reference);  // waits for it: the stream was idle
+    track.reference_ns = now_ns();
+  }
   track.recording = true;
   detail::recording_tracks.fetch_add(1, std::memory_order_relaxed);
   Event event;
@@ -111,7 +118,28 @@ void Recorder::finish(int rank) {
   if (!left_[size_t(rank - first_rank_)]) leave_window(track);
 }
 
+namespace {
+
+// A GPU track's kernel events get their times from their marks (each waited for), and the marks are freed.
+void resolve_marks(Track& track) {
+  for (const Track::Marks& marks : track.marks) {
+    Event& event = track.events[marks.event];
+    const double start_ms = kernels::cuda_mark_elapsed_ms(track.reference, marks.start);
+    const double duration_ms = kernels::cuda_mark_elapsed_ms(marks.start, marks.stop);
+    event.start_ns = track.reference_ns + int64_t(start_ms * 1e6);
+    event.duration_ns = int64_t(duration_ms * 1e6);
+    kernels::cuda_release_mark(marks.start);
+    kernels::cuda_release_mark(marks.stop);
+  }
+  track.marks.clear();
+  if (track.reference != nullptr) kernels::cuda_release_mark(track.reference);
+  track.reference = nullptr;
+}
+
+}  // namespace
+
 void Recorder::leave_window(Track& track) {
+  resolve_marks(track);
   left_[size_t(track.rank - first_rank_)] = 1;
   // The last device of the process to leave writes: the others record no more (acq_rel: their events are seen).
   if (left_count_.fetch_add(1, std::memory_order_acq_rel) + 1 != int(tracks_.size())) return;
@@ -127,6 +155,9 @@ namespace {
 // Nanoseconds as the trace's microseconds, to the nanosecond.
 std::string micros(int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 1000); }
 
+// A GPU device's kernels track: beside its own (rank + 1), after every device's.
+int gpu_tid(int rank) { return 100000 + rank + 1; }
+
 std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("[{}]", fmt::join(ranks, ","));
 }
@@ -134,7 +165,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string Recorder::json() const {
-  // tid 0: the host track; device rank r: tid r + 1.
+  // tid 0: the host track; device rank r: tid r + 1, its GPU kernels (CUDA events) tid 100000 + r + 1.
   std::string out = "{\"displayTimeUnit\": \"ms\",\n";
   out += fmt::format("\"otherData\": {{\"start_step\": {}, \"steps\": {}, \"process\": {}, \"processes\": {}}},\n",
                      window_.start_step, window_.steps, process_, processes_);
@@ -160,6 +191,14 @@ std::string Recorder::json() const {
     lines.push_back(fmt::format(
         "{{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": {}, \"tid\": {}, \"args\": {{\"sort_index\": {}}}}}",
         pid, track.rank + 1, track.rank + 1));
+    if (!track.on_gpu) continue;
+    lines.push_back(fmt::format(
+        "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, \"tid\": {}, \"args\": {{\"name\": \"device {} "
+        "({}) kernels, CUDA events\"}}}}",
+        pid, gpu_tid(track.rank), track.rank, track.place));
+    lines.push_back(fmt::format(
+        "{{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": {}, \"tid\": {}, \"args\": {{\"sort_index\": {}}}}}",
+        pid, gpu_tid(track.rank), gpu_tid(track.rank)));
   }
   // The host track: each step from the first device's start to the last device's end.
   std::map<int64_t, std::pair<int64_t, int64_t>> steps;
@@ -180,8 +219,8 @@ std::string Recorder::json() const {
         step, micros(span.first), micros(span.second - span.first), pid, step, tracks_.size()));
   }
   for (const Track& track : tracks_) {
-    const int tid = track.rank + 1;
     for (const Event& event : track.events) {
+      const int tid = event.on_gpu ? gpu_tid(track.rank) : track.rank + 1;
       std::string name, args;
       switch (event.category) {
         case Category::Step:
@@ -231,19 +270,30 @@ void Recorder::write() const {
   DTRAIN_CHECK(!error, "[profile] cannot write the trace file '{}': {}", window_.file, error.message());
 }
 
-void Span::start(Track* track, Category category, const char* family, const char* name,
+namespace {
+
+// A new event of `track`, in its current step.
+Event& add_event(Track& track, Category category, const char* family, const char* name,
                  std::initializer_list<Arg> args) {
-  track_ = track;
-  index_ = track->events.size();
-  Event& event = track->events.emplace_back();
+  Event& event = track.events.emplace_back();
   event.category = category;
   event.family = family;
   event.name = name;
-  event.step = track->step;
+  event.step = track.step;
   for (const Arg& arg : args) {
     if (event.arg_count == int(event.args.size())) break;
     event.args[size_t(event.arg_count++)] = arg;
   }
+  return event;
+}
+
+}  // namespace
+
+void Span::start(Track* track, Category category, const char* family, const char* name,
+                 std::initializer_list<Arg> args) {
+  track_ = track;
+  index_ = track->events.size();
+  Event& event = add_event(*track, category, family, name, args);
   Recorder* recorder = detail::recorder.load(std::memory_order_relaxed);
   event.start_ns = recorder ? recorder->now_ns() : 0;
 }
@@ -252,6 +302,20 @@ void Span::stop() {
   Recorder* recorder = detail::recorder.load(std::memory_order_relaxed);
   Event& event = track_->events[index_];
   event.duration_ns = recorder ? recorder->now_ns() - event.start_ns : 0;
+}
+
+KernelSpan::KernelSpan(Track* track, const char* family, const char* name, std::initializer_list<Arg> args)
+    : host_(track != nullptr && !track->on_gpu ? track : nullptr, Category::Kernel, family, name, args) {
+  if (track == nullptr || !track->on_gpu || !track->recording) return;
+  gpu_ = track;
+  add_event(*track, Category::Kernel, family, name, args).on_gpu = true;
+  marks_ = track->marks.size();
+  track->marks.push_back({track->events.size() - 1, kernels::cuda_record_mark(), nullptr});
+}
+
+KernelSpan::~KernelSpan() {
+  if (gpu_ != nullptr) [[unlikely]]
+    gpu_->marks[marks_].stop = kernels::cuda_record_mark();
 }
 
 }  // namespace dtrain::profile

@@ -10,8 +10,10 @@
 // recording() is one relaxed load). Each device's events go into its own track, written only by the device's
 // fiber, so no lock; a device records only while inside a profiled step. When the last device of the process
 // has left the window (its step S+K-1 done, or its run over), that device writes the file; a run that ends
-// before step S writes nothing. GPU ranks: their kernels run asynchronously on streams, so kernel calls are
-// not timed there (host launch times would mislead); their collectives, data waits and saves are.
+// before step S writes nothing. GPU ranks: their kernels run asynchronously on streams, so a kernel call is
+// timed by two CUDA events recorded on the rank's stream around its launch (host launch times would mislead),
+// resolved when the device leaves the window against a reference event recorded when its stream was idle, and
+// written on a track of their own beside the device's (whose collectives, data waits and saves keep host times).
 #pragma once
 #include <array>
 #include <atomic>
@@ -46,6 +48,7 @@ struct Event {
   std::vector<int> group;  // a collective's ranks
   bool crossed_processes = false;
   int64_t step = 0;        // the step it belongs to
+  bool on_gpu = false;     // a GPU kernel, timed by CUDA events (its device's kernels track)
 };
 
 // One device's events. Written by the device's fiber alone.
@@ -55,6 +58,17 @@ struct Track {
   bool recording = false;  // inside a profiled step
   int64_t step = 0;        // the step it is in (or last was)
   std::vector<Event> events;
+  // A GPU rank's: its kernel events' CUDA events (opaque marks, core/kernels/cuda/cuda.hpp), turned into times
+  // when the device leaves the window, against `reference`, a mark its idle stream passed at reference_ns.
+  bool on_gpu = false;
+  struct Marks {
+    size_t event;
+    void* start;
+    void* stop;
+  };
+  std::vector<Marks> marks;
+  void* reference = nullptr;
+  int64_t reference_ns = 0;
 };
 
 class Recorder;
@@ -132,6 +146,23 @@ class Span {
   void stop();
   Track* track_ = nullptr;
   size_t index_ = 0;
+};
+
+// A kernel call as an event of the calling device's track: a Span on a CPU device; on a GPU device, the CUDA
+// events recorded on its stream before and after the launch (the track's Marks).
+class KernelSpan {
+ public:
+  KernelSpan(const char* family, const char* name, std::initializer_list<Arg> args)
+      : KernelSpan(current_track(), family, name, args) {}
+  ~KernelSpan();
+  KernelSpan(const KernelSpan&) = delete;
+  KernelSpan& operator=(const KernelSpan&) = delete;
+
+ private:
+  KernelSpan(Track* track, const char* family, const char* name, std::initializer_list<Arg> args);
+  Span host_;
+  Track* gpu_ = nullptr;
+  size_t marks_ = 0;
 };
 
 }  // namespace dtrain::profile

@@ -20,6 +20,7 @@
 #include "core/kernels/metrics/metrics.hpp"
 #include "core/kernels/cuda/upload.hpp"
 #include "core/ops/ops.hpp"
+#include "core/ops/precision.hpp"
 #include "core/train/class_counts.hpp"
 #include "core/train/batch_block.hpp"
 #include "core/train/batch_prefetch.hpp"
@@ -352,6 +353,7 @@ Layout Trainer::input_layout(int rank) const {
 
 void Trainer::run_ranks(const std::function<void(DeviceContext&)>& fn) const {
   const bitwise::Scope canonical(options_.bitwise);
+  const precision::Bf16Products products(options_.bf16);
   if (options_.in_process)
     run_spmd_in_process_on(mesh_, options_.devices, fn);
   else
@@ -398,6 +400,7 @@ TrainResult Trainer::train(const BatchSource& train_data, const BatchSource* tes
     std::optional<TracingCommunicator> tracing;
     if (track) {
       track->place = device.place.is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", device.place.device);
+      track->on_gpu = device.place.is_cuda();
       tracing.emplace(*device.comm, *recorder, *track);
       device.comm = &*tracing;
     }

@@ -66,6 +66,23 @@ void use_default_stream() { fibers::local(fibers::Slot::CudaStream) = nullptr; }
 
 void synchronize_rank_stream() { DTRAIN_CHECK_CUDA(cudaStreamSynchronize(current_stream())); }
 
+void* cuda_record_mark() {
+  cudaEvent_t mark = nullptr;
+  const cudaStream_t stream = current_stream();  // makes the rank's device current first
+  DTRAIN_CHECK_CUDA(cudaEventCreate(&mark));
+  DTRAIN_CHECK_CUDA(cudaEventRecord(mark, stream));
+  return mark;
+}
+
+double cuda_mark_elapsed_ms(void* from, void* to) {
+  DTRAIN_CHECK_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+  float ms = 0.0f;
+  DTRAIN_CHECK_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+  return double(ms);
+}
+
+void cuda_release_mark(void* mark) { DTRAIN_CHECK_CUDA(cudaEventDestroy(static_cast<cudaEvent_t>(mark))); }
+
 int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -33,4 +33,10 @@ void use_default_stream();
 // Waits for the calling rank's stream: what its kernels wrote is then in memory.
 void synchronize_rank_stream();
 
+// Timing marks for a profiled step (core/profile/trace.hpp): a CUDA event recorded on the calling rank's stream
+// now (opaque; freed by cuda_release_mark), and the milliseconds between two marks, waiting for `to`.
+void* cuda_record_mark();
+double cuda_mark_elapsed_ms(void* from, void* to);
+void cuda_release_mark(void* mark);
+
 }  // namespace dtrain::kernels

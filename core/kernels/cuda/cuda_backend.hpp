@@ -53,7 +53,7 @@ DTRAIN_CUDA_FAMILIES(DTRAIN_DECLARE_FAMILY)
 #undef DTRAIN_DECLARE_FAMILY
 
 // Raised when the table's layout or meaning changes.
-inline constexpr uint32_t kCudaBackendVersion = 1;
+inline constexpr uint32_t kCudaBackendVersion = 2;
 
 // What the library hands the core; each member is the library's implementation of the core function of the
 // same name (dispatch.hpp, cuda.hpp, device_memory.hpp, upload.hpp, core/comm/nccl/nccl.hpp).
@@ -72,6 +72,9 @@ struct CudaBackend {
   void (*use_rank_stream)(int device, int index);
   void (*use_default_stream)();
   void (*synchronize_rank_stream)();
+  void* (*cuda_record_mark)();
+  double (*cuda_mark_elapsed_ms)(void* from, void* to);
+  void (*cuda_release_mark)(void* mark);
 
   DeviceMemoryStats (*cuda_memory_stats)(int device);
   std::shared_ptr<float[]> (*cuda_allocate_floats)(int device, size_t count);
@@ -104,6 +107,9 @@ void cuda_set_device(int device);
 void use_rank_stream(int device, int index);
 void use_default_stream();
 void synchronize_rank_stream();
+void* cuda_record_mark();
+double cuda_mark_elapsed_ms(void* from, void* to);
+void cuda_release_mark(void* mark);
 
 DeviceMemoryStats cuda_memory_stats(int device);
 std::shared_ptr<float[]> cuda_allocate_floats(int device, size_t count);

@@ -20,6 +20,9 @@ CudaBackend make_table() {
   table.use_rank_stream = &lib::use_rank_stream;
   table.use_default_stream = &lib::use_default_stream;
   table.synchronize_rank_stream = &lib::synchronize_rank_stream;
+  table.cuda_record_mark = &lib::cuda_record_mark;
+  table.cuda_mark_elapsed_ms = &lib::cuda_mark_elapsed_ms;
+  table.cuda_release_mark = &lib::cuda_release_mark;
   table.cuda_memory_stats = &lib::cuda_memory_stats;
   table.cuda_allocate_floats = &lib::cuda_allocate_floats;
   table.cuda_copy_to_device = static_cast<void (*)(int, float*, const float*, size_t)>(&lib::cuda_copy_to_device);

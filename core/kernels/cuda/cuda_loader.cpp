@@ -104,6 +104,9 @@ void use_default_stream() {
   if (kLibraryBuilt && loaded().table) loaded().table->use_default_stream();
 }
 void synchronize_rank_stream() { backend("synchronize_rank_stream").synchronize_rank_stream(); }
+void* cuda_record_mark() { return backend("profile").cuda_record_mark(); }
+double cuda_mark_elapsed_ms(void* from, void* to) { return backend("profile").cuda_mark_elapsed_ms(from, to); }
+void cuda_release_mark(void* mark) { backend("profile").cuda_release_mark(mark); }
 
 DeviceMemoryStats cuda_memory_stats(int device) { return backend("cuda_memory_stats").cuda_memory_stats(device); }
 std::shared_ptr<float[]> cuda_allocate_floats(int device, size_t count) {

@@ -1,5 +1,5 @@
-// The kernels of a profiled step (core/profile/trace.hpp): every family's CPU kernels, each call timed as an
-// event of the calling device's track with its name and shapes. kernels_for hands them out only while a device
+// The kernels of a profiled step (core/profile/trace.hpp): every family's CPU or CUDA kernels, each call timed as
+// an event of the calling device's track with its name and shapes. kernels_for hands them out only while a device
 // of this process is inside a profiled step; a call from a device outside it records nothing.
 #include "core/kernels/activations/activations.hpp"
 #include "core/kernels/attention/attention.hpp"
@@ -20,22 +20,23 @@
 #include "core/kernels/updates/updates.hpp"
 #include "core/profile/trace.hpp"
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 namespace dtrain::kernels {
 namespace {
 
 using profile::Arg;
 
-// The call's event on the calling device's track, for the span of the scope.
-class Timed : public profile::Span {
- public:
-  Timed(const char* family, const char* name, std::initializer_list<Arg> shapes)
-      : Span(profile::current_track(), profile::Category::Kernel, family, name, shapes) {}
-};
+// The call's event on the calling device's track, for the span of the scope (CUDA events on a GPU rank).
+using Timed = profile::KernelSpan;
 
 
 class TimedActivations final : public ActivationKernels {
  public:
-  const ActivationKernels& inner = cpu_kernels<ActivationKernels>();
+  explicit TimedActivations(const ActivationKernels& inner) : inner(inner) {}
+  const ActivationKernels& inner;
   void forward(Activation f, const float* x, float* y, int64_t n) const override {
     const Timed t("activations", "forward", {{"n", n}});
     inner.forward(f, x, y, n);
@@ -66,7 +67,8 @@ class TimedActivations final : public ActivationKernels {
 
 class TimedAttention final : public AttentionKernels {
  public:
-  const AttentionKernels& inner = cpu_kernels<AttentionKernels>();
+  explicit TimedAttention(const AttentionKernels& inner) : inner(inner) {}
+  const AttentionKernels& inner;
   void fill_masked(const AttentionMask& mask, const float* ids, float value, float* x) const override {
     const Timed t("attention", "fill_masked",
                   {{"batch", mask.batch}, {"heads", mask.heads}, {"queries", mask.queries}, {"keys", mask.keys}});
@@ -76,7 +78,8 @@ class TimedAttention final : public AttentionKernels {
 
 class TimedBatchNorm final : public BatchNormKernels {
  public:
-  const BatchNormKernels& inner = cpu_kernels<BatchNormKernels>();
+  explicit TimedBatchNorm(const BatchNormKernels& inner) : inner(inner) {}
+  const BatchNormKernels& inner;
   void local_statistics(const float* x, int64_t rows, int64_t features, float* stats) const override {
     const Timed t("batch_norm", "local_statistics", {{"rows", rows}, {"features", features}});
     inner.local_statistics(x, rows, features, stats);
@@ -108,7 +111,8 @@ class TimedBatchNorm final : public BatchNormKernels {
 
 class TimedClip final : public ClipKernels {
  public:
-  const ClipKernels& inner = cpu_kernels<ClipKernels>();
+  explicit TimedClip(const ClipKernels& inner) : inner(inner) {}
+  const ClipKernels& inner;
   double sum_of_squares(const float* x, int64_t n) const override {
     const Timed t("clip", "sum_of_squares", {{"n", n}});
     return inner.sum_of_squares(x, n);
@@ -125,7 +129,8 @@ class TimedClip final : public ClipKernels {
 
 class TimedConv final : public ConvKernels {
  public:
-  const ConvKernels& inner = cpu_kernels<ConvKernels>();
+  explicit TimedConv(const ConvKernels& inner) : inner(inner) {}
+  const ConvKernels& inner;
   void conv2d(const float* x, const float* w, const WindowGeometry& g, int64_t cout, float* y) const override {
     const Timed t("conv", "conv2d", {{"batch", g.batch}, {"h", g.h.out}, {"w", g.w.out}, {"cin", g.channels},
                                      {"cout", cout}, {"kernel", g.h.kernel * g.w.kernel}});
@@ -145,7 +150,8 @@ class TimedConv final : public ConvKernels {
 
 class TimedCopy final : public CopyKernels {
  public:
-  const CopyKernels& inner = cpu_kernels<CopyKernels>();
+  explicit TimedCopy(const CopyKernels& inner) : inner(inner) {}
+  const CopyKernels& inner;
   void copy_block(const float* src, float* dst, const BlockCopy& block, bool accumulate) const override {
     const Timed t("copy", "copy_block", {{"n", block_elements(block)}, {"accumulate", accumulate}});
     inner.copy_block(src, dst, block, accumulate);
@@ -154,7 +160,8 @@ class TimedCopy final : public CopyKernels {
 
 class TimedDropout final : public DropoutKernels {
  public:
-  const DropoutKernels& inner = cpu_kernels<DropoutKernels>();
+  explicit TimedDropout(const DropoutKernels& inner) : inner(inner) {}
+  const DropoutKernels& inner;
   void mask(const GlobalBlock& block, uint64_t key, float rate, float* mask) const override {
     const Timed t("dropout", "mask", {{"n", global_block_elements(block)}});
     inner.mask(block, key, rate, mask);
@@ -163,7 +170,8 @@ class TimedDropout final : public DropoutKernels {
 
 class TimedElementwise final : public ElementwiseKernels {
  public:
-  const ElementwiseKernels& inner = cpu_kernels<ElementwiseKernels>();
+  explicit TimedElementwise(const ElementwiseKernels& inner) : inner(inner) {}
+  const ElementwiseKernels& inner;
   void unary(UnaryOp op, float param, const float* x, float* y, int64_t n) const override {
     const Timed t("elementwise", "unary", {{"op", int64_t(op)}, {"n", n}});
     inner.unary(op, param, x, y, n);
@@ -190,7 +198,8 @@ class TimedElementwise final : public ElementwiseKernels {
 
 class TimedEmbedding final : public EmbeddingKernels {
  public:
-  const EmbeddingKernels& inner = cpu_kernels<EmbeddingKernels>();
+  explicit TimedEmbedding(const EmbeddingKernels& inner) : inner(inner) {}
+  const EmbeddingKernels& inner;
   void gather(const float* table, int64_t rows, int64_t columns, int64_t first_row, const float* ids, int64_t count,
               float* out) const override {
     const Timed t("embedding", "gather", {{"rows", rows}, {"columns", columns}, {"count", count}});
@@ -205,12 +214,18 @@ class TimedEmbedding final : public EmbeddingKernels {
 
 class TimedGemm final : public GemmKernels {
  public:
-  const GemmKernels& inner = cpu_kernels<GemmKernels>();
+  explicit TimedGemm(const GemmKernels& inner) : inner(inner) {}
+  const GemmKernels& inner;
   using GemmKernels::gemm;
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, float beta, float* c) const override {
     const Timed t("gemm", "gemm", {{"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b}});
     inner.gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
+  }
+  void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, float beta, float* c) const override {
+    const Timed t("gemm", "gemm_bf16", {{"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b}});
+    inner.gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, beta, c);
   }
   void gemm_sparse(const CompressedRows& a_rows, const float* a, bool trans_b, int64_t n, float alpha, const float* b,
                    float beta, float* c) const override {
@@ -222,7 +237,8 @@ class TimedGemm final : public GemmKernels {
 
 class TimedLayerNorm final : public LayerNormKernels {
  public:
-  const LayerNormKernels& inner = cpu_kernels<LayerNormKernels>();
+  explicit TimedLayerNorm(const LayerNormKernels& inner) : inner(inner) {}
+  const LayerNormKernels& inner;
   void row_sums(const float* x, int64_t rows, int64_t features, float* sums) const override {
     const Timed t("layer_norm", "row_sums", {{"rows", rows}, {"features", features}});
     inner.row_sums(x, rows, features, sums);
@@ -250,7 +266,8 @@ class TimedLayerNorm final : public LayerNormKernels {
 
 class TimedMetrics final : public MetricKernels {
  public:
-  const MetricKernels& inner = cpu_kernels<MetricKernels>();
+  explicit TimedMetrics(const MetricKernels& inner) : inner(inner) {}
+  const MetricKernels& inner;
   void count_equal(const float* predicted, const float* truth, int64_t n, float* count) const override {
     const Timed t("metrics", "count_equal", {{"n", n}});
     inner.count_equal(predicted, truth, n, count);
@@ -259,7 +276,8 @@ class TimedMetrics final : public MetricKernels {
 
 class TimedPool final : public PoolKernels {
  public:
-  const PoolKernels& inner = cpu_kernels<PoolKernels>();
+  explicit TimedPool(const PoolKernels& inner) : inner(inner) {}
+  const PoolKernels& inner;
   void max_pool(const float* x, const WindowGeometry& g, float* y) const override {
     const Timed t("pool", "max_pool", {{"batch", g.batch}, {"h", g.h.out}, {"w", g.w.out}, {"channels", g.channels},
                                        {"kernel", g.h.kernel * g.w.kernel}});
@@ -284,7 +302,8 @@ class TimedPool final : public PoolKernels {
 
 class TimedRows final : public RowKernels {
  public:
-  const RowKernels& inner = cpu_kernels<RowKernels>();
+  explicit TimedRows(const RowKernels& inner) : inner(inner) {}
+  const RowKernels& inner;
   void row_max(const float* x, int64_t rows, int64_t classes, float* row_max) const override {
     const Timed t("rows", "row_max", {{"rows", rows}, {"classes", classes}});
     inner.row_max(x, rows, classes, row_max);
@@ -333,7 +352,8 @@ class TimedRows final : public RowKernels {
 
 class TimedUpdates final : public UpdateKernels {
  public:
-  const UpdateKernels& inner = cpu_kernels<UpdateKernels>();
+  explicit TimedUpdates(const UpdateKernels& inner) : inner(inner) {}
+  const UpdateKernels& inner;
   void sgd(float* out, const float* in, const float* grad, float learning_rate, int64_t size) const override {
     const Timed t("updates", "sgd", {{"n", size}});
     inner.sgd(out, in, grad, learning_rate, size);
@@ -350,13 +370,28 @@ class TimedUpdates final : public UpdateKernels {
   }
 };
 
+// One timed wrapper per inner kernels object (the CPU's, each GPU's), made on first use.
+template <class Family, class TimedFamily>
+const Family& timed_around(const Family& inner) {
+  static std::mutex mutex;
+  static std::map<const Family*, std::unique_ptr<TimedFamily>> made;
+  const std::lock_guard lock(mutex);
+  std::unique_ptr<TimedFamily>& timed = made[&inner];
+  if (!timed) timed = std::make_unique<TimedFamily>(inner);
+  return *timed;
+}
+
 }  // namespace
 
-#define DTRAIN_TIMED_KERNELS(Family, Timed) \
-  template <>                               \
-  const Family& timed_kernels<Family>() {   \
-    static const Timed kernels;             \
-    return kernels;                         \
+#define DTRAIN_TIMED_KERNELS(Family, Timed)                              \
+  template <>                                                            \
+  const Family& timed_kernels<Family>() {                                \
+    static const Timed kernels(cpu_kernels<Family>());                   \
+    return kernels;                                                      \
+  }                                                                      \
+  template <>                                                            \
+  const Family& timed_cuda_kernels<Family>(int device, const char* op) { \
+    return timed_around<Family, Timed>(cuda_kernels<Family>(device, op)); \
   }
 DTRAIN_TIMED_KERNELS(ActivationKernels, TimedActivations)
 DTRAIN_TIMED_KERNELS(AttentionKernels, TimedAttention)
@@ -379,6 +414,10 @@ DTRAIN_TIMED_KERNELS(UpdateKernels, TimedUpdates)
 template <>
 const CollectiveKernels& timed_kernels<CollectiveKernels>() {
   return cpu_kernels<CollectiveKernels>();
+}
+template <>
+const CollectiveKernels& timed_cuda_kernels<CollectiveKernels>(int device, const char* op) {
+  return cuda_kernels<CollectiveKernels>(device, op);
 }
 
 }  // namespace dtrain::kernels
