@@ -3,6 +3,7 @@
 // on zeros (so the figures are what the engine does, not an estimate). Reads no data (data.path need not
 // exist): the example shape comes from the config (dataset, image_shape, max_tokens) and the class count
 // from the dataset kind, which the model's last layer must match.
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -232,17 +233,23 @@ int run_plan(const CommandOptions& options) {
   for (const auto& row : rows)
     say("{:<{}} {:<{}} {:<{}} {:<{}} {:<{}} {:>{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
         row[3], widths[3], row[4], widths[4], row[5], widths[5], row[6]);
-  // Compared with this machine's memory per process, or with a cluster's per device.
+  // Compared with this machine's memory per process (each visible GPU's free memory on a GPU mesh), or with a
+  // cluster's per device.
   const int64_t available = available_memory_bytes();
   const double device_memory = cluster ? cluster->memory_bytes_per_device : 0;
   const bool per_device = device_memory > 0;
+  const bool on_gpus = !cluster && config.mesh.devices == DeviceKind::gpu;
+  const std::vector<GpuShare> gpus = on_gpus ? gpu_shares(memory.devices_per_process) : std::vector<GpuShare>{};
+  const auto gpu_need = [&](const GpuShare& share) { return memory.per_device() * share.devices; };
+  const bool gpus_fit = std::all_of(gpus.begin(), gpus.end(),
+                                    [&](const GpuShare& share) { return gpu_need(share) <= double(share.free_bytes); });
   const double have = per_device ? device_memory : double(available);
   const double need = per_device ? memory.per_device() : memory.process_peak();
-  const bool checked = per_device || (!cluster && config.mesh.devices != DeviceKind::gpu && available > 0);
-  const bool fits = !checked || need <= have;
-  const std::string verdict = !checked ? "not compared (GPU devices: their tensors live in GPU memory)"
-                              : fits   ? "fits"
-                                       : fmt::format("does not fit, {} short", bytes_text(need - have));
+  const bool checked = per_device || (!cluster && !on_gpus && available > 0);
+  const bool fits = on_gpus ? gpus_fit : !checked || need <= have;
+  const std::string verdict = on_gpus ? "not compared (GPU devices: their tensors live in GPU memory)"
+                              : !checked || need <= have ? "fits"
+                                                         : fmt::format("does not fit, {} short", bytes_text(need - have));
   say("\nmemory of one training step, run dry (every tensor the engine's step holds, none allocated):\n");
   say("  per device at the step's peak: {} ({}); {} parameters in all{}\n", bytes_text(memory.per_device()),
       memory.items(), built.model->num_parameters(),
@@ -261,6 +268,12 @@ int run_plan(const CommandOptions& options) {
   if (!per_device && !cluster)
     say("  peak per process, predicted: {}; this machine has {} available: {}\n", bytes_text(memory.process_peak()),
         bytes_text(double(available)), verdict);
+  for (const GpuShare& share : gpus) {
+    const double short_of = gpu_need(share) - double(share.free_bytes);
+    say("  on cuda:{} ({} device{} of this process): {}; it has {} free: {}\n", share.gpu, share.devices,
+        share.devices == 1 ? "" : "s", bytes_text(gpu_need(share)), bytes_text(double(share.free_bytes)),
+        short_of <= 0 ? "fits" : fmt::format("does not fit, {} short", bytes_text(short_of)));
+  }
 
   // The step's time: the first device of this process's kernels and collectives, at this machine's rates
   // (or the cluster's), engine/step_time.hpp.

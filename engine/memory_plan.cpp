@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include "engine/model_graph.hpp"
 #include "core/bytes_text.hpp"
 #include "core/error.hpp"
+#include "core/gpu_assignment.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 
 namespace dtrain {
 
@@ -143,13 +146,55 @@ int64_t available_memory_bytes() {
   return available;
 }
 
-void check_memory(const Config& config, const MemoryPlan& plan) {
-  if (config.mesh.devices == DeviceKind::gpu) return;
-  const int64_t available = available_memory_bytes();
-  if (available <= 0 || plan.process_peak() <= double(available)) return;
+namespace {
+
+// The largest variable of the plan (null without variables), and where the config declares it.
+const VariableMemory* largest_variable(const MemoryPlan& plan) {
   const VariableMemory* largest = nullptr;
   for (const VariableMemory& row : plan.variables)
     if (!largest || row.bytes > largest->bytes) largest = &row;
+  return largest;
+}
+
+std::string largest_text(const VariableMemory* largest) {
+  return largest ? fmt::format(" (the largest variable: {} {}, {} a device)", largest->info->path,
+                               shape_string(largest->info->shape), bytes_text(largest->bytes))
+                 : "";
+}
+
+}  // namespace
+
+std::vector<GpuShare> gpu_shares(int local) {
+  const int visible = kernels::cuda_device_count();
+  if (visible == 0 || local <= 0) return {};
+  std::vector<GpuShare> shares;
+  for (const int gpu : gpus_for_ranks(local, visible, process_on_node())) {
+    auto found = std::find_if(shares.begin(), shares.end(), [&](const GpuShare& share) { return share.gpu == gpu; });
+    if (found == shares.end()) found = shares.insert(shares.end(), GpuShare{gpu, 0, kernels::cuda_free_memory_bytes(gpu)});
+    ++found->devices;
+  }
+  return shares;
+}
+
+void check_gpu_memory(const Config& config, const MemoryPlan& plan, const std::vector<GpuShare>& gpus) {
+  for (const GpuShare& share : gpus) {
+    const double need = plan.per_device() * share.devices;
+    if (need <= double(share.free_bytes)) continue;
+    const VariableMemory* largest = largest_variable(plan);
+    throw_config_error(largest ? variable_where(config, largest->info->path) : config.where("model"),
+                       fmt::format("the run needs {} on cuda:{} ({} device{} x {}: {}); cuda:{} has {} free, {} short{}",
+                                   bytes_text(need), share.gpu, share.devices, share.devices == 1 ? "" : "s",
+                                   bytes_text(plan.per_device()), plan.items(), share.gpu,
+                                   bytes_text(double(share.free_bytes)), bytes_text(need - double(share.free_bytes)),
+                                   largest_text(largest)));
+  }
+}
+
+void check_memory(const Config& config, const MemoryPlan& plan) {
+  if (config.mesh.devices == DeviceKind::gpu) return check_gpu_memory(config, plan, gpu_shares(plan.devices_per_process));
+  const int64_t available = available_memory_bytes();
+  if (available <= 0 || plan.process_peak() <= double(available)) return;
+  const VariableMemory* largest = largest_variable(plan);
   const std::string devices = plan.devices_per_process > 1
                                   ? fmt::format("{} devices x {}: ", plan.devices_per_process, bytes_text(plan.per_device()))
                                   : "";
@@ -160,9 +205,7 @@ void check_memory(const Config& config, const MemoryPlan& plan) {
                                      ? fmt::format("; the data, runtime and threads {}", bytes_text(plan.process_peak_bytes - plan.per_process()))
                                      : "",
                                  bytes_text(double(available)), bytes_text(plan.process_peak() - double(available)),
-                                 largest ? fmt::format(" (the largest variable: {} {}, {} a device)", largest->info->path,
-                                                       shape_string(largest->info->shape), bytes_text(largest->bytes))
-                                         : ""));
+                                 largest_text(largest)));
 }
 
 }  // namespace dtrain

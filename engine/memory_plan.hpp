@@ -72,9 +72,22 @@ int64_t available_memory_bytes();
 // machine shared with others; plan, the check below and `dtrain elastic` keep to it. UsageError when unreadable.
 int64_t memory_limit_bytes();
 
+// A GPU of this machine on a GPU mesh: how many of this process's devices sit on it, and its free memory.
+struct GpuShare {
+  int gpu = 0;
+  int devices = 0;
+  int64_t free_bytes = 0;
+};
+// The GPUs this process's `local` devices sit on (core/gpu_assignment.hpp's rule), in order, with the free memory
+// each has now; empty when no GPU is visible (or this dtrain has no CUDA).
+std::vector<GpuShare> gpu_shares(int local);
+
 // Throws UsageError (at the largest variable's layer) when the plan needs more per process than is available:
-// "needs 25.9 GiB per process (8 devices x 3.24 GiB: variables ...); this machine has 22.1 GiB available".
-// GPU meshes are not checked here (their variables live in GPU memory).
+// "needs 25.9 GiB per process (8 devices x 3.24 GiB: variables ...); this machine has 22.1 GiB available". On
+// a GPU mesh, when the devices on one GPU need more than it has free: "needs 91.6 GiB on cuda:0 (8 devices x
+// 11.4 GiB: ...); cuda:0 has 80.0 GiB free" (no GPU visible: not checked; the mesh's own check says why).
 void check_memory(const Config& config, const MemoryPlan& plan);
+// The GPU half of it, against the shares given.
+void check_gpu_memory(const Config& config, const MemoryPlan& plan, const std::vector<GpuShare>& gpus);
 
 }  // namespace dtrain

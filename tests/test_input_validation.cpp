@@ -13,6 +13,7 @@
 #include "engine/data_source.hpp"
 #include "engine/dry_step.hpp"
 #include "engine/model_builder.hpp"
+#include "core/kernels/cuda/cuda.hpp"
 #include "data/dataset.hpp"
 #include "data/idx.hpp"
 #include "tests/idx_bytes.hpp"
@@ -173,6 +174,37 @@ TEST_CASE("a run that does not fit in memory is refused before allocating, count
   CHECK(trains.per_process() > double(available));
   CHECK(evaluates.per_process() < trains.per_process());
   CHECK(evaluates.per_device() >= evaluates.variable_bytes);
+}
+
+TEST_CASE("a GPU mesh is checked per GPU: the devices on one GPU against its free memory") {
+  const std::string text = "mesh: {dims: {batch: 8}, devices: gpu}\n"
+                           "data: {dataset: mnist, path: data, batch_size: 64}\n"
+                           "model:\n  - {dense: 1000}\n  - {dense: 10}\n"
+                           "train: {epochs: 1, optimizer: adam}\n";
+  const Config config = parse_config(text, "gpu.yaml", LoadOptions{{}, "", false, "", {}});
+  const Config on_cpu = parse_config(text, "gpu.yaml", LoadOptions{{"mesh.devices=cpu"}, "", false, "", {}});
+  const Engine unchecked = build_engine(on_cpu, train_options(on_cpu), std::nullopt);
+  const MemoryPlan plan = memory_plan(config, *unchecked.built.model, unchecked.placement);
+  const int64_t device = int64_t(plan.per_device());
+  REQUIRE(device > 4 * 784 * 1000);  // dense1/kernel, its gradient and slots
+  // 8 devices on cuda:0 fit in 8 devices' bytes; 5 on cuda:1 and 3 on cuda:2 fit in theirs.
+  check_gpu_memory(config, plan, {{0, 8, 8 * device}});
+  check_gpu_memory(config, plan, {{1, 5, 5 * device}, {2, 3, 3 * device}});
+  std::string message;
+  CHECK(thrown([&] { check_gpu_memory(config, plan, {{1, 5, 5 * device}, {2, 3, 3 * device - 1}}); }, &message) ==
+        "usage");
+  CHECK(contains(message, "gpu.yaml:4:13: the run needs "));  // at dense1's units
+  CHECK(contains(message, " on cuda:2 (3 devices x "));
+  CHECK(contains(message, "adam slots "));
+  CHECK(contains(message, "; cuda:2 has "));
+  CHECK(contains(message, " free, 1 B short (the largest variable: dense1/kernel"));
+  CHECK(thrown([&] { check_gpu_memory(config, plan, {{0, 1, device / 2}}); }, &message) == "usage");
+  CHECK(contains(message, " on cuda:0 (1 device x "));
+  // No GPU visible (this machine, without one): nothing to compare, so no refusal here.
+  if (kernels::cuda_device_count() == 0) {
+    CHECK(gpu_shares(8).empty());
+    check_memory(config, plan);
+  }
 }
 
 TEST_CASE("the class count comes from the config, and the last layer must match it") {

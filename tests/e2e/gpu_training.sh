@@ -3,7 +3,7 @@
 # on the small generated MNIST set) trains a few steps on the GPU with the CPU run's losses (1e-4 relative) and
 # accuracy, saves a checkpoint that `dtrain eval` reads on the CPU, and `dtrain plan` shows the GPU memory of a
 # step. train.precision bf16 gives the CPU bf16 run's losses (1%); a profiled run's trace times every kernel call
-# by CUDA events (the CPU trace's products per device and step). Exit 77 (skipped) when `nvidia-smi -L` lists no GPU or this dtrain has no CUDA.
+# by CUDA events (the CPU trace's products per device and step); plan and train check each GPU's free memory. Exit 77 (skipped) when `nvidia-smi -L` lists no GPU or this dtrain has no CUDA.
 # Usage: gpu_training.sh DTRAIN [SOURCE_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -144,4 +144,14 @@ check "the GPU trace times each kernel call by CUDA events, the CPU's products p
 sed 's/devices: gpu/devices: cpu/; s/{batch: 2}/{batch: 4}/' gpu.yaml >gpu_on_cpu.yaml
 expect 0 "accuracy" -- eval --config gpu_on_cpu.yaml
 expect 0 "per device at the step's peak" -- plan --config gpu.yaml
+# The memory check on a GPU mesh: each GPU's free memory against the devices on it, in plan and before a run.
+expect 0 "on cuda:0 \(2 devices of this process\): .*free: fits" -- plan --config gpu.yaml
+# dense1 of 4,000,000 units: ~50 GB a device with its gradient and Adam's slots; 4 devices on the one GPU need
+# more than a GPU has. Refused at dense1's units (the --set that gave them) with exit 2 before anything is allocated.
+started=$(date +%s)
+expect 2 "set model.0.dense=4000000: the run needs .* on cuda:0 \(4 devices x .* free, .* short" -- train --config gpu.yaml \
+  --set model.0.dense=4000000 --set "mesh.dims={batch: 4}" --set run_dir=huge-run --set checkpoint.dir=huge-ckpt
+check "the run too large for the GPU is refused within 30 s" test $(($(date +%s) - started)) -lt 30
+check "the refused run wrote no checkpoint" test ! -e huge-ckpt
+expect 2 "does not fit" -- plan --config gpu.yaml --set model.0.dense=4000000 --set "mesh.dims={batch: 4}"
 report

@@ -66,6 +66,13 @@ void use_default_stream() { fibers::local(fibers::Slot::CudaStream) = nullptr; }
 
 void synchronize_rank_stream() { DTRAIN_CHECK_CUDA(cudaStreamSynchronize(current_stream())); }
 
+int64_t cuda_free_memory_bytes(int device) {
+  DTRAIN_CHECK_CUDA(cudaSetDevice(device));
+  size_t free = 0, total = 0;
+  DTRAIN_CHECK_CUDA(cudaMemGetInfo(&free, &total));
+  return int64_t(free);
+}
+
 void* cuda_record_mark() {
   cudaEvent_t mark = nullptr;
   const cudaStream_t stream = current_stream();  // makes the rank's device current first

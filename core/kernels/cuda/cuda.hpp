@@ -33,6 +33,10 @@ void use_default_stream();
 // Waits for the calling rank's stream: what its kernels wrote is then in memory.
 void synchronize_rank_stream();
 
+// The free memory of `device` now (cudaMemGetInfo; it makes the device's context when there is none), for the
+// memory check of GPU meshes.
+int64_t cuda_free_memory_bytes(int device);
+
 // Timing marks for a profiled step (core/profile/trace.hpp): a CUDA event recorded on the calling rank's stream
 // now (opaque; freed by cuda_release_mark), and the milliseconds between two marks, waiting for `to`.
 void* cuda_record_mark();

@@ -72,6 +72,7 @@ struct CudaBackend {
   void (*use_rank_stream)(int device, int index);
   void (*use_default_stream)();
   void (*synchronize_rank_stream)();
+  int64_t (*cuda_free_memory_bytes)(int device);
   void* (*cuda_record_mark)();
   double (*cuda_mark_elapsed_ms)(void* from, void* to);
   void (*cuda_release_mark)(void* mark);
@@ -107,6 +108,7 @@ void cuda_set_device(int device);
 void use_rank_stream(int device, int index);
 void use_default_stream();
 void synchronize_rank_stream();
+int64_t cuda_free_memory_bytes(int device);
 void* cuda_record_mark();
 double cuda_mark_elapsed_ms(void* from, void* to);
 void cuda_release_mark(void* mark);

@@ -20,6 +20,7 @@ CudaBackend make_table() {
   table.use_rank_stream = &lib::use_rank_stream;
   table.use_default_stream = &lib::use_default_stream;
   table.synchronize_rank_stream = &lib::synchronize_rank_stream;
+  table.cuda_free_memory_bytes = &lib::cuda_free_memory_bytes;
   table.cuda_record_mark = &lib::cuda_record_mark;
   table.cuda_mark_elapsed_ms = &lib::cuda_mark_elapsed_ms;
   table.cuda_release_mark = &lib::cuda_release_mark;

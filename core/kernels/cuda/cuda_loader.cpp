@@ -104,6 +104,7 @@ void use_default_stream() {
   if (kLibraryBuilt && loaded().table) loaded().table->use_default_stream();
 }
 void synchronize_rank_stream() { backend("synchronize_rank_stream").synchronize_rank_stream(); }
+int64_t cuda_free_memory_bytes(int device) { return backend("memory check").cuda_free_memory_bytes(device); }
 void* cuda_record_mark() { return backend("profile").cuda_record_mark(); }
 double cuda_mark_elapsed_ms(void* from, void* to) { return backend("profile").cuda_mark_elapsed_ms(from, to); }
 void cuda_release_mark(void* mark) { backend("profile").cuda_release_mark(mark); }
