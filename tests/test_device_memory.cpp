@@ -118,7 +118,7 @@ TEST_CASE("needs a GPU: zeros, fill, clone, slice_view and reshaped work on the 
   CHECK(random.place() == gpu);
 }
 
-TEST_CASE("needs a GPU: a steady state of allocations is served from the pool's cache") {
+TEST_CASE("needs a GPU: a steady state of allocations is served from the stream's blocks and the pool's cache") {
   if (no_gpu()) return;
   const Place gpu = Place::cuda(0);
   const std::vector<int64_t> sizes = {3, 1000, 4096, 1 << 20, 12345};
@@ -135,11 +135,15 @@ TEST_CASE("needs a GPU: a steady state of allocations is served from the pool's 
   for (int step = 0; step < kSteps; ++step) one_step();
   wait_for_stream();
   const kernels::DeviceMemoryStats after = kernels::cuda_memory_stats(0);
-  // Every tensor went through the pool (and was freed), and the pool took no more memory from the driver.
+  // Every tensor was counted (and its freeing), and the pool took no more memory from the driver.
   CHECK(after.allocations - before.allocations == int64_t(kSteps * sizes.size()));
   CHECK(after.frees - before.frees == int64_t(kSteps * sizes.size()));
   CHECK(after.reserved_bytes == before.reserved_bytes);
   CHECK(after.bytes_in_use == before.bytes_in_use);
+
+  // A stream keeps the blocks its tensors freed: the next tensor of that size takes the same memory.
+  const float* freed = Tensor::uninitialized({777}, gpu).buffer();
+  CHECK(Tensor::uninitialized({777}, gpu).buffer() == freed);
 
   // What is in use is counted while it lives, and the peak remembers it.
   const kernels::DeviceMemoryStats idle = kernels::cuda_memory_stats(0);

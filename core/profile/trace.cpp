@@ -230,6 +230,7 @@ std::string Recorder::json() const {
         case Category::Kernel:
           name = fmt::format("{}/{}", event.family, event.name);
           args = fmt::format("\"family\": \"{}\", \"kernel\": \"{}\"", event.family, event.name);
+          if (event.on_gpu) args += fmt::format(", \"host_us\": {}", micros(event.host_ns));
           break;
         case Category::Collective:
           name = event.name;
@@ -310,12 +311,19 @@ KernelSpan::KernelSpan(Track* track, const char* family, const char* name, std::
   gpu_ = track;
   add_event(*track, Category::Kernel, family, name, args).on_gpu = true;
   marks_ = track->marks.size();
-  track->marks.push_back({track->events.size() - 1, kernels::cuda_record_mark(), nullptr});
+  track->marks.push_back({track->events.size() - 1, kernels::cuda_record_mark(), nullptr, 0});
+  // The call's own host time: after the start mark is recorded, before the stop mark.
+  Recorder* recorder = detail::recorder.load(std::memory_order_relaxed);
+  track->marks.back().host_start_ns = recorder ? recorder->now_ns() : 0;
 }
 
 KernelSpan::~KernelSpan() {
-  if (gpu_ != nullptr) [[unlikely]]
-    gpu_->marks[marks_].stop = kernels::cuda_record_mark();
+  if (gpu_ == nullptr) [[likely]]
+    return;
+  Track::Marks& marks = gpu_->marks[marks_];
+  Recorder* recorder = detail::recorder.load(std::memory_order_relaxed);
+  if (recorder) gpu_->events[marks.event].host_ns = recorder->now_ns() - marks.host_start_ns;
+  marks.stop = kernels::cuda_record_mark();
 }
 
 }  // namespace dtrain::profile

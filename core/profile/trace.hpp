@@ -13,7 +13,8 @@
 // before step S writes nothing. GPU ranks: their kernels run asynchronously on streams, so a kernel call is
 // timed by two CUDA events recorded on the rank's stream around its launch (host launch times would mislead),
 // resolved when the device leaves the window against a reference event recorded when its stream was idle, and
-// written on a track of their own beside the device's (whose collectives, data waits and saves keep host times).
+// written on a track of their own beside the device's (whose collectives, data waits and saves keep host times),
+// each with the host's time in the call (`host_us`: launch, allocation, checks).
 #pragma once
 #include <array>
 #include <atomic>
@@ -49,6 +50,7 @@ struct Event {
   bool crossed_processes = false;
   int64_t step = 0;        // the step it belongs to
   bool on_gpu = false;     // a GPU kernel, timed by CUDA events (its device's kernels track)
+  int64_t host_ns = 0;     // a GPU kernel's: the host's time in the call (launch, allocation, checks)
 };
 
 // One device's events. Written by the device's fiber alone.
@@ -65,6 +67,7 @@ struct Track {
     size_t event;
     void* start;
     void* stop;
+    int64_t host_start_ns;  // when the call began on the host
   };
   std::vector<Marks> marks;
   void* reference = nullptr;

@@ -130,6 +130,7 @@ for (_, rank, step), events in gpu.items():
     if not forward <= gemms or not forward <= cpu_gemms:
         problems.append(f"device {rank} step {step}: forward products {sorted(forward)}: GPU {sorted(gemms)}, CPU {sorted(cpu_gemms)}")
     if not any(e["dur"] > 0 for e in events if e["name"].startswith("gemm/")): problems.append(f"device {rank} step {step}: no gemm took time")
+    if not all(e["args"]["host_us"] > 0 for e in events): problems.append(f"device {rank} step {step}: a call without its host time")
     # One stream: each starts after the one launched before it ends (CUDA events resolve ~0.5 us: 2 us slack).
     for before, after in zip(events, events[1:]):
         if not (after["ts"] >= before["ts"] + before["dur"] - 2.0 and before["dur"] >= 0):

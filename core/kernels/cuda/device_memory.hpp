@@ -13,11 +13,11 @@
 
 namespace dtrain::kernels {
 
-// What dtrain asked of one device's pool, and what the pool holds.
+// What dtrain asked of one device's memory, and what the pool holds.
 struct DeviceMemoryStats {
-  int64_t allocations = 0;      // cudaMallocAsync calls (each usually served from the pool's cache)
-  int64_t frees = 0;            // cudaFreeAsync calls
-  int64_t bytes_in_use = 0;     // allocated and not freed (the pool's rounding included)
+  int64_t allocations = 0;      // tensors and raw buffers made (from a stream's kept blocks or the pool)
+  int64_t frees = 0;            // and freed
+  int64_t bytes_in_use = 0;     // in tensors now (raw buffers not counted; blocks a stream keeps not either)
   int64_t peak_bytes_in_use = 0;
   int64_t reserved_bytes = 0;   // memory the pool holds from the driver: flat in a steady state
   int64_t peak_reserved_bytes = 0;
