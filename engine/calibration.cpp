@@ -177,17 +177,17 @@ Config tiny_config(int devices) {
       "calibration.yaml", LoadOptions{{}, "", false, "", {}});
 }
 
-// The median seconds of one real training step of `config` (dry_step run for real), from 5 rounds of
-// `steps` steps less the first step (which builds what the others reuse).
-double seconds_per_step(const Config& config, int64_t steps) {
+// Seconds of one real training step of `config` (dry_step run for real), from `rounds` rounds of `steps`
+// steps less the first step (which builds what the others reuse): their median, or their fastest.
+double seconds_per_step(const Config& config, int64_t steps, int rounds, bool fastest) {
   const auto timed = [&](int64_t n) {
     const auto start = std::chrono::steady_clock::now();
     dry_step(config, MemoryUse::train, false, n);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<double> per_step;
-  for (int round = 0; round < 5; ++round) per_step.push_back((timed(1 + steps) - timed(1)) / double(steps));
-  return median(per_step);
+  for (int round = 0; round < rounds; ++round) per_step.push_back((timed(1 + steps) - timed(1)) / double(steps));
+  return fastest ? *std::min_element(per_step.begin(), per_step.end()) : median(per_step);
 }
 
 // What the engine spends around each kernel call besides the kernel (autograd, tensors, layouts, dispatch): the
@@ -199,7 +199,7 @@ double call_overhead_s(const Calibration& rates, double* one_device_s) {
   const std::vector<kernels::KernelWork>& calls = counted.tally.devices.at(0).kernels;
   double kernels_s = 0;
   for (const kernels::KernelWork& work : calls) kernels_s += cpu_kernel_seconds(work, 1, rates);
-  *one_device_s = seconds_per_step(config, 40);
+  *one_device_s = seconds_per_step(config, 40, 5, false);
   return std::max(0.0, *one_device_s - kernels_s) / double(std::max<size_t>(1, calls.size()));
 }
 
@@ -208,13 +208,14 @@ double call_overhead_s(const Calibration& rates, double* one_device_s) {
 // step, over the collectives a device takes part in. What a collective costs inside a step (the meeting, the
 // fibers' switches, the threads' hand-offs), not a barrier timed alone: that one came out 44 us or 1.7 us in
 // calibrations minutes apart, by whether the kernel had yet spread the fresh threads over the cores.
+// The fastest of 9 rounds of 500 steps (about 20 ms each), not their median: with another process on one of
+// the cores the 8-device step is bimodal (its two threads on one CPU or on two: 77 or 42 us here), and a
+// median of rounds followed the other process's load, 2.6-16 us in calibrations a minute apart.
 double step_collective_latency_s(int threads, double one_device_s) {
   const int devices = 8;
   const Config config = tiny_config(devices);
   const size_t collectives = dry_step(config).collectives.at(0).size();
-  // 2000 steps a round (about 0.1 s): a few milliseconds are not enough for the kernel to spread fresh
-  // threads over the cores, nor a fair sample of the load a run meets.
-  const double step_s = seconds_per_step(config, 2000);
+  const double step_s = seconds_per_step(config, 500, 9, true);
   return in_process_latency_from_steps(step_s, one_device_s, devices, threads, collectives);
 }
 
