@@ -21,9 +21,10 @@ inline constexpr int kAsleep = -1;  // a thread's published CPU while it sleeps 
 using PublishedCpu = OwnCacheLine<std::atomic<int>>;
 
 // True when a peer (any thread but `self`) is awake on a CPU other than `my_cpu`. An unknown CPU (my_cpu < 0:
-// sched_getcpu failed) spins, as every thread did before.
+// sched_getcpu failed) spins, as every thread did before; so does a run's only thread: what it waits for is
+// another kind of thread (a batch reader), of whose CPU it knows nothing.
 inline bool spin_pays(int my_cpu, const PublishedCpu* cpus, size_t count, size_t self) {
-  if (my_cpu < 0) return true;
+  if (my_cpu < 0 || count <= 1) return true;
   for (size_t i = 0; i < count; ++i) {
     if (i == self) continue;
     const int cpu = cpus[i].value.load(std::memory_order_relaxed);

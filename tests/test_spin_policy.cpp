@@ -33,7 +33,7 @@ TEST_CASE("spin policy: spin while an awake peer runs on another CPU, not for pe
   CHECK(pays(0, {0, 1}, 0));                    // the peer on CPU 1
   CHECK_FALSE(pays(0, {0, 0}, 0));              // the peer shares CPU 0: spinning only delays it
   CHECK_FALSE(pays(0, {0, asleep}, 0));         // the peer sleeps: it needs a notify, not a spin
-  CHECK_FALSE(pays(3, {3}, 0));                 // no peer at all
+  CHECK(pays(3, {3}, 0));                       // a run's only thread waits on other threads: spin, as before
   CHECK(pays(2, {2, 2, asleep, 5}, 1));         // one of three peers elsewhere is enough
   CHECK_FALSE(pays(2, {7, 2, 2, asleep}, 0));   // its own slot (self) does not count
   CHECK(pays(-1, {0, 0}, 0));                   // this thread's CPU unknown: spin, as before
