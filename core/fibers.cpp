@@ -114,11 +114,13 @@ class Backoff {
   void reset() { idle_ = false; }
   void idle(uint32_t epoch_before, bool polling) {
     const auto now = std::chrono::steady_clock::now();
-    if (!idle_) idle_since_ = now, idle_ = true;
+    if (!idle_) {  // where this thread runs, once a wait (the kernel rarely moves a thread within one)
+      idle_since_ = now, idle_ = true;
+      cpu_ = sched_getcpu();
+      publish(cpu_);
+    }
     const auto idle_for = now - idle_since_;
-    const int cpu = sched_getcpu();
-    publish(cpu);
-    const bool peer_elsewhere = seat_.cpus == nullptr || spin_pays(cpu, seat_.cpus, seat_.count, seat_.self);
+    const bool peer_elsewhere = seat_.cpus == nullptr || spin_pays(cpu_, seat_.cpus, seat_.count, seat_.self);
     if (peer_elsewhere && idle_for < std::chrono::microseconds(20)) {
       for (int i = 0; i < 16; ++i) cpu_relax();
     } else if (polling || (!peer_elsewhere && idle_for < std::chrono::microseconds(200))) {
@@ -127,15 +129,20 @@ class Backoff {
     } else {
       publish(kAsleep);
       sleep_while_epoch_is(epoch_before);  // 1 ms at most: a safety net, not the wake-up path
-      publish(sched_getcpu());
+      cpu_ = sched_getcpu();
+      publish(cpu_);
     }
   }
 
  private:
+  // Written only when it changes: the peers' spins read the line, and a store would take it from them.
   void publish(int cpu) {
-    if (seat_.cpus != nullptr) seat_.cpus[seat_.self].value.store(cpu, std::memory_order_relaxed);
+    if (seat_.cpus == nullptr) return;
+    std::atomic<int>& mine = seat_.cpus[seat_.self].value;
+    if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
   }
   Seat seat_;
+  int cpu_ = kAsleep;  // this thread's CPU when its wait began
   bool idle_ = false;
   std::chrono::steady_clock::time_point idle_since_;
 };
