@@ -24,7 +24,6 @@
 #include "core/article.hpp"
 #include "core/error.hpp"
 #include "core/spin_policy.hpp"
-#include "core/spin_policy.hpp"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -294,10 +293,7 @@ void wait_until_impl(bool (*check)(void* ready), void* ready, bool polls) {
   Backoff backoff;
   while (true) {
     const uint32_t epoch_before = wake_up.value.epoch.load();
-    if (check(ready)) {
-      backoff.reset();
-      return;
-    }
+    if (check(ready)) return;
     backoff.idle(epoch_before, polls);
   }
 }
