@@ -172,7 +172,8 @@ double rows_bytes_per_s() {
 Config tiny_config(int devices) {
   return parse_config(
       fmt::format("mesh: {{dims: {{batch: {}}}}}\ndata: {{dataset: mnist, path: none, batch_size: {}}}\n"
-                  "model:\n  - {{dense: 4, activation: relu}}\n  - {{dense: 10}}\ntrain: {{epochs: 1, optimizer: sgd}}\n",
+                  "model:\n  - {{dense: 4, activation: relu}}\n  - {{dense: 10}}\n"
+                  "train: {{epochs: 1, optimizer: sgd}}\n",
                   devices, 4 * devices),
       "calibration.yaml", LoadOptions{{}, "", false, "", {}});
 }
@@ -259,7 +260,8 @@ LinkRate measure_in_process(int threads, double latency_s, double* memory_bytes_
       const BufferView view = host_view(data.data(), size.count);
       std::vector<double> times;
       for (int rep = 0; rep < size.reps; ++rep) {
-        std::fill(data.begin(), data.begin() + ptrdiff_t(size.count), float(rank % 3));  // fresh values, as a new gradient is
+        // Fresh values, as a new gradient is.
+        std::fill(data.begin(), data.begin() + ptrdiff_t(size.count), float(rank % 3));
         comm->barrier(group);
         const auto start = Clock::now();
         comm->all_reduce(group, view, ReduceOp::Sum);
