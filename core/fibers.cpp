@@ -1,12 +1,14 @@
 // Fibers: Boost.Context's fcontext switch (make_fcontext / jump_fcontext: hand-tuned assembly for every CPU
-// Boost supports), one round-robin scheduler per OS thread, and an idle back-off that spins, then yields,
-// then sleeps on a futex until notify().
+// Boost supports), one round-robin scheduler per OS thread, and an idle back-off that spins while a peer
+// thread runs on another CPU, yields to one on its own CPU (core/spin_policy.hpp), then sleeps on a futex
+// until notify().
 // Boost.Context replaced a hand-written x86-64 switch (issue 14) at no cost: bench_fiber_switch, a yield
 // 43 ns against 60 (medians of 6 interleaved runs); bench_train_step's median step on the IMDB configs,
 // Boost/hand-written, the median of 40 interleaved rounds: dp 1.002, mp 0.997, sp 1.033 (1.007 over 30
 // more), all within the run-to-run spread of a shared 2-core machine.
 #include "core/fibers.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "core/cache_line.hpp"
 #include "core/article.hpp"
 #include "core/error.hpp"
+#include "core/spin_policy.hpp"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -89,29 +92,56 @@ void cpu_relax() {
 #endif
 }
 
-// How a thread with nothing to run waits: pause-spin first (a peer is usually microseconds away), then
-// give the core to other processes, then sleep until notify(). A thread with a polling wait (a condition
-// that turns true with no notify(), such as an MPI request) keeps checking it, yielding the core between.
+// A fiber thread's place among its run's threads, whose CPUs it reads to decide whether to spin (a thread
+// outside fibers::run has none and spins as it may).
+struct Seat {
+  PublishedCpu* cpus = nullptr;
+  size_t count = 0;
+  size_t self = 0;
+};
+
+// How a thread with nothing to run waits (core/spin_policy.hpp). While a peer thread runs on another CPU:
+// pause-spin (a peer is usually microseconds away), then sleep until notify(). While none does: yield the
+// CPU, which a peer on this CPU needs to arrive (spinning would only delay it), then sleep. Never yield to
+// wait for a peer elsewhere: on a loaded machine that hands the CPU to another process for a whole time
+// slice (imdb_dp's 76 us step took 4-16 ms next to busy processes). A thread with a polling wait (a
+// condition that turns true with no notify(), such as an MPI request) keeps checking it, yielding between.
 class Backoff {
  public:
+  explicit Backoff(Seat seat = {}) : seat_(seat) { publish(sched_getcpu()); }
+  ~Backoff() { publish(kAsleep); }
   void reset() { idle_ = false; }
   void idle(uint32_t epoch_before, bool polling) {
     const auto now = std::chrono::steady_clock::now();
-    if (!idle_) idle_since_ = now, idle_ = true;
+    if (!idle_) {  // where this thread runs, once a wait (the kernel rarely moves a thread within one)
+      idle_since_ = now, idle_ = true;
+      cpu_ = sched_getcpu();
+      publish(cpu_);
+    }
     const auto idle_for = now - idle_since_;
-    if (idle_for < std::chrono::microseconds(20)) {
+    const bool peer_elsewhere = seat_.cpus == nullptr || spin_pays(cpu_, seat_.cpus, seat_.count, seat_.self);
+    if (peer_elsewhere && idle_for < std::chrono::microseconds(20)) {
       for (int i = 0; i < 16; ++i) cpu_relax();
-    } else if (idle_for < std::chrono::microseconds(200)) {
-      std::this_thread::yield();
-    } else if (polling) {
-      // Never asleep: a non-blocking MPI collective moves on only inside the MPI_Test calls of its poll.
+    } else if (polling || (!peer_elsewhere && idle_for < std::chrono::microseconds(200))) {
+      // A polling wait is never asleep: a non-blocking MPI collective moves on only inside its MPI_Test calls.
       std::this_thread::yield();
     } else {
+      publish(kAsleep);
       sleep_while_epoch_is(epoch_before);  // 1 ms at most: a safety net, not the wake-up path
+      cpu_ = sched_getcpu();
+      publish(cpu_);
     }
   }
 
  private:
+  // Written only when it changes: the peers' spins read the line, and a store would take it from them.
+  void publish(int cpu) {
+    if (seat_.cpus == nullptr) return;
+    std::atomic<int>& mine = seat_.cpus[seat_.self].value;
+    if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+  }
+  Seat seat_;
+  int cpu_ = kAsleep;  // this thread's CPU when its wait began
   bool idle_ = false;
   std::chrono::steady_clock::time_point idle_since_;
 };
@@ -176,9 +206,9 @@ void prepare(Fiber* fiber) {
 }
 
 // One OS thread: runs its fibers round-robin until all have finished.
-void schedule(const std::vector<Fiber*>& fibers) {
+void schedule(const std::vector<Fiber*>& fibers, Seat seat) {
   size_t alive = fibers.size();
-  Backoff backoff;
+  Backoff backoff(seat);
   while (alive > 0) {
     const uint32_t epoch_before = wake_up.value.epoch.load();
     bool progress = false, polling = false;
@@ -232,7 +262,10 @@ void run(int count, int threads, const std::function<void(int)>& task) {
   for (auto& fiber : fibers) prepare(fiber.get());
   std::vector<std::thread> workers;
   workers.reserve(threads);
-  for (int t = 0; t < threads; ++t) workers.emplace_back([&, t] { schedule(per_thread[t]); });
+  std::vector<PublishedCpu> cpus(static_cast<size_t>(threads));
+  for (PublishedCpu& cpu : cpus) cpu.value.store(kAsleep);
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] { schedule(per_thread[t], Seat{cpus.data(), cpus.size(), size_t(t)}); });
   for (auto& worker : workers) worker.join();
 }
 

@@ -168,28 +168,56 @@ double rows_bytes_per_s() {
   return 20.0 * double(rows * classes) / s;
 }
 
-// What the engine spends around each kernel call besides the kernel (autograd, tensors, layouts, dispatch): a
-// tiny model's real training steps on one device, timed, less their kernels' time at the rates measured above,
-// over the kernel calls a step makes (its dry step counts them).
-double call_overhead_s(const Calibration& rates) {
-  const Config config = parse_config(
-      "mesh: {dims: {batch: 1}}\ndata: {dataset: mnist, path: none, batch_size: 4}\n"
-      "model:\n  - {dense: 4, activation: relu}\n  - {dense: 10}\ntrain: {epochs: 1, optimizer: sgd}\n",
+// A tiny model (a 4-unit layer, 4 examples a device), trained on `devices` CPU devices of this process.
+Config tiny_config(int devices) {
+  return parse_config(
+      fmt::format("mesh: {{dims: {{batch: {}}}}}\ndata: {{dataset: mnist, path: none, batch_size: {}}}\n"
+                  "model:\n  - {{dense: 4, activation: relu}}\n  - {{dense: 10}}\n"
+                  "train: {{epochs: 1, optimizer: sgd}}\n",
+                  devices, 4 * devices),
       "calibration.yaml", LoadOptions{{}, "", false, "", {}});
-  const DryStep counted = dry_step(config);
-  const std::vector<kernels::KernelWork>& calls = counted.tally.devices.at(0).kernels;
-  double kernels_s = 0;
-  for (const kernels::KernelWork& work : calls) kernels_s += cpu_kernel_seconds(work, 1, rates);
-  const int64_t steps = 40;
+}
+
+// Seconds of one real training step of `config` (dry_step run for real), from `rounds` rounds of `steps`
+// steps less the first step (which builds what the others reuse): their median, or their fastest.
+double seconds_per_step(const Config& config, int64_t steps, int rounds, bool fastest) {
   const auto timed = [&](int64_t n) {
     const auto start = std::chrono::steady_clock::now();
     dry_step(config, MemoryUse::train, false, n);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<double> per_step;
-  for (int round = 0; round < 5; ++round) per_step.push_back((timed(1 + steps) - timed(1)) / double(steps));
-  std::sort(per_step.begin(), per_step.end());
-  return std::max(0.0, per_step[per_step.size() / 2] - kernels_s) / double(std::max<size_t>(1, calls.size()));
+  for (int round = 0; round < rounds; ++round) per_step.push_back((timed(1 + steps) - timed(1)) / double(steps));
+  return fastest ? *std::min_element(per_step.begin(), per_step.end()) : median(per_step);
+}
+
+// What the engine spends around each kernel call besides the kernel (autograd, tensors, layouts, dispatch): the
+// tiny model's real training steps on one device, timed, less their kernels' time at the rates measured above,
+// over the kernel calls a step makes (its dry step counts them). `one_device_s`: that step's seconds.
+double call_overhead_s(const Calibration& rates, double* one_device_s) {
+  const Config config = tiny_config(1);
+  const DryStep counted = dry_step(config);
+  const std::vector<kernels::KernelWork>& calls = counted.tally.devices.at(0).kernels;
+  double kernels_s = 0;
+  for (const kernels::KernelWork& work : calls) kernels_s += cpu_kernel_seconds(work, 1, rates);
+  *one_device_s = seconds_per_step(config, 40, 5, false);
+  return std::max(0.0, *one_device_s - kernels_s) / double(std::max<size_t>(1, calls.size()));
+}
+
+// The in-process collectives' latency as a training step meets it: the tiny model's step on 8 devices (the
+// same kernels on each as on one), less the devices a fiber thread runs one after another times the one-device
+// step, over the collectives a device takes part in. What a collective costs inside a step (the meeting, the
+// fibers' switches, the threads' hand-offs), not a barrier timed alone: that one came out 44 us or 1.7 us in
+// calibrations minutes apart, by whether the kernel had yet spread the fresh threads over the cores.
+// The fastest of 9 rounds of 500 steps (about 20 ms each), not their median: with another process on one of
+// the cores the 8-device step is bimodal (its two threads on one CPU or on two: 77 or 42 us here), and a
+// median of rounds followed the other process's load, 2.6-16 us in calibrations a minute apart.
+double step_collective_latency_s(int threads, double one_device_s) {
+  const int devices = 8;
+  const Config config = tiny_config(devices);
+  const size_t collectives = dry_step(config).collectives.at(0).size();
+  const double step_s = seconds_per_step(config, 500, 9, true);
+  return in_process_latency_from_steps(step_s, one_device_s, devices, threads, collectives);
 }
 
 // A 3x3 'same' convolution of [16, 28, 28, 32] into 32 channels (an MNIST CNN's second layer).
@@ -207,44 +235,47 @@ ThreadRates measure_conv(int threads) {
   return rates_of(flops, run, threads);
 }
 
-// 8 ranks on fibers, as the engine runs a mesh of 8 CPU devices: all_reduce of a small and a large payload,
-// each timed with the barrier that ends it, less a barrier alone. latency = the small call's time; bandwidth =
-// the bytes every member reads and writes (2 * 8 * payload) over the large call's time beyond the latency.
-LinkRate measure_in_process(int threads, double* memory_bytes_per_s) {
+// 8 ranks on fibers, as the engine runs a mesh of 8 CPU devices: all_reduce of a small, a large and a huge
+// payload, each timed with the barrier that ends it, all in one run after a warm-up (fresh threads may start
+// on one core, and copy at half the rate, until the kernel spreads them). Bandwidth: the bytes every member
+// reads and writes (2 * 8 * payload) over the time the large payload takes beyond the small one; past the
+// caches, the huge one's. The latency is a step's (step_collective_latency_s), not this loop's.
+LinkRate measure_in_process(int threads, double latency_s, double* memory_bytes_per_s) {
   const int ranks = 8;
-  const auto time_all_reduce = [&](size_t count, int reps) {  // count 0: the barrier alone
-    LocalWorld world(ranks);
-    double seconds = 0;
-    fibers::run(ranks, std::max(1, std::min(ranks, threads)), [&](int rank) {
-      auto comm = world.communicator(rank);
-      Group group{{0, 1, 2, 3, 4, 5, 6, 7}, rank};
-      std::vector<float> data = filled(std::max<size_t>(count, 1), float(rank));
-      comm->all_reduce(group, host_view(data), ReduceOp::Sum);  // warm-up
+  // 256 KB per member: the size of these configs' gradients (a 1200x48 kernel: 225 KB; 784x700: 2.1 MB);
+  // 4 MB per member: 32 MB in all, past the caches.
+  const size_t small = 256, large = size_t(1) << 16, huge = size_t(1) << 20;
+  struct Size {
+    size_t count;
+    int reps;
+    double seconds;
+  };
+  std::vector<Size> sizes = {{huge, 5, 0}, {small, 200, 0}, {large, 40, 0}, {huge, 10, 0}};  // the first: warm-up
+  LocalWorld world(ranks);
+  fibers::run(ranks, std::max(1, std::min(ranks, threads)), [&](int rank) {
+    auto comm = world.communicator(rank);
+    Group group{{0, 1, 2, 3, 4, 5, 6, 7}, rank};
+    std::vector<float> data = filled(huge, float(rank));
+    for (Size& size : sizes) {
+      const BufferView view = host_view(data.data(), size.count);
       std::vector<double> times;
-      for (int rep = 0; rep < reps; ++rep) {
-        std::fill(data.begin(), data.end(), float(rank % 3));  // fresh values, in cache, as a new gradient is
+      for (int rep = 0; rep < size.reps; ++rep) {
+        // Fresh values, as a new gradient is.
+        std::fill(data.begin(), data.begin() + ptrdiff_t(size.count), float(rank % 3));
         comm->barrier(group);
         const auto start = Clock::now();
-        if (count > 0) comm->all_reduce(group, host_view(data), ReduceOp::Sum);
+        comm->all_reduce(group, view, ReduceOp::Sum);
         comm->barrier(group);
         times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       }
-      if (rank == 0) seconds = median(times);
-    });
-    return seconds;
-  };
-  // 256 KB per member: the size of these configs' gradients (a 1200x48 kernel: 225 KB; 784x700: 2.1 MB).
-  const size_t small = 256, large = size_t(1) << 16;
+      if (rank == 0) size.seconds = median(times);
+    }
+  });
+  const auto moved = [&](size_t count) { return 2.0 * ranks * 4.0 * double(count); };
   LinkRate rate;
-  const double barrier_s = time_all_reduce(0, 200);
-  // A call right after another one meets its peers at once; in a step they arrive from their kernels, and the
-  // meeting costs what a barrier does: at least that.
-  rate.latency_s = std::max(barrier_s, time_all_reduce(small, 200) - barrier_s);
-  const double large_s = time_all_reduce(large, 40) - barrier_s;
-  rate.bytes_per_s = 2.0 * ranks * 4.0 * double(large) / std::max(1e-9, large_s - rate.latency_s);
-  const size_t huge = size_t(1) << 20;  // 4 MB per member: 32 MB in all, past the caches
-  const double huge_s = time_all_reduce(huge, 10) - barrier_s;
-  *memory_bytes_per_s = 2.0 * ranks * 4.0 * double(huge) / std::max(1e-9, huge_s - rate.latency_s);
+  rate.latency_s = latency_s;
+  rate.bytes_per_s = moved(large - small) / std::max(1e-9, sizes[2].seconds - sizes[1].seconds);
+  *memory_bytes_per_s = moved(huge - small) / std::max(1e-9, sizes[3].seconds - sizes[1].seconds);
   return rate;
 }
 
@@ -331,6 +362,12 @@ std::string cache_folder() {
 
 }  // namespace
 
+double in_process_latency_from_steps(double step_s, double one_device_s, int devices, int threads, size_t collectives) {
+  const int fiber_threads = std::max(1, std::min(devices, threads));
+  const double serial = double((devices + fiber_threads - 1) / fiber_threads);  // devices a thread runs in turn
+  return std::max(0.0, step_s - serial * one_device_s) / double(std::max<size_t>(1, collectives));
+}
+
 Calibration default_calibration() {
   Calibration c;
   c.cpu_model = cpu_model_name();
@@ -371,8 +408,10 @@ Calibration measure_calibration() {
   c.cache_bytes_per_s = elementwise_bytes_per_s(size_t(16) << 10);
   c.rows_bytes_per_s = rows_bytes_per_s();
   c.broadcast_elements_per_s = broadcast_elements_per_s();
-  c.call_overhead_s = call_overhead_s(c);
-  c.in_process = measure_in_process(c.threads, &c.in_process_memory_bytes_per_s);
+  double one_device_s = 0;
+  c.call_overhead_s = call_overhead_s(c, &one_device_s);
+  c.in_process = measure_in_process(c.threads, step_collective_latency_s(c.threads, one_device_s),
+                                    &c.in_process_memory_bytes_per_s);
   measure_processes(c);
   return c;
 }

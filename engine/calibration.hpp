@@ -53,6 +53,13 @@ struct Calibration {
   LinkRate hosts;      // MPI between hosts (measured when mpirun's processes are on several hosts)
 };
 
+// The latency of one in-process collective as a training step meets it, from two measured steps of one
+// model: `step_s` on `devices` devices of one process (threads fiber threads), each doing the kernels of the
+// one-device step that takes one_device_s. Less the devices each fiber thread runs one after another
+// (step_time.hpp's compute, ceil(devices / min(devices, threads)) times one device's), over the
+// `collectives` calls a device takes part in; at least 0.
+double in_process_latency_from_steps(double step_s, double one_device_s, int devices, int threads, size_t collectives);
+
 // Rates of a modest 2020s core, for a plan with no calibration cache.
 Calibration default_calibration();
 

@@ -164,4 +164,23 @@ TEST_CASE("an all_gather and a broadcast across processes, and a placement of no
   CHECK_THROWS_AS(predict_step({}, {}, cpu(0, 2), rates(), links()), Error);
 }
 
+TEST_CASE("the calibration's in-process latency, taken from a step on 8 devices and one on 1, is what the model charges") {
+  // calibration.cpp times a tiny model's step on one device and on 8 and keeps what the 8-device step spends
+  // beyond its kernels per collective: the inverse of this model, so a step like the timed one is predicted
+  // at the time it took, whatever the threads (8 devices on 2 threads: 4 one after another; on 3: 3).
+  const std::vector<KernelWork> kernels{{"elementwise", "add", 1e6, 1e6}, {"rows", "softmax", 1e5, 4e6}};
+  std::vector<CollectiveCall> collectives;
+  for (const char* kind : {"all_reduce", "all_gather", "all_reduce"}) collectives.push_back({kind, ranks(0, 8), 0});
+  for (int threads : {1, 2, 3, 8, 16}) {
+    INFO("threads " << threads);
+    const double one_device_s = predict_step(kernels, {}, cpu(1, threads), rates(), links()).step_s;
+    const double eight_s = predict_step(kernels, collectives, cpu(8, threads), rates(), links()).step_s;
+    CHECK(one_device_s > 0);
+    CHECK(in_process_latency_from_steps(eight_s, one_device_s, 8, threads, collectives.size()) ==
+          doctest::Approx(links().at(LinkLevel::in_process).latency_s));
+  }
+  // A step no slower than its kernels: no latency, not a negative one.
+  CHECK(in_process_latency_from_steps(3e-5, 1e-5, 8, 2, 7) == 0.0);
+}
+
 }  // namespace dtrain
