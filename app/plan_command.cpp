@@ -240,9 +240,8 @@ int run_plan(const CommandOptions& options) {
   const bool per_device = device_memory > 0;
   const bool on_gpus = !cluster && config.mesh.devices == DeviceKind::gpu;
   const std::vector<GpuShare> gpus = on_gpus ? gpu_shares(memory.devices_per_process) : std::vector<GpuShare>{};
-  const auto gpu_need = [&](const GpuShare& share) { return memory.per_device() * share.devices; };
   const bool gpus_fit = std::all_of(gpus.begin(), gpus.end(),
-                                    [&](const GpuShare& share) { return gpu_need(share) <= double(share.free_bytes); });
+                                    [&](const GpuShare& share) { return share.need(memory) <= double(share.free_bytes); });
   const double have = per_device ? device_memory : double(available);
   const double need = per_device ? memory.per_device() : memory.process_peak();
   const bool checked = per_device || (!cluster && !on_gpus && available > 0);
@@ -269,9 +268,9 @@ int run_plan(const CommandOptions& options) {
     say("  peak per process, predicted: {}; this machine has {} available: {}\n", bytes_text(memory.process_peak()),
         bytes_text(double(available)), verdict);
   for (const GpuShare& share : gpus) {
-    const double short_of = gpu_need(share) - double(share.free_bytes);
+    const double short_of = share.need(memory) - double(share.free_bytes);
     say("  on cuda:{} ({} device{} of this process): {}; it has {} free: {}\n", share.gpu, share.devices,
-        share.devices == 1 ? "" : "s", bytes_text(gpu_need(share)), bytes_text(double(share.free_bytes)),
+        share.devices == 1 ? "" : "s", bytes_text(share.need(memory)), bytes_text(double(share.free_bytes)),
         short_of <= 0 ? "fits" : fmt::format("does not fit, {} short", bytes_text(short_of)));
   }
 
@@ -337,7 +336,9 @@ int run_plan(const CommandOptions& options) {
                time.examples_per_s(config.data.batch_size), flops, calibration.calibrated,
                train::json_string(to_string(config.train.precision)), all_bytes, items, collectives);
   }
-  if (!fits && !per_device) check_memory(config, memory);  // exit 2, naming the bytes
+  // Exit 2, naming the bytes (a GPU mesh: against the free memory read above).
+  if (!fits && on_gpus) check_gpu_memory(config, memory, gpus);
+  if (!fits && !per_device) check_memory(config, memory);
   if (!fits && per_device)
     throw_config_error(config.where("mesh"), fmt::format("the run needs {} a device at the step's peak; a device of {} "
                                                          "has {}, {} short",

@@ -12,8 +12,6 @@ namespace dtrain::bitwise {
 
 std::atomic<bool> detail::active{false};
 
-Scope::Scope(bool on) : previous_(detail::active.exchange(on)) {}
-Scope::~Scope() { detail::active.store(previous_); }
 
 AxisSlice example_axis(int64_t n, int64_t offset) {
   const DeviceContext::MicroBatch& micro = current_device().micro_batch;

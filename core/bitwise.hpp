@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/scoped_flag.hpp"
 #include "core/tensor.hpp"
 
 namespace dtrain::bitwise {
@@ -37,15 +38,9 @@ extern std::atomic<bool> active;
 inline bool active() { return detail::active.load(std::memory_order_relaxed); }
 
 // While alive, sums follow the canonical order when `on` (the previous setting comes back after).
-class Scope {
+class Scope : ScopedFlag {
  public:
-  explicit Scope(bool on);
-  ~Scope();
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
- private:
-  bool previous_;
+  explicit Scope(bool on) : ScopedFlag(detail::active, on) {}
 };
 
 // Where leaf `leaf` of an axis of extent n starts (leaf == kLeaves: n).

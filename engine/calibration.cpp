@@ -239,8 +239,8 @@ ThreadRates measure_conv(int threads) {
 // payload, each timed with the barrier that ends it, all in one run after a warm-up (fresh threads may start
 // on one core, and copy at half the rate, until the kernel spreads them). Bandwidth: the bytes every member
 // reads and writes (2 * 8 * payload) over the time the large payload takes beyond the small one; past the
-// caches, the huge one's. The latency is a step's (step_collective_latency_s), not this loop's.
-LinkRate measure_in_process(int threads, double latency_s, double* memory_bytes_per_s) {
+// caches, the huge one's. The latency is a step's (step_collective_latency_s, set by the caller), not this loop's.
+LinkRate measure_in_process(int threads, double* memory_bytes_per_s) {
   const int ranks = 8;
   // 256 KB per member: the size of these configs' gradients (a 1200x48 kernel: 225 KB; 784x700: 2.1 MB);
   // 4 MB per member: 32 MB in all, past the caches.
@@ -273,7 +273,6 @@ LinkRate measure_in_process(int threads, double latency_s, double* memory_bytes_
   });
   const auto moved = [&](size_t count) { return 2.0 * ranks * 4.0 * double(count); };
   LinkRate rate;
-  rate.latency_s = latency_s;
   rate.bytes_per_s = moved(large - small) / std::max(1e-9, sizes[2].seconds - sizes[1].seconds);
   *memory_bytes_per_s = moved(huge - small) / std::max(1e-9, sizes[3].seconds - sizes[1].seconds);
   return rate;
@@ -410,8 +409,8 @@ Calibration measure_calibration() {
   c.broadcast_elements_per_s = broadcast_elements_per_s();
   double one_device_s = 0;
   c.call_overhead_s = call_overhead_s(c, &one_device_s);
-  c.in_process = measure_in_process(c.threads, step_collective_latency_s(c.threads, one_device_s),
-                                    &c.in_process_memory_bytes_per_s);
+  c.in_process = measure_in_process(c.threads, &c.in_process_memory_bytes_per_s);
+  c.in_process.latency_s = step_collective_latency_s(c.threads, one_device_s);
   measure_processes(c);
   return c;
 }

@@ -178,7 +178,7 @@ std::vector<GpuShare> gpu_shares(int local) {
 
 void check_gpu_memory(const Config& config, const MemoryPlan& plan, const std::vector<GpuShare>& gpus) {
   for (const GpuShare& share : gpus) {
-    const double need = plan.per_device() * share.devices;
+    const double need = share.need(plan);
     if (need <= double(share.free_bytes)) continue;
     const VariableMemory* largest = largest_variable(plan);
     throw_config_error(largest ? variable_where(config, largest->info->path) : config.where("model"),

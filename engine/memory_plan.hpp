@@ -77,6 +77,8 @@ struct GpuShare {
   int gpu = 0;
   int devices = 0;
   int64_t free_bytes = 0;
+  // What its devices hold together at the step's peak.
+  double need(const MemoryPlan& plan) const { return plan.per_device() * devices; }
 };
 // The GPUs this process's `local` devices sit on (core/gpu_assignment.hpp's rule), in order, with the free memory
 // each has now; empty when no GPU is visible (or this dtrain has no CUDA).

@@ -6,6 +6,7 @@
 
 #include "core/autograd.hpp"
 #include "core/dtensor.hpp"
+#include "core/scoped_flag.hpp"
 
 namespace dtrain::precision {
 
@@ -18,15 +19,9 @@ extern std::atomic<bool> bf16_products;
 inline bool bf16_products() { return detail::bf16_products.load(std::memory_order_relaxed); }
 
 // While alive, products take bf16 operands when `on` (the previous setting comes back after).
-class Bf16Products {
+class Bf16Products : ScopedFlag {
  public:
-  explicit Bf16Products(bool on) : previous_(detail::bf16_products.exchange(on)) {}
-  ~Bf16Products() { detail::bf16_products.store(previous_); }
-  Bf16Products(const Bf16Products&) = delete;
-  Bf16Products& operator=(const Bf16Products&) = delete;
-
- private:
-  bool previous_;
+  explicit Bf16Products(bool on) : ScopedFlag(detail::bf16_products, on) {}
 };
 
 }  // namespace dtrain::precision
